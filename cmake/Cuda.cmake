@@ -1,0 +1,22 @@
+# Decides whether the CUDA backend is built (VEOMNI_CUDA=AUTO|ON|OFF) and sets VEOMNI_HAVE_CUDA.
+set(VEOMNI_HAVE_CUDA OFF)
+if(NOT VEOMNI_CUDA STREQUAL "OFF")
+  # nvcc is often not on PATH on Debian machines with the toolkit in /usr/local/cuda.
+  if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90)  # Hopper: H100 / H200
+    endif()
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    set(VEOMNI_HAVE_CUDA ON)
+  elseif(VEOMNI_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "VEOMNI_CUDA=ON but no CUDA compiler was found (set CUDACXX or install the CUDA toolkit)")
+  endif()
+endif()

@@ -1,0 +1,123 @@
+// The op API: every compute primitive the models use, forward and backward, dispatched on the tensors' device.
+//
+// Conventions (all ops):
+// - Tensors are contiguous, row-major. Shapes are given as [..] in the comments and checked.
+// - The CPU backend (kernels/cpu/) is the fp32 reference: it accepts f32 (and i32/i64 index tensors).
+//   The CUDA backend (kernels/cuda/) accepts f32 and bf16 activations/weights with fp32 accumulation.
+// - "accumulates" means the op adds into the output (gradients of parameters: dW += ...); everything else
+//   overwrites its outputs. Outputs are allocated by the caller.
+// - All tensors of one call live on one device; an op throws veomni::Error on a shape/dtype/device mismatch.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace veomni::ops {
+
+// ---------------------------------------------------------------- GEMM
+// out[M,N] = alpha * op(a) @ op(b) + beta * out, op(x) = x^T when trans. a,b,out are 2-D.
+// Linear layer y = x W^T: matmul(x, false, W, true, y). dx = dy W: matmul(dy, false, W, false, dx).
+// dW += dy^T x: matmul(dy, true, x, false, dW, 1, 1).
+void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& out, float alpha = 1.0f,
+            float beta = 0.0f);
+
+// Grouped GEMM for experts: the rows of x [T, K] form consecutive groups of group_sizes[g] rows (sum = T).
+// out_g = x_g @ op(w[g]) where w is [G, N, K] when trans_w (out_g = x_g w_g^T) or [G, K, N] otherwise; out [T, N].
+void grouped_matmul(const Tensor& x, const Tensor& w, bool trans_w, const std::vector<int64_t>& group_sizes,
+                    Tensor& out);
+// Weight gradient of grouped_matmul with trans_w = true: dw[g] (+)= dy_g^T x_g, dw [G, N, K]; accumulates when
+// accumulate is true.
+void grouped_matmul_weight_grad(const Tensor& dy, const Tensor& x, const std::vector<int64_t>& group_sizes, Tensor& dw,
+                                bool accumulate);
+
+// ---------------------------------------------------------------- normalisation
+// y = w * x * rsqrt(mean(x^2) + eps) over the last dim; x,y [N, D], w [D], rstd [N] (f32, saved for backward).
+void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd);
+// dx [N, D] (overwritten), dweight [D] accumulates.
+void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
+                      Tensor& dweight);
+
+// ---------------------------------------------------------------- rotary position embedding
+// cos/sin tables [S, D] (f32) for head_dim D, half-split layout (emb = cat(freqs, freqs)), inv_freq[i] = theta^(-2i/D).
+// positions: [S] (i64, or f32 for Qwen3-Omni) for 1-D RoPE, or [3, S] for interleaved M-RoPE with mrope_section
+// (e.g. {24, 20, 20}): frequency j uses stream H if j%3==1 && j < 3*section[1], W if j%3==2 && j < 3*section[2],
+// else T. An empty mrope_section with [3, S] positions is an error.
+void rope_tables(const Tensor& positions, int64_t head_dim, double theta, const std::vector<int64_t>& mrope_section,
+                 Tensor& cos, Tensor& sin);
+// In place on x [S, H, D]: x = x*cos + rotate_half(x)*sin. inverse = true applies the transpose (the backward:
+// dx = dy*cos - rotate_half^T(dy)*sin).
+void rope_apply(Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse);
+
+// ---------------------------------------------------------------- SwiGLU
+// out = silu(gate) * up; gate, up, out [N, I].
+void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& out);
+void swiglu_backward(const Tensor& dout, const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup);
+// Fused layout of stacked experts: gate_up [N, 2I] with gate in columns [0, I) and up in [I, 2I); out [N, I].
+void swiglu_fused_forward(const Tensor& gate_up, Tensor& out);
+void swiglu_fused_backward(const Tensor& dout, const Tensor& gate_up, Tensor& dgate_up);
+
+// ---------------------------------------------------------------- attention
+// Packed variable-length attention. q [S, Hq, D], k/v [S, Hkv, D], Hq % Hkv == 0 (query head j uses kv head
+// j / (Hq/Hkv)). cu_seqlens: i32 [B+1] on the host, cu[0] = 0, cu[B] = S; a token attends only to tokens of its
+// own sequence (and only to earlier ones when causal). Softmax in fp32. out [S, Hq, D]; lse [Hq, S] (f32,
+// log-sum-exp of the scaled scores, saved for backward).
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const std::vector<int32_t>& cu_seqlens,
+                       bool causal, float scale, Tensor& out, Tensor& lse);
+// dq [S, Hq, D], dk/dv [S, Hkv, D] (overwritten; the GQA sum over query heads is done inside).
+void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& lse, const std::vector<int32_t>& cu_seqlens, bool causal, float scale,
+                        Tensor& dq, Tensor& dk, Tensor& dv);
+
+// ---------------------------------------------------------------- loss
+// Fused softmax + cross-entropy + gradient. logits [N, V], labels i64 [N] (already shifted; rows whose label is
+// ignore_index contribute nothing). losses [N] f32: -log softmax(logits)[label] (0 when ignored).
+// When dlogits is defined: dlogits [N, V] = grad_scale * (softmax - onehot(label)), zero rows when ignored;
+// dlogits may be the same tensor as logits (in-place). Labels outside [0, V) other than ignore_index are an error.
+void cross_entropy(const Tensor& logits, const Tensor& labels, int64_t ignore_index, float grad_scale, Tensor& losses,
+                   Tensor& dlogits);
+
+// ---------------------------------------------------------------- embedding
+// out[n] = table[ids[n]]; ids i64 [N], table [V, H], out [N, H]. An id outside [0, V) is an error.
+void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out);
+// dtable[ids[n]] += dout[n] (accumulates).
+void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable);
+
+// ---------------------------------------------------------------- mixture of experts
+// Router: probs = softmax(router_logits) in fp32 [N, E]; topk_idx i32 [N, k] (descending probability, ties to the
+// lower index); topk_weight f32 [N, k] = the k probabilities, divided by their sum when norm_topk_prob.
+void moe_route(const Tensor& router_logits, int64_t k, bool norm_topk_prob, Tensor& probs, Tensor& topk_idx,
+               Tensor& topk_weight);
+// Backward of moe_route given dL/dtopk_weight [N, k] and dL/dprobs from elsewhere (e.g. the aux loss; may be
+// undefined): dlogits [N, E] (overwritten).
+void moe_route_backward(const Tensor& dtopk_weight, const Tensor& dprobs_extra, const Tensor& probs,
+                        const Tensor& topk_idx, bool norm_topk_prob, Tensor& dlogits);
+// Sorts the N*k (token, slot) pairs by expert (stable: by expert, then token, then slot).
+// permuted [N*k, H] = x rows in that order; row_map i32 [N*k]: row_map[t*k + j] = position of pair (t, j) in
+// permuted; expert_counts[e] = rows routed to expert e (host vector, size num_experts).
+void moe_permute(const Tensor& x, const Tensor& topk_idx, int64_t num_experts, Tensor& permuted, Tensor& row_map,
+                 std::vector<int64_t>& expert_counts);
+// dx[t] = sum_j dpermuted[row_map[t*k+j]]; dx [N, H] (overwritten).
+void moe_permute_backward(const Tensor& dpermuted, const Tensor& row_map, int64_t k, Tensor& dx);
+// out[t] = sum_j topk_weight[t, j] * y[row_map[t*k+j]]; y [N*k, H], out [N, H].
+void moe_unpermute(const Tensor& y, const Tensor& row_map, const Tensor& topk_weight, Tensor& out);
+// dy[row_map[t*k+j]] = topk_weight[t,j] * dout[t]; dtopk_weight[t,j] = <dout[t], y[row_map[t*k+j]]>.
+void moe_unpermute_backward(const Tensor& dout, const Tensor& y, const Tensor& row_map, const Tensor& topk_weight,
+                            Tensor& dy, Tensor& dtopk_weight);
+
+// ---------------------------------------------------------------- optimizer
+// One AdamW step in torch semantics (decoupled weight decay, bias correction), all f32:
+// p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr * (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps).
+void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, float lr, float beta1,
+                float beta2, float eps, float weight_decay, int64_t step);
+
+// ---------------------------------------------------------------- elementwise and reductions
+double sum(const Tensor& x);          // accumulated in f64, returned to the host
+double sum_squares(const Tensor& x);  // sum of x^2, f64 accumulation
+void add_(Tensor& dst, const Tensor& src, float alpha = 1.0f);  // dst += alpha * src
+void scale_(Tensor& x, float factor);
+void fill_(Tensor& x, float value);
+// dst = src converted to dst's dtype (f32 <-> bf16 <-> f16), same numel.
+void cast(const Tensor& src, Tensor& dst);
+
+}  // namespace veomni::ops

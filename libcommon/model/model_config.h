@@ -1,0 +1,49 @@
+// The language-model configuration read from a HuggingFace config.json (model_type qwen3 / qwen3_moe).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace veomni {
+
+struct ModelConfig {
+  std::string model_type;  // "qwen3" or "qwen3_moe"
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;
+  int64_t head_dim = 0;  // from config.json, else hidden_size / num_attention_heads
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;  // top-level rope_theta or rope_parameters.rope_theta
+  bool tie_word_embeddings = false;
+  double initializer_range = 0.02;
+  bool attention_bias = false;  // true is rejected (not supported)
+
+  // Mixture of experts (model_type qwen3_moe); num_experts == 0 means dense.
+  int64_t num_experts = 0;  // num_experts or num_local_experts
+  int64_t num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;
+  bool norm_topk_prob = false;
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+  double router_aux_loss_coef = 0.001;
+  bool output_router_logits = false;
+
+  bool is_moe() const { return num_experts > 0; }
+  // Layer i is sparse iff i is not in mlp_only_layers, num_experts > 0 and (i+1) % decoder_sparse_step == 0.
+  bool layer_is_sparse(int64_t layer) const;
+  int64_t q_size() const { return num_attention_heads * head_dim; }
+  int64_t kv_size() const { return num_key_value_heads * head_dim; }
+};
+
+// Parses and validates; errors name the source (file path) and the key. Unknown model_type -> InputError.
+ModelConfig model_config_from_json(const nlohmann::json& json, const std::string& source);
+ModelConfig load_model_config(const std::string& path);  // a config.json file, or a directory holding one
+// Writes the HF form (transformers 5.x field names) so that merged checkpoints load in transformers.
+nlohmann::json model_config_to_json(const ModelConfig& config);
+
+}  // namespace veomni

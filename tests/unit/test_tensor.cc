@@ -1,0 +1,68 @@
+// Unit tests of core: dtype conversions, tensor views and copies, error types.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/tensor.h"
+
+using namespace veomni;
+
+TEST(DType, NamesRoundTrip) {
+  for (DType d : {DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64, DType::U8, DType::Bool})
+    EXPECT_EQ(dtype_from_name(dtype_name(d)), d);
+  EXPECT_EQ(dtype_from_name("bfloat16"), DType::BF16);
+  EXPECT_THROW(dtype_from_name("complex64"), InputError);
+}
+
+TEST(DType, Bf16RoundsToNearestEven) {
+  EXPECT_EQ(bf16_to_float(float_to_bf16(1.0f)), 1.0f);
+  EXPECT_EQ(bf16_to_float(float_to_bf16(-3.5f)), -3.5f);
+  // 1 + 2^-8 is exactly halfway between 1 and 1 + 2^-7: ties go to the even mantissa (1.0).
+  EXPECT_EQ(bf16_to_float(float_to_bf16(1.0f + std::ldexp(1.0f, -8))), 1.0f);
+  EXPECT_EQ(bf16_to_float(float_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8))), 1.0f + std::ldexp(1.0f, -6));
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(NAN))));
+}
+
+TEST(DType, F16RoundTrip) {
+  for (float v : {0.0f, 1.0f, -2.5f, 65504.0f, 0.00006103515625f, 1e-7f})
+    EXPECT_NEAR(f16_to_float(float_to_f16(v)), v, std::fabs(v) * 1e-3 + 6e-8) << v;
+  EXPECT_TRUE(std::isinf(f16_to_float(float_to_f16(1e6f))));
+}
+
+TEST(Tensor, ViewSliceSelectShareStorage) {
+  Tensor t = Tensor::from_vector<float>({0, 1, 2, 3, 4, 5}, {3, 2});
+  EXPECT_EQ(t.describe(), "f32[3, 2] cpu");
+  Tensor v = t.view({2, -1});
+  EXPECT_EQ(v.shape(), (Shape{2, 3}));
+  Tensor s = t.slice(1, 3);
+  EXPECT_EQ(s.shape(), (Shape{2, 2}));
+  EXPECT_EQ(s.data<float>()[0], 2.0f);
+  s.data<float>()[0] = 42.0f;
+  EXPECT_EQ(t.data<float>()[2], 42.0f);
+  Tensor r = t.select(2);
+  EXPECT_EQ(r.shape(), (Shape{2}));
+  EXPECT_EQ(r.data<float>()[1], 5.0f);
+  EXPECT_THROW(t.view({4, 2}), Error);
+  EXPECT_THROW(t.slice(2, 4), Error);
+  EXPECT_THROW(t.data<int32_t>(), Error);
+}
+
+TEST(Tensor, CloneIsDeepAndToDtypeConverts) {
+  Tensor t = Tensor::from_vector<float>({1.5f, -2.0f}, {2});
+  Tensor c = t.clone();
+  c.data<float>()[0] = 0;
+  EXPECT_EQ(t.data<float>()[0], 1.5f);
+  Tensor b = t.to_dtype(DType::BF16);
+  EXPECT_EQ(b.item_as_double(0), 1.5);
+  Tensor i = t.to_dtype(DType::I64);
+  EXPECT_EQ(i.data<int64_t>()[1], -2);
+  Tensor z = Tensor::zeros({4}, DType::I32);
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(z.data<int32_t>()[k], 0);
+}
+
+TEST(Tensor, CudaWithoutBackendIsAClearError) {
+  // No CUDA allocator is registered in a CPU-only process: asking for device memory must say so, not crash.
+  EXPECT_THROW(Tensor::empty({2}, DType::F32, Device::cuda(0)), Error);
+}
