@@ -1,0 +1,56 @@
+// Parameters with their HuggingFace names and full shapes, grouped per layer: the unit FSDP gathers and frees.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace veomni {
+
+struct Parameter {
+  std::string name;   // HF name, e.g. "model.layers.0.self_attn.q_proj.weight" (v5 stacked names for experts)
+  Shape shape;        // full logical shape
+  bool is_expert = false;  // [E, ...] expert weights: split over EP groups along dim 0
+  int64_t group = -1;      // index of its ParamGroup
+  // Rows [local_begin, local_end) of dim 0 are this rank's (expert parallelism: E/ep experts). value and grad hold
+  // only those rows; local_end == -1 means all rows.
+  int64_t local_begin = 0;
+  int64_t local_end = -1;
+  // The full tensor used by compute while materialised (the compute dtype; f32 on the CPU reference path).
+  // Without FSDP it is always materialised; under FSDP it is only between gather and release.
+  Tensor value;
+  // Gradient of the full tensor (same shape, f32), accumulated by backward; undefined until first written.
+  Tensor grad;
+};
+
+// The parameters of one unit (embedding, each decoder layer, final norm + lm_head): gathered together.
+struct ParamGroup {
+  std::string name;  // "embed", "layers.3", "head"
+  std::vector<Parameter*> params;
+};
+
+class ParamStore {
+ public:
+  // Registers a parameter in the current group (see begin_group); returns a stable pointer.
+  Parameter* add(const std::string& name, const Shape& shape, bool is_expert = false);
+  void begin_group(const std::string& group_name);
+
+  Parameter* find(const std::string& name);  // nullptr when absent
+  Parameter& at(const std::string& name);    // throws InputError naming the parameter when absent
+  const std::vector<std::unique_ptr<Parameter>>& all() const { return params_; }
+  std::vector<ParamGroup>& groups() { return groups_; }
+  int64_t num_elements() const;
+
+  // Allocates value tensors (zeros) for every parameter on a device/dtype; used by the single-process path.
+  void materialize_all(Device device, DType dtype);
+  // Sets every grad to zero (allocating f32 zeros where undefined).
+  void zero_grads();
+
+ private:
+  std::vector<std::unique_ptr<Parameter>> params_;
+  std::vector<ParamGroup> groups_;
+};
+
+}  // namespace veomni
