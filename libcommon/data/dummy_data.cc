@@ -1,0 +1,271 @@
+// VeOmni-compatible dummy samples from a portable PRNG, and the streaming writer of a dummy dataset.
+#include "data/dummy_data.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "core/error.h"
+#include "data/audio_length.h"
+#include "data/batch.h"
+#include "data/dataset_writer.h"
+#include "veomni/version.h"
+
+namespace veomni {
+
+namespace {
+
+// VeOmni's dummy media: two still images and one 10-frame video of 4x4 patches, two 400-frame audio clips.
+constexpr int64_t kVocabSize = 1024;
+constexpr int64_t kGridSide = 4;
+constexpr int64_t kMergeSize = 2;
+constexpr int64_t kImages = 2;
+constexpr int64_t kVideoFrames = 10;
+constexpr int64_t kAudioClips = 2;
+constexpr int64_t kAudioClipFrames = 400;
+constexpr int64_t kMelBins = 128;
+// Before Qwen3-Omni's formula VeOmni reserves 4 frames per audio token: 2 clips x 100 tokens.
+constexpr int64_t kReservedAudioTokens = kAudioClips * kAudioClipFrames / 4;
+
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// xoshiro256** seeded through splitmix64: the same numbers with every compiler and standard library.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) {
+    for (uint64_t& word : state_) {
+      seed += 0x9e3779b97f4a7c15ull;
+      word = mix64(seed);
+    }
+  }
+  uint64_t next() {
+    const uint64_t result = rotl(state_[1] * 5, 7) * 9;
+    const uint64_t t = state_[1] << 17;
+    state_[2] ^= state_[0];
+    state_[3] ^= state_[1];
+    state_[1] ^= state_[2];
+    state_[0] ^= state_[3];
+    state_[2] ^= t;
+    state_[3] = rotl(state_[3], 45);
+    return result;
+  }
+  // Uniform in [0, 1) with 24 random bits (every value exactly representable in f32).
+  float uniform() { return static_cast<float>(next() >> 40) * 0x1.0p-24f; }
+  // Uniform in [0, 1024): the top 10 bits.
+  int64_t token() { return static_cast<int64_t>(next() >> 54); }
+
+ private:
+  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  uint64_t state_[4] = {};
+};
+static_assert(kVocabSize == 1 << 10, "Rng::token draws 10 bits");
+
+int64_t vision_tokens(const std::array<int64_t, 3>& grid) {
+  return grid[0] * grid[1] * grid[2] / (kMergeSize * kMergeSize);
+}
+
+int64_t patch_rows(const std::vector<std::array<int64_t, 3>>& grids) {
+  int64_t rows = 0;
+  for (const auto& grid : grids) rows += grid[0] * grid[1] * grid[2];
+  return rows;
+}
+
+void add_media_layout(DummyLayout& layout, int64_t patch_size) {
+  layout.patch_dim = 3 * 2 * patch_size * patch_size;
+  layout.image_grids.assign(kImages, {1, kGridSide, kGridSide});
+  layout.video_grids.assign(1, {kVideoFrames, kGridSide, kGridSide});
+  for (const auto& grid : layout.image_grids) layout.image_tokens += vision_tokens(grid);
+  for (const auto& grid : layout.video_grids) layout.video_tokens += vision_tokens(grid);
+}
+
+// VL: images first, text, video last; L = seq_len.
+void vl_layout(DummyLayout& layout, int64_t patch_size) {
+  add_media_layout(layout, patch_size);
+  layout.text_tokens = layout.seq_len - layout.image_tokens - layout.video_tokens;
+  VEOMNI_INPUT_CHECK(layout.text_tokens >= 0, "--seq-len {} is too short for {}: images and video take {} tokens",
+                     layout.seq_len, dummy_type_name(layout.type), layout.image_tokens + layout.video_tokens);
+  layout.length = layout.seq_len;
+  layout.image_begin = 0;
+  layout.video_begin = layout.length - layout.video_tokens;
+}
+
+// Omni: text, images, audio, video. The text budget is set from VeOmni's 100-token audio placeholders;
+// the audio then takes what Qwen3-Omni's encoder emits for the clips, so L = seq_len - 96 here.
+void omni_layout(DummyLayout& layout, int64_t patch_size) {
+  add_media_layout(layout, patch_size);
+  layout.audio_clip_frames.assign(kAudioClips, kAudioClipFrames);
+  layout.text_tokens = layout.seq_len - layout.image_tokens - kReservedAudioTokens - layout.video_tokens;
+  VEOMNI_INPUT_CHECK(layout.text_tokens >= 0, "--seq-len {} is too short for {}: media take {} tokens", layout.seq_len,
+                     dummy_type_name(layout.type), layout.image_tokens + kReservedAudioTokens + layout.video_tokens);
+  for (int64_t frames : layout.audio_clip_frames) layout.audio_tokens += audio_output_length(frames);
+  layout.image_begin = layout.text_tokens;
+  layout.audio_begin = layout.image_begin + layout.image_tokens;
+  layout.video_begin = layout.audio_begin + layout.audio_tokens;
+  layout.length = layout.video_begin + layout.video_tokens;
+}
+
+Tensor arange_rows(int64_t rows, int64_t length) {
+  Tensor t = Tensor::empty(rows == 1 ? Shape{length} : Shape{rows, length}, DType::I64);
+  int64_t* p = t.data<int64_t>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < length; ++i) p[r * length + i] = i;
+  return t;
+}
+
+Tensor run_mask(int64_t length, int64_t begin, int64_t count) {
+  Tensor mask = Tensor::full<bool>({length}, false);
+  bool* p = mask.data<bool>();
+  for (int64_t i = begin; i < begin + count; ++i) p[i] = true;
+  return mask;
+}
+
+Tensor uniform_tensor(Rng& rng, const Shape& shape) {
+  Tensor t = Tensor::empty(shape, DType::F32);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = rng.uniform();
+  return t;
+}
+
+Tensor grid_tensor(const std::vector<std::array<int64_t, 3>>& grids) {
+  std::vector<int64_t> values;
+  for (const auto& grid : grids) values.insert(values.end(), grid.begin(), grid.end());
+  return Tensor::from_vector(values, {static_cast<int64_t>(grids.size()), 3});
+}
+
+void add_text_keys(Sample& sample, const DummyLayout& layout, Rng& rng) {
+  Tensor ids = Tensor::empty({layout.length}, DType::I64);
+  int64_t* p = ids.data<int64_t>();
+  for (int64_t i = 0; i < layout.length; ++i) p[i] = rng.token();
+  Tensor labels = ids.clone();
+  if (layout.length > 0) labels.data<int64_t>()[0] = kIgnoreIndex;
+  sample["input_ids"] = ids;
+  sample["labels"] = labels;
+  sample["attention_mask"] = Tensor::full<int64_t>({layout.length}, 1);
+  sample["position_ids"] = arange_rows(layout.type == DummyType::Text ? 1 : 3, layout.length);
+}
+
+void add_vision_keys(Sample& sample, const DummyLayout& layout, Rng& rng) {
+  sample["pixel_values"] = uniform_tensor(rng, {patch_rows(layout.image_grids), layout.patch_dim});
+  sample["pixel_values_videos"] = uniform_tensor(rng, {patch_rows(layout.video_grids), layout.patch_dim});
+  sample["image_grid_thw"] = grid_tensor(layout.image_grids);
+  sample["video_grid_thw"] = grid_tensor(layout.video_grids);
+  sample["image_mask"] = run_mask(layout.length, layout.image_begin, layout.image_tokens);
+  sample["video_mask"] = run_mask(layout.length, layout.video_begin, layout.video_tokens);
+}
+
+void add_audio_keys(Sample& sample, const DummyLayout& layout, Rng& rng) {
+  int64_t frames = 0;
+  for (int64_t clip : layout.audio_clip_frames) frames += clip;
+  sample["input_features"] = uniform_tensor(rng, {frames, kMelBins});
+  sample["audio_feature_lengths"] =
+      Tensor::from_vector(layout.audio_clip_frames, {static_cast<int64_t>(layout.audio_clip_frames.size())});
+  sample["audio_mask"] = run_mask(layout.length, layout.audio_begin, layout.audio_tokens);
+}
+
+// Logs "wrote n/N samples" at most every few seconds, with the rate and the time left.
+class Progress {
+ public:
+  explicit Progress(int64_t total) : total_(total), start_(Clock::now()), last_(start_) {}
+  void update(int64_t done) {
+    const auto now = Clock::now();
+    if (now - last_ < std::chrono::seconds(3)) return;
+    last_ = now;
+    const double seconds = std::chrono::duration<double>(now - start_).count();
+    const double rate = done / seconds;
+    spdlog::info("wrote {}/{} samples ({:.1f}%), {:.1f} samples/s, about {:.0f} s left", done, total_,
+                 100.0 * done / total_, rate, (total_ - done) / rate);
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  int64_t total_;
+  Clock::time_point start_, last_;
+};
+
+}  // namespace
+
+DummyType dummy_type_from_name(std::string_view name) {
+  if (name == "text") return DummyType::Text;
+  if (name == "qwen2vl") return DummyType::Qwen2VL;
+  if (name == "qwen3vl") return DummyType::Qwen3VL;
+  if (name == "qwen3omni") return DummyType::Qwen3Omni;
+  throw InputError(fmt::format("unknown dummy data type '{}' (expected text, qwen2vl, qwen3vl or qwen3omni)", name));
+}
+
+const char* dummy_type_name(DummyType type) {
+  switch (type) {
+    case DummyType::Text: return "text";
+    case DummyType::Qwen2VL: return "qwen2vl";
+    case DummyType::Qwen3VL: return "qwen3vl";
+    case DummyType::Qwen3Omni: return "qwen3omni";
+  }
+  return "?";
+}
+
+const char* DummyLayout::dataset_kind() const {
+  switch (type) {
+    case DummyType::Text: return "text";
+    case DummyType::Qwen2VL:
+    case DummyType::Qwen3VL: return "vl";
+    case DummyType::Qwen3Omni: return "omni";
+  }
+  return "?";
+}
+
+DummyLayout dummy_layout(DummyType type, int64_t seq_len) {
+  VEOMNI_INPUT_CHECK(seq_len >= 1, "--seq-len must be at least 1, got {}", seq_len);
+  DummyLayout layout;
+  layout.type = type;
+  layout.seq_len = seq_len;
+  switch (type) {
+    case DummyType::Text: layout.length = layout.text_tokens = seq_len; break;
+    case DummyType::Qwen2VL: vl_layout(layout, 14); break;
+    case DummyType::Qwen3VL: vl_layout(layout, 16); break;
+    case DummyType::Qwen3Omni: omni_layout(layout, 16); break;
+  }
+  return layout;
+}
+
+Sample make_dummy_sample(const DummyLayout& layout, uint64_t seed, int64_t index) {
+  Rng rng(mix64(seed) ^ mix64(static_cast<uint64_t>(index) + 0x632be59bd9b4e019ull));
+  Sample sample;
+  add_text_keys(sample, layout, rng);
+  if (layout.type != DummyType::Text) add_vision_keys(sample, layout, rng);
+  if (layout.type == DummyType::Qwen3Omni) add_audio_keys(sample, layout, rng);
+  return sample;
+}
+
+DummyDatasetSummary write_dummy_dataset(const DummyDatasetOptions& options) {
+  VEOMNI_INPUT_CHECK(options.num_samples >= 0, "--num-samples must not be negative, got {}", options.num_samples);
+  DummyDatasetSummary summary;
+  summary.layout = dummy_layout(options.type, options.seq_len);
+  DatasetInfo info;
+  info.kind = summary.layout.dataset_kind();
+  info.producer = "veomni-dummy-data";
+  info.producer_version = kVersion;
+  info.max_seq_len = options.seq_len;
+  DatasetWriterOptions writer_options;
+  writer_options.compression_level = options.compression_level;
+  ShardedDatasetWriter writer(options.out, options.num_samples, options.num_shards, info, writer_options);
+
+  Progress progress(options.num_samples);
+  for (int64_t i = 0; i < options.num_samples; ++i) {
+    Sample sample = make_dummy_sample(summary.layout, options.seed, i);
+    writer.append(sample);
+    if (i == 0) summary.first_sample = std::move(sample);
+    summary.tokens += summary.layout.length;
+    progress.update(i + 1);
+  }
+  writer.close();
+  summary.num_samples = options.num_samples;
+  summary.files = writer.paths();
+  for (const std::string& file : summary.files) summary.bytes += std::filesystem::file_size(file);
+  return summary;
+}
+
+}  // namespace veomni

@@ -1,0 +1,71 @@
+// Synthetic datasets with VeOmni's dummy shapes and layouts (text, Qwen2-VL, Qwen3-VL, Qwen3-Omni).
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/dataset_format.h"
+#include "data/sample.h"
+
+namespace veomni {
+
+enum class DummyType { Text, Qwen2VL, Qwen3VL, Qwen3Omni };
+
+// "text", "qwen2vl", "qwen3vl", "qwen3omni"; InputError for other names.
+DummyType dummy_type_from_name(std::string_view name);
+const char* dummy_type_name(DummyType type);
+
+// Where each modality sits in every sample of a dummy dataset (all samples share it). Follows VeOmni's
+// dummy_dataset.py: tokens are text except these runs.
+struct DummyLayout {
+  DummyType type = DummyType::Text;
+  int64_t seq_len = 0;  // requested --seq-len
+  int64_t length = 0;   // L, tokens per sample
+  int64_t text_tokens = 0;
+  int64_t image_begin = 0, image_tokens = 0;
+  int64_t audio_begin = 0, audio_tokens = 0;
+  int64_t video_begin = 0, video_tokens = 0;
+  int64_t patch_dim = 0;                            // 3 channels * temporal patch 2 * patch² (0 for text)
+  std::vector<std::array<int64_t, 3>> image_grids;  // (t, h, w) in patches
+  std::vector<std::array<int64_t, 3>> video_grids;
+  std::vector<int64_t> audio_clip_frames;  // mel frames per audio clip
+
+  // The dataset kind of the format header: text, vl or omni.
+  const char* dataset_kind() const;
+};
+
+// InputError when seq_len leaves no room for the multimodal runs (qwen*vl needs 48, qwen3omni 248).
+DummyLayout dummy_layout(DummyType type, int64_t seq_len);
+
+// Sample `index` of the dataset; a function of (layout, seed, index) only, so shards can be made in any order.
+// Keys: input_ids, labels (= input_ids with labels[0] = -100), attention_mask (ones), position_ids (arange; (3, L)
+// for VL/Omni), all i64; VL adds pixel_values, pixel_values_videos (f32 uniform [0, 1)), image_grid_thw,
+// video_grid_thw (i64), image_mask, video_mask (bool); Omni adds input_features (f32 [0, 1)),
+// audio_feature_lengths (i64), audio_mask (bool).
+Sample make_dummy_sample(const DummyLayout& layout, uint64_t seed, int64_t index);
+
+struct DummyDatasetOptions {
+  DummyType type = DummyType::Text;
+  int64_t seq_len = 0;
+  int64_t num_samples = 0;
+  int64_t num_shards = 1;
+  uint64_t seed = 0;
+  std::string out;  // file path; with several shards "<out without .h5>-NNNNN-of-MMMMM.h5"
+  int compression_level = 1;
+};
+
+struct DummyDatasetSummary {
+  DummyLayout layout;
+  int64_t num_samples = 0;
+  int64_t tokens = 0;
+  uint64_t bytes = 0;  // on disk, all files
+  std::vector<std::string> files;
+  Sample first_sample;  // sample 0 (empty when no samples)
+};
+
+// Writes the dataset (streaming, logging progress every few seconds) and returns what was written.
+DummyDatasetSummary write_dummy_dataset(const DummyDatasetOptions& options);
+
+}  // namespace veomni

@@ -1,0 +1,174 @@
+// Closing HDF5 identifiers and reading/writing scalar attributes.
+#include "io/hdf5_object.h"
+
+#include <utility>
+
+#include "core/error.h"
+#include "io/hdf5_detail.h"
+
+namespace veomni::h5 {
+
+namespace {
+
+herr_t close_id(hid_t id) {
+  switch (H5Iget_type(id)) {
+    case H5I_FILE: return H5Fclose(id);
+    case H5I_GROUP: return H5Gclose(id);
+    case H5I_DATASET: return H5Dclose(id);
+    case H5I_DATASPACE: return H5Sclose(id);
+    case H5I_DATATYPE: return H5Tclose(id);
+    case H5I_ATTR: return H5Aclose(id);
+    case H5I_GENPROP_LST: return H5Pclose(id);
+    default: return H5Idec_ref(id);
+  }
+}
+
+// A short-lived identifier inside this file (attribute, its type and space).
+Object own(hid_t id, const std::string& where, const std::string& what) {
+  if (id < 0) detail::throw_error(where, what);
+  return Object(id, where);
+}
+
+std::string attribute_where(const std::string& where, const std::string& name) {
+  return fmt::format("{} attribute '{}'", where, name);
+}
+
+Object open_attribute(const Object& object, const std::string& name, H5T_class_t expected_class, const char* kind) {
+  const std::string where = attribute_where(object.where(), name);
+  auto guard = detail::lock();
+  const htri_t exists = H5Aexists_by_name(object.id(), ".", name.c_str(), H5P_DEFAULT);
+  if (exists < 0) detail::throw_error(where, "cannot look up the attribute");
+  if (exists == 0) throw InputError(fmt::format("{}: missing", where));
+  Object attribute =
+      own(H5Aopen_by_name(object.id(), ".", name.c_str(), H5P_DEFAULT, H5P_DEFAULT), where, "cannot open");
+  Object type = own(H5Aget_type(attribute.id()), where, "cannot read the type");
+  Object space = own(H5Aget_space(attribute.id()), where, "cannot read the shape");
+  if (H5Tget_class(type.id()) != expected_class || H5Sget_simple_extent_npoints(space.id()) != 1)
+    throw InputError(fmt::format("{}: expected a scalar {}", where, kind));
+  return attribute;
+}
+
+void write_attribute(const Object& object, const std::string& name, hid_t type, const void* value) {
+  const std::string where = attribute_where(object.where(), name);
+  auto guard = detail::lock();
+  const htri_t exists = H5Aexists_by_name(object.id(), ".", name.c_str(), H5P_DEFAULT);
+  if (exists > 0 && H5Adelete_by_name(object.id(), ".", name.c_str(), H5P_DEFAULT) < 0)
+    detail::throw_error(where, "cannot replace the attribute");
+  Object space = own(H5Screate(H5S_SCALAR), where, "cannot create a scalar space");
+  Object attribute =
+      own(H5Acreate_by_name(object.id(), ".", name.c_str(), type, space.id(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+          where, "cannot create");
+  if (H5Awrite(attribute.id(), type, value) < 0) detail::throw_error(where, "cannot write");
+}
+
+herr_t collect_name(hid_t, const char* name, const H5A_info_t*, void* names) {
+  static_cast<std::vector<std::string>*>(names)->emplace_back(name);
+  return 0;
+}
+
+}  // namespace
+
+Object::~Object() {
+  if (id_ < 0) return;
+  auto guard = detail::lock();
+  close_id(id_);
+  H5Eclear2(H5E_DEFAULT);
+}
+
+Object::Object(Object&& other) noexcept : id_(std::exchange(other.id_, -1)), where_(std::move(other.where_)) {}
+
+Object& Object::operator=(Object&& other) noexcept {
+  if (this != &other) {
+    Object old(std::move(*this));
+    id_ = std::exchange(other.id_, -1);
+    where_ = std::move(other.where_);
+  }
+  return *this;
+}
+
+void Object::close() {
+  if (id_ < 0) return;
+  auto guard = detail::lock();
+  const hid_t id = std::exchange(id_, -1);
+  if (close_id(id) < 0) detail::throw_error(where_, "cannot close (data may not have been written)");
+}
+
+bool Object::has_attribute(const std::string& name) const {
+  auto guard = detail::lock();
+  const htri_t exists = H5Aexists_by_name(id_, ".", name.c_str(), H5P_DEFAULT);
+  if (exists < 0) detail::throw_error(attribute_where(where_, name), "cannot look up the attribute");
+  return exists > 0;
+}
+
+std::vector<std::string> Object::attribute_names() const {
+  auto guard = detail::lock();
+  std::vector<std::string> names;
+  hsize_t index = 0;
+  if (H5Aiterate_by_name(id_, ".", H5_INDEX_NAME, H5_ITER_INC, &index, collect_name, &names, H5P_DEFAULT) < 0)
+    detail::throw_error(where_, "cannot list attributes");
+  return names;
+}
+
+void Object::set_int_attribute(const std::string& name, int64_t value) {
+  auto guard = detail::lock();
+  write_attribute(*this, name, H5T_STD_I64LE, &value);
+}
+
+void Object::set_float_attribute(const std::string& name, double value) {
+  auto guard = detail::lock();
+  write_attribute(*this, name, H5T_IEEE_F64LE, &value);
+}
+
+void Object::set_string_attribute(const std::string& name, const std::string& value) {
+  auto guard = detail::lock();
+  Object type = own(H5Tcopy(H5T_C_S1), where_, "cannot create a string type");
+  H5Tset_size(type.id(), H5T_VARIABLE);
+  H5Tset_cset(type.id(), H5T_CSET_UTF8);
+  const char* text = value.c_str();
+  // HDF5 writes a variable-length string from the address of its char pointer.
+  write_attribute(*this, name, type.id(), &text);
+}
+
+int64_t Object::int_attribute(const std::string& name) const {
+  auto guard = detail::lock();
+  Object attribute = open_attribute(*this, name, H5T_INTEGER, "integer");
+  int64_t value = 0;
+  if (H5Aread(attribute.id(), H5T_NATIVE_INT64, &value) < 0)
+    detail::throw_error(attribute_where(where_, name), "cannot read");
+  return value;
+}
+
+double Object::float_attribute(const std::string& name) const {
+  auto guard = detail::lock();
+  Object attribute = open_attribute(*this, name, H5T_FLOAT, "float");
+  double value = 0;
+  if (H5Aread(attribute.id(), H5T_NATIVE_DOUBLE, &value) < 0)
+    detail::throw_error(attribute_where(where_, name), "cannot read");
+  return value;
+}
+
+std::string Object::string_attribute(const std::string& name) const {
+  const std::string where = attribute_where(where_, name);
+  auto guard = detail::lock();
+  Object attribute = open_attribute(*this, name, H5T_STRING, "string");
+  Object type = own(H5Aget_type(attribute.id()), where, "cannot read the type");
+  if (H5Tis_variable_str(type.id()) > 0) {
+    Object memory_type = own(H5Tcopy(H5T_C_S1), where, "cannot create a string type");
+    H5Tset_size(memory_type.id(), H5T_VARIABLE);
+    H5Tset_cset(memory_type.id(), H5Tget_cset(type.id()));
+    char* text = nullptr;
+    if (H5Aread(attribute.id(), memory_type.id(), &text) < 0) detail::throw_error(where, "cannot read");
+    std::string value = text ? text : "";
+    H5free_memory(text);
+    return value;
+  }
+  // Fixed-length: the stored bytes, cut at the first NUL (HDF5 pads with NULs or spaces).
+  const size_t size = H5Tget_size(type.id());
+  std::string value(size, '\0');
+  if (size > 0 && H5Aread(attribute.id(), type.id(), value.data()) < 0) detail::throw_error(where, "cannot read");
+  value.resize(value.find('\0') == std::string::npos ? size : value.find('\0'));
+  if (H5Tget_strpad(type.id()) == H5T_STR_SPACEPAD) value.erase(value.find_last_not_of(' ') + 1);
+  return value;
+}
+
+}  // namespace veomni::h5

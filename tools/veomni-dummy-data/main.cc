@@ -1,0 +1,78 @@
+// veomni-dummy-data: writes a synthetic dataset with VeOmni's dummy shapes (text, qwen2vl, qwen3vl, qwen3omni).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "core/tool.h"
+#include "data/dummy_data.h"
+
+namespace {
+
+constexpr const char* kTool = "veomni-dummy-data";
+
+struct Arguments {
+  std::string type;
+  veomni::DummyDatasetOptions options;
+  std::string log_level = "info";
+};
+
+void add_options(CLI::App& app, Arguments& args) {
+  app.set_version_flag("--version", veomni::version_text(kTool));
+  app.add_option("--type", args.type, "Dataset type: text, qwen2vl, qwen3vl or qwen3omni")
+      ->required()
+      ->check(CLI::IsMember({"text", "qwen2vl", "qwen3vl", "qwen3omni"}));
+  app.add_option("--seq-len", args.options.seq_len, "Target sequence length (VeOmni's max_seq_len)")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--num-samples", args.options.num_samples, "Number of samples")
+      ->required()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--num-shards", args.options.num_shards, "Split into this many files (default 1)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--seed", args.options.seed, "Random seed; the same seed gives the same data (default 0)");
+  app.add_option("--compression", args.options.compression_level, "Deflate level 0 (off) to 9 (default 1)")
+      ->check(CLI::Range(0, 9));
+  app.add_option("--out", args.options.out, "Output file (.h5); with --num-shards N: <out>-0000k-of-0000N.h5")
+      ->required();
+  app.add_option("--log-level", args.log_level, "trace, debug, info, warn, error, off (default info)");
+}
+
+void print_summary(const veomni::DummyDatasetSummary& summary) {
+  const veomni::DummyLayout& layout = summary.layout;
+  std::printf("type: %s (kind %s)\n", veomni::dummy_type_name(layout.type), layout.dataset_kind());
+  std::printf("seq_len: %lld\n", static_cast<long long>(layout.seq_len));
+  std::printf("tokens_per_sample: %lld (text %lld, image %lld, audio %lld, video %lld)\n",
+              static_cast<long long>(layout.length), static_cast<long long>(layout.text_tokens),
+              static_cast<long long>(layout.image_tokens), static_cast<long long>(layout.audio_tokens),
+              static_cast<long long>(layout.video_tokens));
+  std::printf("samples: %lld\n", static_cast<long long>(summary.num_samples));
+  std::printf("tokens: %lld\n", static_cast<long long>(summary.tokens));
+  std::printf("bytes: %llu\n", static_cast<unsigned long long>(summary.bytes));
+  for (const std::string& file : summary.files) std::printf("file: %s\n", file.c_str());
+  for (const auto& [key, tensor] : summary.first_sample)
+    std::printf("key: %-22s %-4s %s\n", key.c_str(), veomni::dtype_name(tensor.dtype()),
+                veomni::shape_str(tensor.shape()).c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return veomni::run_tool(kTool, [&]() -> int {
+    CLI::App app{"Write a synthetic dataset with VeOmni's dummy shapes and layouts (see man veomni-data).", kTool};
+    Arguments args;
+    add_options(app, args);
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      return app.exit(e) == 0 ? veomni::kExitOk : veomni::kExitBadInput;
+    }
+    veomni::init_logging({.tool = kTool, .level = args.log_level});
+    VEOMNI_INPUT_CHECK(args.options.out != "-",
+                       "--out -: a dataset is an HDF5 file, which needs a seekable file; give a path");
+    args.options.type = veomni::dummy_type_from_name(args.type);
+    print_summary(veomni::write_dummy_dataset(args.options));
+    return veomni::kExitOk;
+  });
+}
