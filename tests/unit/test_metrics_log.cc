@@ -1,0 +1,206 @@
+// Unit tests of the metrics log (log_dict.json) and the file primitives under it: atomic writes, JSON reading.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "core/error.h"
+#include "io/atomic_file.h"
+#include "io/json_file.h"
+#include "train/metrics_log.h"
+
+using namespace veomni;
+namespace fs = std::filesystem;
+
+namespace {
+
+class MetricsLogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() /
+           fmt::format("veomni_metrics_{}_{}_{}", info->test_suite_name(), info->name(), ::getpid());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string write(const std::string& name, const std::string& text) const {
+    std::ofstream(path(name), std::ios::binary) << text;
+    return path(name);
+  }
+
+  fs::path dir_;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Runs f, which must throw InputError whose message contains every fragment.
+template <typename F>
+void expect_input_error(F&& f, std::initializer_list<std::string> fragments) {
+  try {
+    f();
+    ADD_FAILURE() << "no InputError thrown";
+  } catch (const InputError& e) {
+    for (const std::string& fragment : fragments)
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what() << "\n  lacks: " << fragment;
+  }
+}
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+using AtomicFile = MetricsLogTest;
+using JsonFile = MetricsLogTest;
+
+}  // namespace
+
+TEST_F(AtomicFile, CommitReplacesAndLeavesNoTemp) {
+  const std::string target = path("out.txt");
+  write("out.txt", "old");
+  {
+    AtomicFileWriter w(target);
+    EXPECT_EQ(w.temp_path(), target + ".tmp-" + std::to_string(::getpid()));
+    w << "new " << "content";
+    w.write("!", 1);
+    EXPECT_EQ(slurp(target), "old");  // untouched until commit
+    w.commit();
+    EXPECT_EQ(w.bytes_written(), 12u);
+  }
+  EXPECT_EQ(slurp(target), "new content!");
+  EXPECT_FALSE(fs::exists(atomic_temp_path(target)));
+}
+
+TEST_F(AtomicFile, DestructorWithoutCommitRemovesTemp) {
+  const std::string target = path("out.txt");
+  {
+    AtomicFileWriter w(target);
+    w << "partial";
+    EXPECT_TRUE(fs::exists(w.temp_path()));
+  }
+  EXPECT_FALSE(fs::exists(target));
+  EXPECT_FALSE(fs::exists(atomic_temp_path(target)));
+}
+
+TEST_F(AtomicFile, HelperAndMissingDirectory) {
+  write_file_atomic(path("a.bin"), std::string("x\0y", 3));
+  EXPECT_EQ(slurp(path("a.bin")), std::string("x\0y", 3));
+  expect_input_error([&] { write_file_atomic(path("no/such/dir/a.bin"), "x"); }, {path("no/such/dir/a.bin")});
+}
+
+TEST_F(JsonFile, ParseErrorNamesFileLineColumn) {
+  const std::string p = write("bad.json", "{\n  \"a\": 1,\n  \"b\": ]\n}\n");
+  expect_input_error([&] { read_json_file(p); }, {p + ":3:8: invalid JSON"});
+  expect_input_error([&] { read_json_file(path("missing.json")); }, {path("missing.json")});
+  expect_input_error([&] { read_json_file(dir_.string()); }, {"is a directory"});
+}
+
+TEST_F(JsonFile, NonFiniteTokensRejectedOrQuoted) {
+  const std::string p = write("nan.json", "{\"NaNkey\": [NaN, -Infinity, Infinity, \"NaN in string\"]}");
+  expect_input_error([&] { read_ordered_json_file(p); }, {p + ":1:13"});
+  const auto j = read_ordered_json_file(p, NonFiniteTokens::AsStrings);
+  EXPECT_EQ(j.dump(), R"({"NaNkey":["NaN","-Infinity","Infinity","NaN in string"]})");
+}
+
+TEST_F(JsonFile, WriteIsAtomicAndReadable) {
+  write_json_file(path("x.json"), nlohmann::json{{"b", 1}, {"a", {1, 2}}});
+  EXPECT_EQ(slurp(path("x.json")), "{\n  \"a\": [\n    1,\n    2\n  ],\n  \"b\": 1\n}\n");
+  EXPECT_EQ(read_json_file(path("x.json"))["a"][1], 2);
+}
+
+TEST_F(MetricsLogTest, AppendKeepsKeyOrderAndWritesExactText) {
+  MetricsLog log;
+  log.append({{"loss", 1.5}, {"lr", 1e-4}, {"grad_norm", 3.0}});
+  log.append({{"grad_norm", 2.25}, {"loss", 0.1}, {"lr", 1e-05}});  // any order after the first step
+  EXPECT_EQ(log.num_steps(), 2u);
+  EXPECT_EQ(log.keys(), (std::vector<std::string>{"loss", "lr", "grad_norm"}));
+  EXPECT_EQ(log.to_json(), "{\n  \"loss\": [1.5, 0.1],\n  \"lr\": [0.0001, 1e-05],\n  \"grad_norm\": [3.0, 2.25]\n}\n");
+}
+
+TEST_F(MetricsLogTest, RoundTripIsBitExact) {
+  const std::vector<double> awkward = {0.1,
+                                       1.0 / 3.0,
+                                       2.0 / 3.0 * 1e-300,
+                                       std::numeric_limits<double>::denorm_min(),
+                                       std::numeric_limits<double>::max(),
+                                       -0.0,
+                                       12345678901234567890.0,
+                                       std::nextafter(1.0, 2.0),
+                                       -7.0};
+  MetricsLog log;
+  for (size_t i = 0; i < awkward.size(); ++i)
+    log.append({{"loss", awkward[i]}, {"foundation_loss", -awkward[i] / 7}, {"grad_norm", awkward[i] / 3}});
+  log.write(path("log_dict.json"));
+  const MetricsLog back = load_metrics(dir_.string());  // a run directory means <dir>/log_dict.json
+  EXPECT_EQ(back.source(), path("log_dict.json"));
+  ASSERT_EQ(back.keys(), log.keys());
+  ASSERT_EQ(back.num_steps(), awkward.size());
+  for (const std::string& key : log.keys())
+    for (size_t i = 0; i < awkward.size(); ++i)
+      EXPECT_TRUE(same_bits(back.values(key)[i], log.values(key)[i])) << key << "[" << i << "]";
+}
+
+TEST_F(MetricsLogTest, TruncateKeepsFirstSteps) {
+  MetricsLog log;
+  for (int i = 0; i < 5; ++i) log.append({{"loss", i * 1.0}, {"lr", 0.5}});
+  log.truncate(2);
+  EXPECT_EQ(log.num_steps(), 2u);
+  EXPECT_EQ(log.values("loss"), (std::vector<double>{0.0, 1.0}));
+}
+
+TEST_F(MetricsLogTest, AppendWithDifferentKeysIsAnInternalError) {
+  MetricsLog log;
+  log.append({{"loss", 1.0}, {"lr", 0.5}});
+  EXPECT_THROW(log.append({{"loss", 1.0}}), Error);
+  EXPECT_THROW(log.append({{"loss", 1.0}, {"grad_norm", 0.5}}), Error);
+  EXPECT_THROW(log.append({{"loss", 1.0}, {"loss", 0.5}}), Error);
+  EXPECT_EQ(log.num_steps(), 1u);
+}
+
+TEST_F(MetricsLogTest, NonFiniteValuesAreWrittenLikePythonAndRejectedOnLoad) {
+  MetricsLog log;
+  log.append({{"loss", 1.0}, {"grad_norm", 2.0}});
+  log.append({{"loss", std::nan("")}, {"grad_norm", -INFINITY}});
+  EXPECT_EQ(log.to_json(), "{\n  \"loss\": [1.0, NaN],\n  \"grad_norm\": [2.0, -Infinity]\n}\n");
+  log.write(path("log_dict.json"));
+  expect_input_error([&] { load_metrics(path("log_dict.json")); },
+                     {path("log_dict.json"), "key 'loss' index 1 is NaN"});
+}
+
+TEST_F(MetricsLogTest, InvalidFilesNameFileKeyAndIndex) {
+  struct Case {
+    std::string text;
+    std::vector<std::string> fragments;
+  };
+  const std::vector<Case> cases = {
+      {R"({"loss": [1.0, null]})", {"key 'loss' index 1 is null"}},
+      {R"({"loss": [1.0, 2.0], "lr": [Infinity, 1]})", {"key 'lr' index 0 is Infinity"}},
+      {R"({"loss": [1.0, "2.0"]})", {"key 'loss' index 1 is the string \"2.0\""}},
+      {R"({"loss": [1.0, [2.0]]})", {"key 'loss' index 1 is array"}},
+      {R"({"loss": [1.0, 2.0], "lr": [1.0]})", {"key 'lr' has 1 steps but 'loss' has 2"}},
+      {R"({"loss": 1.0})", {"key 'loss' is number, expected an array"}},
+      {R"([1.0, 2.0])", {"expected an object of metric arrays"}},
+      {"{\"loss\": [1.0,\n 2.0,, 3.0]}", {":2:6: invalid JSON"}},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string p = write(fmt::format("case{}.json", i), cases[i].text);
+    for (const std::string& fragment : cases[i].fragments)
+      expect_input_error([&] { load_metrics(p); }, {p, fragment});
+  }
+  expect_input_error([&] { load_metrics(path("absent.json")); }, {path("absent.json"), "does not exist"});
+  expect_input_error([&] { load_metrics(dir_.string()); }, {path("log_dict.json"), "run directory"});
+}
+
+TEST_F(MetricsLogTest, MissingKeyNamesSourceAndKeys) {
+  write("log_dict.json", R"({"loss": [1.0], "lr": [0.1]})");
+  const MetricsLog log = load_metrics(path("log_dict.json"));
+  EXPECT_TRUE(log.contains("lr"));
+  expect_input_error([&] { log.values("grad_norm"); }, {path("log_dict.json"), "'grad_norm'", "loss, lr"});
+}
