@@ -1,0 +1,237 @@
+// The run configuration's key table (VeOmni names), its loading, overrides, cross-field checks and saving.
+#include "train/train_config.h"
+
+#include <spdlog/fmt/ranges.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "io/atomic_file.h"
+#include "io/json_file.h"
+#include "model/model_config.h"
+
+namespace veomni {
+
+namespace {
+
+// One line per key. The key is the member path, so the two cannot drift apart; the default is the member's
+// initial value in train_config.h.
+#define VEOMNI_CONFIG_FIELD(schema, path, ...) \
+  schema.add(#path, [](auto& c) -> auto& { return c.path; }, __VA_ARGS__)
+
+ConfigSchema<TrainConfig> build_schema() {
+  ConfigSchema<TrainConfig> s;
+  const ConfigFieldOptions minus_one_when_null{.null_means = "-1"};
+
+  VEOMNI_CONFIG_FIELD(s, model.config_path, "HF config.json of the model, or a directory holding one. Empty: model.model_path.");
+  VEOMNI_CONFIG_FIELD(s, model.model_path, "HF checkpoint directory (config.json + safetensors) to start from. Empty: random initialisation.");
+  VEOMNI_CONFIG_FIELD(s, model.tokenizer_path, "Tokenizer directory. Empty: the directory of the model config.");
+
+  VEOMNI_CONFIG_FIELD(s, data.train_path, "Training dataset (HDF5, from veomni-preprocess or veomni-dummy-data).");
+  VEOMNI_CONFIG_FIELD(s, data.max_seq_len, "Maximum tokens of one packed micro-batch sequence.");
+  VEOMNI_CONFIG_FIELD(s, data.dataloader.shuffle, "Shuffle the sample order every epoch (seeded by train.seed).");
+
+  VEOMNI_CONFIG_FIELD(s, train.global_batch_size, "Samples per optimizer step over all ranks. -1 (or null): micro_batch_size x data-parallel size.", minus_one_when_null);
+  VEOMNI_CONFIG_FIELD(s, train.micro_batch_size, "Samples per forward/backward on one rank; micro-batches accumulate up to the global batch.");
+  VEOMNI_CONFIG_FIELD(s, train.num_train_epochs, "Passes over the dataset.");
+  VEOMNI_CONFIG_FIELD(s, train.max_steps, "Caps the optimizer steps of each epoch (for short runs). -1 (or null): whole epochs.", minus_one_when_null);
+  VEOMNI_CONFIG_FIELD(s, train.seed, "Seed of weight initialisation and data shuffling.");
+  VEOMNI_CONFIG_FIELD(s, train.abort_on_nan, "Stop the run (exit 1) when the loss is not finite (NaN or inf).");
+  VEOMNI_CONFIG_FIELD(s, train.log_steps, "Print a progress line every this many steps (metrics are recorded every step).");
+  VEOMNI_CONFIG_FIELD(s, train.gradient_checkpointing.enable, "Recompute each decoder layer's activations in backward instead of keeping them.");
+
+  VEOMNI_CONFIG_FIELD(s, train.optimizer.type, "Optimizer.", {.choices = {"adamw"}});
+  VEOMNI_CONFIG_FIELD(s, train.optimizer.lr, "Peak learning rate, reached at the end of warmup.");
+  VEOMNI_CONFIG_FIELD(s, train.optimizer.lr_min, "Learning rate at the end of linear or cosine decay.");
+  VEOMNI_CONFIG_FIELD(s, train.optimizer.lr_warmup_ratio, "Fraction of the total steps spent warming up linearly from 0.");
+  VEOMNI_CONFIG_FIELD(s, train.optimizer.lr_decay_style, "Schedule after warmup.", {.choices = {"constant", "linear", "cosine"}});
+  VEOMNI_CONFIG_FIELD(s, train.optimizer.weight_decay, "AdamW decoupled weight decay (not applied to norms).");
+  VEOMNI_CONFIG_FIELD(s, train.optimizer.max_grad_norm, "Clip the global gradient norm to this value; 0 disables clipping.");
+  VEOMNI_CONFIG_FIELD(s, train.optimizer.betas, "AdamW beta1 and beta2.");
+  VEOMNI_CONFIG_FIELD(s, train.optimizer.eps, "AdamW epsilon.");
+
+  VEOMNI_CONFIG_FIELD(s, train.accelerator.ulysses_size, "Ulysses sequence-parallel size; divides the world size.");
+  VEOMNI_CONFIG_FIELD(s, train.accelerator.ep_size, "Expert-parallel size (MoE); divides the world size and the number of experts.");
+  VEOMNI_CONFIG_FIELD(s, train.accelerator.fsdp_config.mixed_precision.enable, "Compute in param_dtype with float32 master weights; false computes in float32.");
+  VEOMNI_CONFIG_FIELD(s, train.accelerator.fsdp_config.mixed_precision.param_dtype, "Compute dtype of parameters and activations under mixed precision.", {.choices = {"bfloat16", "float32"}});
+  VEOMNI_CONFIG_FIELD(s, train.accelerator.fsdp_config.mixed_precision.reduce_dtype, "Dtype of gradient reduction under mixed precision.", {.choices = {"float32", "bfloat16"}});
+
+  VEOMNI_CONFIG_FIELD(s, train.checkpoint.output_dir, "Run directory: checkpoints/global_step_N, log_dict.json, the saved config.");
+  VEOMNI_CONFIG_FIELD(s, train.checkpoint.save_steps, "Save a checkpoint every this many steps; 0: only at the end of the run.");
+  VEOMNI_CONFIG_FIELD(s, train.checkpoint.save_total_limit, "Keep only the newest this many checkpoints; 0 keeps all.");
+  VEOMNI_CONFIG_FIELD(s, train.checkpoint.load_path, "Checkpoint directory (global_step_N) to resume from. Empty: start fresh.");
+  return s;
+}
+
+#undef VEOMNI_CONFIG_FIELD
+
+void check(bool ok, const std::string& message) {
+  if (!ok) throw InputError("invalid config: " + message);
+}
+
+bool in_unit_interval(double v) { return v >= 0.0 && v <= 1.0; }
+
+void validate_model_and_data(const TrainConfig& c) {
+  check(!c.model.config_path.empty() || !c.model.model_path.empty(),
+        "model.config_path and model.model_path are both empty; set one of them");
+  check(!c.data.train_path.empty(), "data.train_path is empty; set it in the YAML or with --data.train_path PATH");
+  check(c.data.max_seq_len > 0, fmt::format("data.max_seq_len must be positive, got {}", c.data.max_seq_len));
+}
+
+void validate_steps_and_batch(const TrainArgs& t) {
+  check(t.micro_batch_size > 0, fmt::format("train.micro_batch_size must be positive, got {}", t.micro_batch_size));
+  check(t.global_batch_size == -1 || t.global_batch_size > 0,
+        fmt::format("train.global_batch_size must be positive or -1, got {}", t.global_batch_size));
+  check(t.global_batch_size == -1 || t.global_batch_size % t.micro_batch_size == 0,
+        fmt::format("train.global_batch_size ({}) must be a multiple of train.micro_batch_size ({})",
+                    t.global_batch_size, t.micro_batch_size));
+  check(t.num_train_epochs > 0, fmt::format("train.num_train_epochs must be positive, got {}", t.num_train_epochs));
+  check(t.max_steps == -1 || t.max_steps > 0, fmt::format("train.max_steps must be positive or -1, got {}", t.max_steps));
+  check(t.seed >= 0, fmt::format("train.seed must be >= 0, got {}", t.seed));
+  check(t.log_steps > 0, fmt::format("train.log_steps must be positive, got {}", t.log_steps));
+}
+
+void validate_optimizer(const OptimizerArgs& o) {
+  check(o.lr > 0, fmt::format("train.optimizer.lr must be positive, got {}", o.lr));
+  check(o.lr_min >= 0 && o.lr_min <= o.lr,
+        fmt::format("train.optimizer.lr_min must be in [0, train.optimizer.lr = {}], got {}", o.lr, o.lr_min));
+  check(in_unit_interval(o.lr_warmup_ratio),
+        fmt::format("train.optimizer.lr_warmup_ratio must be in [0, 1], got {}", o.lr_warmup_ratio));
+  check(o.weight_decay >= 0, fmt::format("train.optimizer.weight_decay must be >= 0, got {}", o.weight_decay));
+  check(o.max_grad_norm >= 0, fmt::format("train.optimizer.max_grad_norm must be >= 0, got {}", o.max_grad_norm));
+  check(o.betas.size() == 2 && o.betas[0] >= 0 && o.betas[0] < 1 && o.betas[1] >= 0 && o.betas[1] < 1,
+        fmt::format("train.optimizer.betas must be two values in [0, 1), got [{}]", fmt::join(o.betas, ", ")));
+  check(o.eps > 0, fmt::format("train.optimizer.eps must be positive, got {}", o.eps));
+}
+
+void validate_accelerator_and_checkpoint(const TrainArgs& t) {
+  const AcceleratorArgs& a = t.accelerator;
+  check(a.ulysses_size >= 1, fmt::format("train.accelerator.ulysses_size must be >= 1, got {}", a.ulysses_size));
+  check(a.ep_size >= 1, fmt::format("train.accelerator.ep_size must be >= 1, got {}", a.ep_size));
+  const CheckpointArgs& ck = t.checkpoint;
+  check(!ck.output_dir.empty(), "train.checkpoint.output_dir is empty");
+  check(ck.save_steps >= 0, fmt::format("train.checkpoint.save_steps must be >= 0, got {}", ck.save_steps));
+  check(ck.save_total_limit >= 0,
+        fmt::format("train.checkpoint.save_total_limit must be >= 0, got {}", ck.save_total_limit));
+}
+
+// String keys with a fixed set of values (lr_decay_style, dtypes, ...): the table's choices, also for configs
+// edited in code after loading.
+void validate_choices(const TrainConfig& c) {
+  const auto& fields = train_config_schema().fields();
+  const std::vector<ConfigValue> values = train_config_schema().values(c);
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const auto& choices = fields[i].options.choices;
+    if (choices.empty()) continue;
+    const auto& value = std::get<std::string>(values[i]);
+    check(std::find(choices.begin(), choices.end(), value) != choices.end(),
+          fmt::format("{} must be one of {}, got '{}'", fields[i].key, fmt::join(choices, ", "), value));
+  }
+}
+
+}  // namespace
+
+const ConfigSchema<TrainConfig>& train_config_schema() {
+  static const ConfigSchema<TrainConfig> schema = build_schema();
+  return schema;
+}
+
+std::string TrainConfig::resolved_model_config_path() const {
+  return model.config_path.empty() ? model.model_path : model.config_path;
+}
+
+DType TrainConfig::compute_dtype() const {
+  const MixedPrecisionArgs& mp = train.accelerator.fsdp_config.mixed_precision;
+  return mp.enable ? dtype_from_name(mp.param_dtype) : DType::F32;
+}
+
+DType TrainConfig::reduce_dtype() const {
+  const MixedPrecisionArgs& mp = train.accelerator.fsdp_config.mixed_precision;
+  return mp.enable ? dtype_from_name(mp.reduce_dtype) : DType::F32;
+}
+
+int64_t TrainConfig::total_train_steps(int64_t steps_per_epoch) const {
+  const int64_t per_epoch = train.max_steps > 0 ? std::min(steps_per_epoch, train.max_steps) : steps_per_epoch;
+  return per_epoch * train.num_train_epochs;
+}
+
+TrainConfig train_config_from_yaml(std::string_view text, const std::string& source) {
+  TrainConfig config;
+  train_config_schema().load_yaml(config, text, source);
+  return config;
+}
+
+TrainConfig load_train_config(const std::string& path) {
+  return train_config_from_yaml(read_text_file(path), path);
+}
+
+void apply_train_config_overrides(TrainConfig& config, const std::vector<std::string>& args) {
+  train_config_schema().apply_overrides(config, args);
+}
+
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides) {
+  TrainConfig config = load_train_config(path);
+  apply_train_config_overrides(config, overrides);
+  try {
+    validate_train_config(config);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}{}: {}", path, overrides.empty() ? "" : " (with command-line overrides)", e.what()));
+  }
+  return config;
+}
+
+void validate_train_config(const TrainConfig& config) {
+  validate_model_and_data(config);
+  validate_steps_and_batch(config.train);
+  validate_optimizer(config.train.optimizer);
+  validate_accelerator_and_checkpoint(config.train);
+  validate_choices(config);
+}
+
+BatchLayout resolve_batch_layout(const TrainConfig& config, int64_t world_size) {
+  const TrainArgs& t = config.train;
+  VEOMNI_CHECK(world_size > 0, "world size {}", world_size);
+  check(world_size % t.accelerator.ulysses_size == 0,
+        fmt::format("the world size ({}) must be a multiple of train.accelerator.ulysses_size ({})", world_size,
+                    t.accelerator.ulysses_size));
+  check(world_size % t.accelerator.ep_size == 0,
+        fmt::format("the world size ({}) must be a multiple of train.accelerator.ep_size ({})", world_size,
+                    t.accelerator.ep_size));
+  BatchLayout layout;
+  layout.dp_size = world_size / t.accelerator.ulysses_size;
+  layout.micro_batch_size = t.micro_batch_size;
+  const int64_t per_round = t.micro_batch_size * layout.dp_size;
+  layout.global_batch_size = t.global_batch_size == -1 ? per_round : t.global_batch_size;
+  check(layout.global_batch_size % per_round == 0,
+        fmt::format("train.global_batch_size ({}) must be a multiple of train.micro_batch_size ({}) x data-parallel "
+                    "size ({} = world size {} / ulysses_size {})",
+                    layout.global_batch_size, t.micro_batch_size, layout.dp_size, world_size,
+                    t.accelerator.ulysses_size));
+  layout.grad_accum_steps = layout.global_batch_size / per_round;
+  return layout;
+}
+
+void validate_parallel_layout(const TrainConfig& config, const ModelConfig& model) {
+  const AcceleratorArgs& a = config.train.accelerator;
+  if (a.ep_size > 1) {
+    check(model.is_moe(), fmt::format("train.accelerator.ep_size is {} but the model ({}) has no experts", a.ep_size,
+                                      model.model_type));
+    check(model.num_experts % a.ep_size == 0,
+          fmt::format("train.accelerator.ep_size ({}) must divide the number of experts ({})", a.ep_size,
+                      model.num_experts));
+  }
+  check(model.num_attention_heads % a.ulysses_size == 0,
+        fmt::format("train.accelerator.ulysses_size ({}) must divide num_attention_heads ({})", a.ulysses_size,
+                    model.num_attention_heads));
+  check(model.num_key_value_heads % a.ulysses_size == 0 || a.ulysses_size % model.num_key_value_heads == 0,
+        fmt::format("train.accelerator.ulysses_size ({}) must divide num_key_value_heads ({}) or be a multiple of it",
+                    a.ulysses_size, model.num_key_value_heads));
+}
+
+std::string train_config_to_yaml(const TrainConfig& config) { return train_config_schema().to_yaml(config); }
+
+void save_train_config(const TrainConfig& config, const std::string& path) {
+  write_file_atomic(path, train_config_to_yaml(config));
+}
+
+}  // namespace veomni

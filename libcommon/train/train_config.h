@@ -1,0 +1,145 @@
+// The run configuration (VeOmni's model: / data: / train: sections): plain structs, their key table, loading from
+// YAML with command-line overrides, validation and the saved effective config.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "io/yaml_config.h"
+
+namespace veomni {
+
+struct ModelConfig;
+
+struct ModelArgs {
+  std::string config_path;     // HF config.json or a directory holding one; "" = model_path
+  std::string model_path;      // HF checkpoint directory (config.json + safetensors); "" = random init
+  std::string tokenizer_path;  // "" = config_path's directory (datasets are usually tokenized beforehand)
+  bool operator==(const ModelArgs&) const = default;
+};
+
+struct DataloaderArgs {
+  bool shuffle = true;  // reshuffle the sample order every epoch (seeded by train.seed)
+  bool operator==(const DataloaderArgs&) const = default;
+};
+
+struct DataArgs {
+  std::string train_path;     // dataset.h5 written by veomni-preprocess or veomni-dummy-data
+  int64_t max_seq_len = 2048; // tokens per packed micro-batch sequence
+  DataloaderArgs dataloader;
+  bool operator==(const DataArgs&) const = default;
+};
+
+struct OptimizerArgs {
+  std::string type = "adamw";
+  double lr = 5e-5;  // peak learning rate, reached after warmup
+  double lr_min = 1e-7;
+  double lr_warmup_ratio = 0.0;
+  std::string lr_decay_style = "constant";  // constant | linear | cosine
+  double weight_decay = 0.0;
+  double max_grad_norm = 1.0;  // <= 0 disables clipping
+  std::vector<double> betas = {0.9, 0.95};
+  double eps = 1e-8;
+  bool operator==(const OptimizerArgs&) const = default;
+};
+
+struct MixedPrecisionArgs {
+  bool enable = true;                     // false: everything in float32
+  std::string param_dtype = "bfloat16";   // compute dtype of gathered parameters and activations
+  std::string reduce_dtype = "float32";   // dtype of gradient reduce-scatter / all-reduce
+  bool operator==(const MixedPrecisionArgs&) const = default;
+};
+
+struct FsdpArgs {
+  MixedPrecisionArgs mixed_precision;
+  bool operator==(const FsdpArgs&) const = default;
+};
+
+struct AcceleratorArgs {
+  int64_t ulysses_size = 1;  // sequence-parallel group size
+  int64_t ep_size = 1;       // expert-parallel group size
+  FsdpArgs fsdp_config;
+  bool operator==(const AcceleratorArgs&) const = default;
+};
+
+struct GradientCheckpointingArgs {
+  bool enable = true;  // recompute each decoder layer's activations in backward
+  bool operator==(const GradientCheckpointingArgs&) const = default;
+};
+
+struct CheckpointArgs {
+  std::string output_dir = "output";  // checkpoints under output_dir/checkpoints/global_step_N
+  int64_t save_steps = 0;             // 0 = only at the end
+  int64_t save_total_limit = 0;       // keep the newest N checkpoints; 0 = keep all
+  std::string load_path;              // checkpoint directory to resume from; "" = start fresh
+  bool operator==(const CheckpointArgs&) const = default;
+};
+
+struct TrainArgs {
+  int64_t global_batch_size = -1;  // samples per optimizer step; -1 = micro_batch_size × data-parallel size
+  int64_t micro_batch_size = 1;    // samples per forward/backward on one rank
+  int64_t num_train_epochs = 1;
+  int64_t max_steps = -1;          // caps the steps of each epoch (VeOmni); -1 = whole epochs
+  int64_t seed = 42;
+  bool abort_on_nan = true;
+  int64_t log_steps = 1;
+  GradientCheckpointingArgs gradient_checkpointing;
+  OptimizerArgs optimizer;
+  AcceleratorArgs accelerator;
+  CheckpointArgs checkpoint;
+  bool operator==(const TrainArgs&) const = default;
+};
+
+struct TrainConfig {
+  ModelArgs model;
+  DataArgs data;
+  TrainArgs train;
+  bool operator==(const TrainConfig&) const = default;
+
+  // The config.json to read: model.config_path, else model.model_path.
+  std::string resolved_model_config_path() const;
+  // F32 when mixed precision is off, else param_dtype.
+  DType compute_dtype() const;
+  DType reduce_dtype() const;
+  // Optimizer steps of the whole run for an epoch of steps_per_epoch steps: num_train_epochs × min(steps_per_epoch,
+  // max_steps when set).
+  int64_t total_train_steps(int64_t steps_per_epoch) const;
+};
+
+// How a global batch splits over a data-parallel group.
+struct BatchLayout {
+  int64_t global_batch_size = 0;
+  int64_t micro_batch_size = 0;
+  int64_t dp_size = 0;
+  int64_t grad_accum_steps = 0;  // micro-batches per rank per optimizer step
+};
+
+// The key table: every key of the config, its type, default and help (the man page veomni-config(5) lists it).
+const ConfigSchema<TrainConfig>& train_config_schema();
+
+// Parses YAML text (source names it in errors); keys not given keep their defaults. Throws InputError.
+TrainConfig train_config_from_yaml(std::string_view text, const std::string& source);
+// Reads a YAML file; InputError when it is missing or wrong.
+TrainConfig load_train_config(const std::string& path);
+// Applies command-line overrides ("--train.optimizer.lr 1e-4", "--train.optimizer.lr=1e-4"), e.g. the arguments
+// CLI11 leaves over with allow_extras(). Throws InputError.
+void apply_train_config_overrides(TrainConfig& config, const std::vector<std::string>& args);
+// load_train_config + apply_train_config_overrides + validate_train_config.
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides);
+
+// Cross-field checks that need no world size; throws InputError naming the keys.
+void validate_train_config(const TrainConfig& config);
+// Checks that need the process count: world_size divisible by ulysses_size and ep_size, and the global batch by
+// micro_batch_size × data-parallel size (world_size / ulysses_size). Returns the resolved layout.
+BatchLayout resolve_batch_layout(const TrainConfig& config, int64_t world_size);
+// Checks against the model: ep_size divides num_experts (and is 1 for a dense model), ulysses_size divides the
+// attention heads and is a divisor or a multiple of the kv heads.
+void validate_parallel_layout(const TrainConfig& config, const ModelConfig& model);
+
+// The full effective config as YAML (every key, sectioned); train_config_from_yaml of it gives back `config`.
+std::string train_config_to_yaml(const TrainConfig& config);
+// Writes train_config_to_yaml atomically (the run saves it as <output_dir>/veomni_cli.yaml, as VeOmni does).
+void save_train_config(const TrainConfig& config, const std::string& path);
+
+}  // namespace veomni
