@@ -24,16 +24,23 @@ struct ModelOptions {
 struct ForwardStats {
   double ce_sum = 0;          // sum of token cross-entropies over this rank's valid targets
   int64_t valid_tokens = 0;   // non-ignored targets on this rank
-  double aux_loss = 0;        // load-balancing loss of this micro-batch (0 for dense or output_router_logits off)
+  double aux_loss = 0;        // load-balancing loss of this micro-batch (0 for dense or output_router_logits off);
+                              // under sequence parallelism the same value on every rank of the SP group
 };
 
 class CausalLM {
  public:
+  // Registers every parameter under its HF name (groups "embed", "layers.i", "head"; when tied the head group also
+  // lists the embedding, whose `group` stays the embed group). Without parameter hooks the values are materialised
+  // (zeros) on options.device in options.compute_dtype; expert tensors hold this expert-parallel rank's rows.
   CausalLM(const ModelConfig& config, const ModelOptions& options);
   ~CausalLM();
 
   const ModelConfig& config() const;
   ParamStore& params();
+  // Installs (or, with nullptr, removes) the parameter hooks after construction: FSDP is built from the
+  // materialised, initialised or loaded parameters and then takes them over.
+  void set_param_hooks(ParamHooks* hooks);
 
   // HF init: normal(0, initializer_range) for linear, embedding, experts, router; ones for norms. Deterministic for
   // a seed and independent of the parallel layout (each parameter's full tensor is drawn from its own stream).

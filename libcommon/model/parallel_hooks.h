@@ -25,7 +25,8 @@ class SequenceHooks {
  public:
   virtual ~SequenceHooks() = default;
   virtual int64_t sp_size() const { return 1; }
-  // [S/P, H, D] -> [S, H/P, D] (kv heads are repeated first when P > H by the implementation).
+  // [S/P, H, D] -> [S, H/P, D]. H % P == 0: when P > kv heads the attention layer repeats each kv head P/kv times
+  // (consecutively, as repeat_kv) before the call, and sums the copies' gradients after heads_to_seq.
   virtual Tensor seq_to_heads(const Tensor& x) { return x; }
   // [S, H/P, D] -> [S/P, H, D]
   virtual Tensor heads_to_seq(const Tensor& x) { return x; }

@@ -23,6 +23,10 @@ struct Parameter {
   Tensor value;
   // Gradient of the full tensor (same shape, f32), accumulated by backward; undefined until first written.
   Tensor grad;
+
+  // The shape of this rank's rows (the full shape unless expert-parallel).
+  Shape local_shape() const;
+  int64_t local_row_end() const { return local_end < 0 ? shape.at(0) : local_end; }
 };
 
 // The parameters of one unit (embedding, each decoder layer, final norm + lm_head): gathered together.
@@ -36,6 +40,9 @@ class ParamStore {
   // Registers a parameter in the current group (see begin_group); returns a stable pointer.
   Parameter* add(const std::string& name, const Shape& shape, bool is_expert = false);
   void begin_group(const std::string& group_name);
+  // Lists an already registered parameter in the current group as well (tied weights: the head group uses the
+  // embedding). Its `group` stays the owner's, so hooks can tell an owned parameter from a shared one.
+  void add_shared(Parameter* param);
 
   Parameter* find(const std::string& name);  // nullptr when absent
   Parameter& at(const std::string& name);    // throws InputError naming the parameter when absent

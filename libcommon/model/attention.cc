@@ -1,0 +1,134 @@
+// Qwen3 attention forward and backward; Ulysses all-to-alls plug in through SequenceHooks around the core.
+#include "model/attention.h"
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "model/layers/common.h"
+
+namespace veomni {
+
+namespace {
+
+// rep stacked [D, D] identities, [rep*D, D]: x[S*H, D] @ I^T repeats, y[S*H, rep*D] @ I sums the copies.
+Tensor stacked_identities(int64_t rep, int64_t d, const Tensor& like) {
+  Tensor host = Tensor::zeros({rep * d, d}, DType::F32);
+  float* p = host.data<float>();
+  for (int64_t r = 0; r < rep; ++r)
+    for (int64_t i = 0; i < d; ++i) p[(r * d + i) * d + i] = 1.0f;
+  return host.to_dtype(like.dtype()).to(like.device());
+}
+
+}  // namespace
+
+Tensor repeat_heads(const Tensor& x, int64_t rep) {
+  if (rep == 1) return x;
+  const int64_t s = x.dim(0), h = x.dim(1), d = x.dim(2);
+  Tensor out = empty_like(x, {s, h * rep, d});
+  Tensor out2 = out.view({s * h, rep * d});
+  ops::matmul(x.view({s * h, d}), false, stacked_identities(rep, d, x), true, out2);
+  return out;
+}
+
+Tensor fold_repeated_heads(const Tensor& x, int64_t rep) {
+  if (rep == 1) return x;
+  const int64_t s = x.dim(0), h = x.dim(1) / rep, d = x.dim(2);
+  VEOMNI_CHECK(h * rep == x.dim(1), "{} heads are not {} repeats", x.dim(1), rep);
+  Tensor out = empty_like(x, {s, h, d});
+  Tensor out2 = out.view({s * h, d});
+  ops::matmul(x.view({s * h, rep * d}), false, stacked_identities(rep, d, x), false, out2);
+  return out;
+}
+
+Attention::Attention(ParamStore& store, const ModelConfig& config, const std::string& prefix)
+    : num_heads_(config.num_attention_heads),
+      num_kv_heads_(config.num_key_value_heads),
+      head_dim_(config.head_dim),
+      scale_(static_cast<float>(1.0 / std::sqrt(static_cast<double>(config.head_dim)))),
+      q_proj_(store.add(prefix + "self_attn.q_proj.weight", {config.q_size(), config.hidden_size})),
+      k_proj_(store.add(prefix + "self_attn.k_proj.weight", {config.kv_size(), config.hidden_size})),
+      v_proj_(store.add(prefix + "self_attn.v_proj.weight", {config.kv_size(), config.hidden_size})),
+      o_proj_(store.add(prefix + "self_attn.o_proj.weight", {config.hidden_size, config.q_size()})),
+      q_norm_(store.add(prefix + "self_attn.q_norm.weight", {config.head_dim}), config.rms_norm_eps),
+      k_norm_(store.add(prefix + "self_attn.k_norm.weight", {config.head_dim}), config.rms_norm_eps) {
+  VEOMNI_CHECK(num_kv_heads_ > 0 && num_heads_ % num_kv_heads_ == 0, "{} attention heads over {} kv heads",
+               num_heads_, num_kv_heads_);
+}
+
+Tensor Attention::to_heads(const Tensor& x, const LayerInputs& in) const {
+  return in.sequence ? in.sequence->seq_to_heads(x) : x;
+}
+
+Tensor Attention::to_seq(const Tensor& x, const LayerInputs& in) const {
+  return in.sequence ? in.sequence->heads_to_seq(x) : x;
+}
+
+// Ulysses splits heads over P ranks; with fewer kv heads than ranks each kv head is repeated to give every rank one.
+int64_t Attention::kv_repeats(const LayerInputs& in) const {
+  const int64_t p = in.sequence ? in.sequence->sp_size() : 1;
+  if (p <= num_kv_heads_) return 1;
+  VEOMNI_INPUT_CHECK(p % num_kv_heads_ == 0,
+                     "the sequence-parallel size {} is not a multiple of num_key_value_heads {}", p, num_kv_heads_);
+  return p / num_kv_heads_;
+}
+
+Tensor Attention::forward(const Tensor& x, const LayerInputs& in, bool save) {
+  const int64_t s = x.dim(0);
+  Tensor q = q_norm_.forward(q_proj_.forward(x, save).view({s, num_heads_, head_dim_}), save);
+  Tensor k = k_norm_.forward(k_proj_.forward(x, save).view({s, num_kv_heads_, head_dim_}), save);
+  Tensor v = v_proj_.forward(x, save).view({s, num_kv_heads_, head_dim_});
+  ops::rope_apply(q, in.cos, in.sin, false);
+  ops::rope_apply(k, in.cos, in.sin, false);
+
+  Tensor qh = to_heads(q, in);
+  const int64_t rep = kv_repeats(in);
+  Tensor kh = to_heads(repeat_heads(k, rep), in);
+  Tensor vh = to_heads(repeat_heads(v, rep), in);
+  Tensor out_h = empty_like(qh, qh.shape());
+  Tensor lse = Tensor::empty({qh.dim(1), qh.dim(0)}, DType::F32, qh.device());
+  ops::attention_forward(qh, kh, vh, in.cu_seqlens, true, scale_, out_h, lse);
+  if (save) {
+    q_ = qh;
+    k_ = kh;
+    v_ = vh;
+    out_ = out_h;
+    lse_ = lse;
+  }
+  return o_proj_.forward(to_seq(out_h, in).view({s, num_heads_ * head_dim_}), save);
+}
+
+Tensor Attention::backward(const Tensor& dy, const LayerInputs& in) {
+  VEOMNI_CHECK(q_.defined(), "attention backward without a saved forward");
+  const int64_t s = dy.dim(0);
+  // heads_to_seq and seq_to_heads are inverse permutations, so each is the other's adjoint.
+  Tensor dout_h = to_heads(o_proj_.backward(dy).view({s, num_heads_, head_dim_}), in);
+  Tensor dq_h = empty_like(q_, q_.shape());
+  Tensor dk_h = empty_like(k_, k_.shape());
+  Tensor dv_h = empty_like(v_, v_.shape());
+  ops::attention_backward(dout_h, q_, k_, v_, out_, lse_, in.cu_seqlens, true, scale_, dq_h, dk_h, dv_h);
+  q_ = k_ = v_ = out_ = lse_ = Tensor();
+
+  Tensor dq = to_seq(dq_h, in);
+  Tensor dk = to_seq(dk_h, in);
+  Tensor dv = to_seq(dv_h, in);
+  dk = fold_repeated_heads(dk, dk.dim(1) / num_kv_heads_);
+  dv = fold_repeated_heads(dv, dv.dim(1) / num_kv_heads_);
+  ops::rope_apply(dq, in.cos, in.sin, true);
+  ops::rope_apply(dk, in.cos, in.sin, true);
+  Tensor dq_raw = q_norm_.backward(dq).view({s, num_heads_ * head_dim_});
+  Tensor dk_raw = k_norm_.backward(dk).view({s, num_kv_heads_ * head_dim_});
+  Tensor dx = q_proj_.backward(dq_raw);
+  k_proj_.backward_accumulate(dk_raw, dx);
+  v_proj_.backward_accumulate(dv.view({s, num_kv_heads_ * head_dim_}), dx);
+  return dx;
+}
+
+void Attention::release() {
+  q_ = k_ = v_ = out_ = lse_ = Tensor();
+  for (Linear* proj : {&q_proj_, &k_proj_, &v_proj_, &o_proj_}) proj->release();
+  q_norm_.release();
+  k_norm_.release();
+}
+
+}  // namespace veomni

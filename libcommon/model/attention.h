@@ -1,0 +1,46 @@
+// Qwen3 self-attention: q/k/v projections, per-head q/k RMSNorm, RoPE, packed causal GQA attention, o_proj.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "core/tensor.h"
+#include "model/layer_inputs.h"
+#include "model/layers/linear.h"
+#include "model/layers/rmsnorm.h"
+#include "model/model_config.h"
+#include "model/param.h"
+
+namespace veomni {
+
+// [S, H, D] -> [S, H*rep, D]: every head repeated rep times consecutively (transformers' repeat_kv).
+Tensor repeat_heads(const Tensor& x, int64_t rep);
+// The adjoint of repeat_heads: [S, H*rep, D] -> [S, H, D], summing each head's rep copies.
+Tensor fold_repeated_heads(const Tensor& x, int64_t rep);
+
+class Attention {
+ public:
+  // Registers `{prefix}self_attn.*` in the store's current group.
+  Attention(ParamStore& store, const ModelConfig& config, const std::string& prefix);
+
+  // x [S_local, hidden] (already normalised) -> [S_local, hidden]. Keeps what backward needs when save.
+  Tensor forward(const Tensor& x, const LayerInputs& in, bool save);
+  // Returns dx and accumulates the parameter gradients.
+  Tensor backward(const Tensor& dy, const LayerInputs& in);
+  void release();
+
+ private:
+  Tensor to_heads(const Tensor& x, const LayerInputs& in) const;
+  Tensor to_seq(const Tensor& x, const LayerInputs& in) const;
+  int64_t kv_repeats(const LayerInputs& in) const;
+
+  int64_t num_heads_;
+  int64_t num_kv_heads_;
+  int64_t head_dim_;
+  float scale_;
+  Linear q_proj_, k_proj_, v_proj_, o_proj_;
+  RmsNorm q_norm_, k_norm_;
+  // Saved for backward, in the attention (head-sharded under sequence parallelism) layout.
+  Tensor q_, k_, v_, out_, lse_;
+};
+
+}  // namespace veomni

@@ -1,0 +1,70 @@
+// Decoder layer forward and backward; recomputation re-runs the same forward inside backward.
+#include "model/decoder_layer.h"
+
+#include <string>
+
+#include "kernels/ops.h"
+
+namespace veomni {
+
+namespace {
+
+std::string layer_prefix(int64_t index) { return "model.layers." + std::to_string(index) + "."; }
+
+}  // namespace
+
+DecoderLayer::DecoderLayer(ParamStore& store, const ModelConfig& config, int64_t index, const ExpertHooks* experts,
+                           bool recompute)
+    : recompute_(recompute),
+      input_norm_(store.add(layer_prefix(index) + "input_layernorm.weight", {config.hidden_size}),
+                  config.rms_norm_eps),
+      attention_(store, config, layer_prefix(index)),
+      mlp_(config.layer_is_sparse(index)
+               ? nullptr
+               : std::make_unique<Mlp>(store, layer_prefix(index), config.hidden_size, config.intermediate_size)),
+      moe_(config.layer_is_sparse(index) ? std::make_unique<MoeBlock>(store, config, layer_prefix(index), experts)
+                                         : nullptr),
+      post_attention_norm_(store.add(layer_prefix(index) + "post_attention_layernorm.weight", {config.hidden_size}),
+                           config.rms_norm_eps) {}
+
+Tensor DecoderLayer::compute(const Tensor& h, const LayerInputs& in, bool save) {
+  Tensor h1 = attention_.forward(input_norm_.forward(h, save), in, save);
+  ops::add_(h1, h);
+  Tensor normed = post_attention_norm_.forward(h1, save);
+  Tensor out = moe_ ? moe_->forward(normed, in, save) : mlp_->forward(normed, save);
+  ops::add_(out, h1);
+  return out;
+}
+
+Tensor DecoderLayer::forward(const Tensor& h, const LayerInputs& in, bool save) {
+  if (save && recompute_) {
+    input_ = h;
+    return compute(h, in, false);
+  }
+  return compute(h, in, save);
+}
+
+Tensor DecoderLayer::backward(const Tensor& dh, const LayerInputs& in, const std::vector<float>& aux_dprobs) {
+  if (recompute_) {
+    VEOMNI_CHECK(input_.defined(), "decoder layer backward without a saved input");
+    compute(input_, in, true);
+    input_ = Tensor();
+  }
+  Tensor dnormed = moe_ ? moe_->backward(dh, in, aux_dprobs) : mlp_->backward(dh);
+  Tensor dh1 = post_attention_norm_.backward(dnormed);
+  ops::add_(dh1, dh);
+  Tensor dx = input_norm_.backward(attention_.backward(dh1, in));
+  ops::add_(dx, dh1);
+  return dx;
+}
+
+void DecoderLayer::release() {
+  input_ = Tensor();
+  input_norm_.release();
+  attention_.release();
+  post_attention_norm_.release();
+  if (mlp_) mlp_->release();
+  if (moe_) moe_->release();
+}
+
+}  // namespace veomni

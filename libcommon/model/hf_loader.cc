@@ -1,0 +1,128 @@
+// HF weight loading and export: exact names, v5 stacked experts or per-expert tensors, expert-parallel rows.
+#include "model/hf_loader.h"
+
+namespace veomni {
+
+namespace {
+
+enum class ExpertKind { None, GateUp, Down };
+
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+ExpertKind expert_kind(const std::string& name) {
+  if (ends_with(name, ".experts.gate_up_proj")) return ExpertKind::GateUp;
+  if (ends_with(name, ".experts.down_proj")) return ExpertKind::Down;
+  return ExpertKind::None;
+}
+
+// "model.layers.3.mlp.experts.gate_up_proj", 5, "up_proj" -> "model.layers.3.mlp.experts.5.up_proj.weight"
+std::string per_expert_name(const std::string& stacked_name, int64_t expert, const char* proj) {
+  return stacked_name.substr(0, stacked_name.rfind('.') + 1) + std::to_string(expert) + "." + proj + ".weight";
+}
+
+// The per-expert pieces of one expert's slot in a stacked tensor: (projection, first row, rows) along the slot's
+// dim 0. gate_up [2I, H] holds gate rows first, then up; down [H, I] is one piece.
+struct ExpertPiece {
+  const char* proj;
+  int64_t row_begin;
+  int64_t rows;
+};
+
+std::vector<ExpertPiece> expert_pieces(ExpertKind kind, const Shape& stacked_shape) {
+  if (kind == ExpertKind::Down) return {{"down_proj", 0, stacked_shape[1]}};
+  const int64_t i = stacked_shape[1] / 2;
+  return {{"gate_proj", 0, i}, {"up_proj", i, i}};
+}
+
+Shape piece_shape(const ExpertPiece& piece, const Shape& stacked_shape) { return {piece.rows, stacked_shape[2]}; }
+
+Tensor to_compute_dtype(const Tensor& t, DType dtype, const WeightSource& source, const std::string& name) {
+  VEOMNI_INPUT_CHECK(dtype_is_floating(t.dtype()), "{}: tensor '{}' has dtype {}, expected a floating-point type",
+                     source.origin(), name, dtype_name(t.dtype()));
+  return t.dtype() == dtype ? t : t.to_dtype(dtype);
+}
+
+void check_tensor(const WeightSource& source, const std::string& name, const Shape& expected) {
+  VEOMNI_INPUT_CHECK(source.contains(name), "{}: missing tensor '{}'", source.origin(), name);
+  const Shape got = source.shape(name);
+  VEOMNI_INPUT_CHECK(got == expected, "{}: tensor '{}' has shape {}, the model expects {}", source.origin(), name,
+                     shape_str(got), shape_str(expected));
+}
+
+Tensor read_per_expert(const WeightSource& source, const Parameter& param, ExpertKind kind, DType dtype) {
+  Tensor out = Tensor::empty(param.local_shape(), dtype);
+  const std::vector<ExpertPiece> pieces = expert_pieces(kind, param.shape);
+  for (int64_t e = param.local_begin; e < param.local_row_end(); ++e) {
+    Tensor slot = out.select(e - param.local_begin);
+    for (const ExpertPiece& piece : pieces) {
+      const std::string name = per_expert_name(param.name, e, piece.proj);
+      check_tensor(source, name, piece_shape(piece, param.shape));
+      slot.slice(piece.row_begin, piece.row_begin + piece.rows)
+          .copy_from(to_compute_dtype(source.read(name), dtype, source, name));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor read_hf_parameter(const WeightSource& source, const Parameter& param, DType dtype) {
+  const ExpertKind kind = param.is_expert ? expert_kind(param.name) : ExpertKind::None;
+  if (source.contains(param.name) || kind == ExpertKind::None) {
+    check_tensor(source, param.name, param.shape);
+    const bool all_rows = param.local_begin == 0 && param.local_row_end() == param.shape.at(0);
+    Tensor t = all_rows ? source.read(param.name) : source.read_rows(param.name, param.local_begin, param.local_row_end());
+    return to_compute_dtype(t, dtype, source, param.name);
+  }
+  const std::string first_piece = per_expert_name(param.name, 0, expert_pieces(kind, param.shape)[0].proj);
+  VEOMNI_INPUT_CHECK(source.contains(first_piece), "{}: missing tensor '{}' (nor its per-expert form '{}', ...)",
+                     source.origin(), param.name, first_piece);
+  return read_per_expert(source, param, kind, dtype);
+}
+
+void load_hf_weights(ParamStore& store, const WeightSource& source) {
+  for (const auto& param : store.all()) {
+    VEOMNI_CHECK(param->value.defined(), "loading '{}' into a parameter that is not materialised", param->name);
+    const Tensor host = read_hf_parameter(source, *param, param->value.dtype());
+    param->value.copy_from(host.to(param->value.device()));
+  }
+}
+
+std::vector<HfTensorSpec> hf_tensor_specs(const std::string& name, const Shape& shape, ExpertNaming naming) {
+  const ExpertKind kind = expert_kind(name);
+  if (kind == ExpertKind::None || naming == ExpertNaming::Stacked) return {{name, shape}};
+  VEOMNI_CHECK(shape.size() == 3, "expert tensor '{}' of shape {} is not [E, rows, cols]", name, shape_str(shape));
+  std::vector<HfTensorSpec> specs;
+  for (int64_t e = 0; e < shape[0]; ++e)
+    for (const ExpertPiece& piece : expert_pieces(kind, shape))
+      specs.push_back({per_expert_name(name, e, piece.proj), piece_shape(piece, shape)});
+  return specs;
+}
+
+void export_hf_tensor(const std::string& name, const Tensor& full, ExpertNaming naming, const HfTensorSink& sink) {
+  const ExpertKind kind = expert_kind(name);
+  if (kind == ExpertKind::None || naming == ExpertNaming::Stacked) {
+    sink(name, full);
+    return;
+  }
+  VEOMNI_CHECK(full.ndim() == 3, "expert tensor '{}' {} is not [E, rows, cols]", name, full.describe());
+  for (int64_t e = 0; e < full.dim(0); ++e) {
+    const Tensor slot = full.select(e);
+    for (const ExpertPiece& piece : expert_pieces(kind, full.shape()))
+      sink(per_expert_name(name, e, piece.proj), slot.slice(piece.row_begin, piece.row_begin + piece.rows));
+  }
+}
+
+void export_hf_weights(ParamStore& store, ExpertNaming naming, const HfTensorSink& sink) {
+  for (const auto& param : store.all()) {
+    VEOMNI_CHECK(param->value.defined(), "exporting '{}' which is not materialised", param->name);
+    VEOMNI_CHECK(param->local_begin == 0 && param->local_row_end() == param->shape.at(0),
+                 "exporting '{}' which holds only rows [{}, {}) (gather expert shards first)", param->name,
+                 param->local_begin, param->local_row_end());
+    export_hf_tensor(param->name, param->value.to(Device::cpu()), naming, sink);
+  }
+}
+
+}  // namespace veomni

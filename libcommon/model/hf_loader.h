@@ -1,0 +1,40 @@
+// Loads HuggingFace weights into a ParamStore and exports them back, in stacked (v5) or per-expert expert naming.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/param.h"
+#include "model/weight_source.h"
+
+namespace veomni {
+
+// How expert tensors are named on disk: per expert (`mlp.experts.{e}.{gate,up,down}_proj.weight`, what
+// transformers 5.x save_pretrained writes) or stacked (`mlp.experts.gate_up_proj` [E, 2I, H], `...down_proj`).
+enum class ExpertNaming { PerExpert, Stacked };
+
+// This rank's rows of one parameter read from the source (exact name, or the per-expert tensors stacked on dim 0
+// with gate/up concatenated on dim 1), as a CPU tensor of `dtype`. A missing or mis-shaped tensor, or a
+// non-floating one, is an InputError naming it and the source.
+Tensor read_hf_parameter(const WeightSource& source, const Parameter& param, DType dtype);
+
+// Fills every parameter's value (which must be materialised) in its own dtype and device. A tied lm_head is not
+// a parameter, so a checkpoint without lm_head.weight loads.
+void load_hf_weights(ParamStore& store, const WeightSource& source);
+
+struct HfTensorSpec {
+  std::string name;
+  Shape shape;
+};
+using HfTensorSink = std::function<void(const std::string& name, const Tensor& tensor)>;
+
+// The HF tensors a parameter of full shape `shape` is written as (for declaring a writer's layout up front).
+std::vector<HfTensorSpec> hf_tensor_specs(const std::string& name, const Shape& shape, ExpertNaming naming);
+// Hands the full tensor of parameter `name` to the sink under its HF name(s), splitting experts when per-expert.
+void export_hf_tensor(const std::string& name, const Tensor& full, ExpertNaming naming, const HfTensorSink& sink);
+// Every parameter of the store in registration order, as CPU tensors in the values' dtype. Values must be
+// materialised and hold all rows (gather expert-parallel shards first).
+void export_hf_weights(ParamStore& store, ExpertNaming naming, const HfTensorSink& sink);
+
+}  // namespace veomni

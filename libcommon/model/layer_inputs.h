@@ -1,0 +1,19 @@
+// What every decoder layer of one micro-batch shares: RoPE tables, the global packed layout and the parallel seams.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/parallel_hooks.h"
+
+namespace veomni {
+
+struct LayerInputs {
+  Tensor cos;                       // [S_local, head_dim] f32, from this slice's position ids
+  Tensor sin;                       // [S_local, head_dim] f32
+  std::vector<int32_t> cu_seqlens;  // global (unsliced) packed layout
+  SequenceHooks* sequence = nullptr;
+  ExpertHooks* experts = nullptr;
+};
+
+}  // namespace veomni

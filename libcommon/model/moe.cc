@@ -1,0 +1,157 @@
+// MoE block forward and backward: route, permute, dispatch, grouped expert GEMMs, combine, unpermute.
+#include "model/moe.h"
+
+#include "kernels/ops.h"
+#include "model/layers/common.h"
+
+namespace veomni {
+
+namespace {
+
+// The expert rows [begin, end) this rank holds under expert parallelism.
+void set_local_experts(Parameter* param, int64_t num_experts, const ExpertHooks* experts) {
+  const int64_t ep = experts ? experts->ep_size() : 1;
+  const int64_t rank = experts ? experts->ep_rank() : 0;
+  VEOMNI_INPUT_CHECK(ep >= 1 && num_experts % ep == 0, "num_experts {} is not divisible by the expert-parallel size {}",
+                     num_experts, ep);
+  param->local_begin = rank * (num_experts / ep);
+  param->local_end = (rank + 1) * (num_experts / ep);
+}
+
+// Column sums of a [N, E] f32 tensor, returned to the host (ones[1, N] @ x keeps it on the device).
+std::vector<double> column_sums(const Tensor& x) {
+  Tensor ones = Tensor::full<float>({1, x.dim(0)}, 1.0f).to(x.device());
+  Tensor sums = Tensor::empty({1, x.dim(1)}, DType::F32, x.device());
+  ops::matmul(ones, false, x, false, sums);
+  std::vector<double> out(static_cast<size_t>(x.dim(1)));
+  const std::vector<float> host = sums.to(Device::cpu()).to_float_vector();
+  for (size_t e = 0; e < out.size(); ++e) out[e] = host[e];
+  return out;
+}
+
+}  // namespace
+
+MoeBlock::MoeBlock(ParamStore& store, const ModelConfig& config, const std::string& prefix,
+                   const ExpertHooks* experts)
+    : num_experts_(config.num_experts),
+      top_k_(config.num_experts_per_tok),
+      norm_topk_prob_(config.norm_topk_prob) {
+  VEOMNI_INPUT_CHECK(top_k_ >= 1 && top_k_ <= num_experts_, "num_experts_per_tok {} must be in [1, num_experts {}]",
+                     top_k_, num_experts_);
+  const int64_t e = num_experts_, h = config.hidden_size, i = config.moe_intermediate_size;
+  router_ = store.add(prefix + "mlp.gate.weight", {e, h});
+  gate_up_ = store.add(prefix + "mlp.experts.gate_up_proj", {e, 2 * i, h}, true);
+  down_ = store.add(prefix + "mlp.experts.down_proj", {e, h, i}, true);
+  set_local_experts(gate_up_, e, experts);
+  set_local_experts(down_, e, experts);
+}
+
+// Router logits in the compute dtype (as HF's nn.Linear gate), softmax/top-k in f32. Returns the f32 probs.
+Tensor MoeBlock::route(const Tensor& x, Tensor& topk_idx, Tensor& topk_weight) {
+  const int64_t n = x.dim(0);
+  Tensor logits = empty_like(x, {n, num_experts_});
+  ops::matmul(x, false, router_->value, true, logits);
+  Tensor probs = Tensor::empty({n, num_experts_}, DType::F32, x.device());
+  topk_idx = Tensor::empty({n, top_k_}, DType::I32, x.device());
+  topk_weight = Tensor::empty({n, top_k_}, DType::F32, x.device());
+  ops::moe_route(converted(logits, DType::F32), top_k_, norm_topk_prob_, probs, topk_idx, topk_weight);
+  return probs;
+}
+
+Tensor MoeBlock::forward(const Tensor& x, const LayerInputs& in, bool save) {
+  const int64_t n = x.dim(0);
+  Tensor topk_idx, topk_weight;
+  Tensor probs = route(x, topk_idx, topk_weight);
+
+  Tensor permuted = empty_like(x, {n * top_k_, x.dim(1)});
+  Tensor row_map = Tensor::empty({n * top_k_}, DType::I32, x.device());
+  std::vector<int64_t> counts;
+  ops::moe_permute(x, topk_idx, num_experts_, permuted, row_map, counts);
+  stats_.expert_slots.assign(counts.begin(), counts.end());
+  stats_.prob_sums = column_sums(probs);
+  stats_.rows = n;
+
+  std::vector<int64_t> local_counts = counts;
+  std::shared_ptr<void> exchange;
+  Tensor local = in.experts ? in.experts->dispatch(permuted, counts, local_counts, exchange) : permuted;
+  const Tensor& w_gate_up = gate_up_->value;
+  const Tensor& w_down = down_->value;
+  VEOMNI_CHECK(static_cast<int64_t>(local_counts.size()) == w_gate_up.dim(0),
+               "{} local expert groups for {} local experts", local_counts.size(), w_gate_up.dim(0));
+  Tensor gate_up = empty_like(local, {local.dim(0), w_gate_up.dim(1)});
+  ops::grouped_matmul(local, w_gate_up, true, local_counts, gate_up);
+  Tensor act = empty_like(local, {local.dim(0), w_down.dim(2)});
+  ops::swiglu_fused_forward(gate_up, act);
+  Tensor expert_out = empty_like(local, {local.dim(0), w_down.dim(1)});
+  ops::grouped_matmul(act, w_down, true, local_counts, expert_out);
+  Tensor y_permuted = in.experts ? in.experts->combine(expert_out, exchange) : expert_out;
+
+  Tensor out = empty_like(x, x.shape());
+  ops::moe_unpermute(y_permuted, row_map, topk_weight, out);
+  if (save) {
+    x_ = x;
+    probs_ = probs;
+    topk_idx_ = topk_idx;
+    topk_weight_ = topk_weight;
+    row_map_ = row_map;
+    local_x_ = local;
+    gate_up_out_ = gate_up;
+    act_ = act;
+    y_permuted_ = y_permuted;
+    local_counts_ = local_counts;
+    exchange_ = exchange;
+  }
+  return out;
+}
+
+Tensor MoeBlock::router_backward(const Tensor& dtopk_weight, const std::vector<float>& aux_dprobs) {
+  const int64_t n = probs_.dim(0);
+  Tensor dprobs_extra;
+  if (!aux_dprobs.empty()) {
+    VEOMNI_CHECK(static_cast<int64_t>(aux_dprobs.size()) == num_experts_, "{} aux gradients for {} experts",
+                 aux_dprobs.size(), num_experts_);
+    Tensor host = Tensor::empty({n, num_experts_}, DType::F32);
+    float* p = host.data<float>();
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t e = 0; e < num_experts_; ++e) p[t * num_experts_ + e] = aux_dprobs[static_cast<size_t>(e)];
+    dprobs_extra = host.to(probs_.device());
+  }
+  Tensor dlogits = Tensor::empty({n, num_experts_}, DType::F32, probs_.device());
+  ops::moe_route_backward(dtopk_weight, dprobs_extra, probs_, topk_idx_, norm_topk_prob_, dlogits);
+  return converted(dlogits, x_.dtype());
+}
+
+Tensor MoeBlock::backward(const Tensor& dy, const LayerInputs& in, const std::vector<float>& aux_dprobs) {
+  VEOMNI_CHECK(x_.defined(), "MoE backward without a saved forward");
+  Tensor dy_permuted = empty_like(y_permuted_, y_permuted_.shape());
+  Tensor dtopk_weight = empty_like(topk_weight_, topk_weight_.shape());
+  ops::moe_unpermute_backward(dy, y_permuted_, row_map_, topk_weight_, dy_permuted, dtopk_weight);
+  y_permuted_ = Tensor();
+
+  Tensor dexpert_out = in.experts ? in.experts->combine_backward(dy_permuted, exchange_) : dy_permuted;
+  Tensor dact = empty_like(act_, act_.shape());
+  ops::grouped_matmul(dexpert_out, down_->value, false, local_counts_, dact);
+  ops::grouped_matmul_weight_grad(dexpert_out, act_, local_counts_, grad_of(*down_), true);
+  Tensor dgate_up = empty_like(gate_up_out_, gate_up_out_.shape());
+  ops::swiglu_fused_backward(dact, gate_up_out_, dgate_up);
+  Tensor dlocal = empty_like(local_x_, local_x_.shape());
+  ops::grouped_matmul(dgate_up, gate_up_->value, false, local_counts_, dlocal);
+  ops::grouped_matmul_weight_grad(dgate_up, local_x_, local_counts_, grad_of(*gate_up_), true);
+  Tensor dpermuted = in.experts ? in.experts->dispatch_backward(dlocal, exchange_) : dlocal;
+
+  Tensor dx = empty_like(x_, x_.shape());
+  ops::moe_permute_backward(dpermuted, row_map_, top_k_, dx);
+  Tensor drouter_logits = router_backward(dtopk_weight, aux_dprobs);
+  ops::matmul(drouter_logits, false, router_->value, false, dx, 1.0f, 1.0f);
+  ops::matmul(drouter_logits, true, x_, false, grad_of(*router_), 1.0f, 1.0f);
+  release();
+  return dx;
+}
+
+void MoeBlock::release() {
+  x_ = probs_ = topk_idx_ = topk_weight_ = row_map_ = local_x_ = gate_up_out_ = act_ = y_permuted_ = Tensor();
+  local_counts_.clear();
+  exchange_.reset();
+}
+
+}  // namespace veomni

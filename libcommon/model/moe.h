@@ -1,0 +1,51 @@
+// Qwen3-MoE sparse block: softmax top-k router, dropless experts in the v5 stacked layout, expert-parallel seams.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/layer_inputs.h"
+#include "model/model_config.h"
+#include "model/param.h"
+
+namespace veomni {
+
+// Router statistics of one forward over this rank's tokens, the inputs of the load-balancing loss.
+struct RouterStats {
+  std::vector<double> expert_slots;  // [E] (token, slot) pairs routed to expert e: sum over k of one_hot(topk)
+  std::vector<double> prob_sums;     // [E] sum over tokens of softmax probability of expert e
+  int64_t rows = 0;                  // tokens routed
+};
+
+class MoeBlock {
+ public:
+  // Registers `{prefix}mlp.gate.weight` [E, H], `{prefix}mlp.experts.gate_up_proj` [E, 2I, H] (gate rows first) and
+  // `{prefix}mlp.experts.down_proj` [E, H, I]; the expert tensors hold the rows of this expert-parallel rank.
+  MoeBlock(ParamStore& store, const ModelConfig& config, const std::string& prefix, const ExpertHooks* experts);
+
+  Tensor forward(const Tensor& x, const LayerInputs& in, bool save);
+  // aux_dprobs [E]: d(loss)/d(prob[t, e]) from the load-balancing loss, the same for every token (empty: none).
+  Tensor backward(const Tensor& dy, const LayerInputs& in, const std::vector<float>& aux_dprobs);
+  const RouterStats& router_stats() const { return stats_; }
+  void release();
+
+ private:
+  Tensor route(const Tensor& x, Tensor& topk_idx, Tensor& topk_weight);
+  Tensor router_backward(const Tensor& dtopk_weight, const std::vector<float>& aux_dprobs);
+
+  Parameter* router_;
+  Parameter* gate_up_;
+  Parameter* down_;
+  int64_t num_experts_;
+  int64_t top_k_;
+  bool norm_topk_prob_;
+  RouterStats stats_;
+  // Saved for backward.
+  Tensor x_, probs_, topk_idx_, topk_weight_, row_map_, local_x_, gate_up_out_, act_, y_permuted_;
+  std::vector<int64_t> local_counts_;
+  std::shared_ptr<void> exchange_;
+};
+
+}  // namespace veomni
