@@ -1,5 +1,6 @@
 // One packed micro-batch as the model consumes it (after collation, and after the Ulysses slice when SP is on).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -23,6 +24,16 @@ struct Batch {
   int64_t sp_offset = 0;
   // Non-ignored targets in this slice (computed by the collator).
   int64_t valid_tokens = 0;
+  // Tokens of the full packed row before the padding that makes it divisible by the SP size (-1: no padding).
+  // Padding is always at the end of the row; it must not count in statistics such as the MoE aux loss.
+  int64_t row_real_tokens = -1;
+
+  // Leading rows of this slice that are real tokens (the rest is padding).
+  int64_t local_real_tokens() const {
+    const int64_t local = input_ids.defined() ? input_ids.dim(0) : 0;
+    if (row_real_tokens < 0) return local;
+    return row_real_tokens <= sp_offset ? 0 : std::min(local, row_real_tokens - sp_offset);
+  }
 };
 
 }  // namespace veomni

@@ -128,6 +128,7 @@ ForwardStats CausalLM::Impl::forward(const Batch& batch, bool only_loss, Tensor*
   const int64_t s = batch.input_ids.numel();
 
   inputs.cu_seqlens = batch.cu_seqlens;
+  inputs.real_rows = batch.local_real_tokens();
   inputs.sequence = sequence;
   inputs.experts = options.hooks.experts;
   inputs.cos = Tensor::empty({s, config.head_dim}, DType::F32, device);

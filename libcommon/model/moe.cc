@@ -19,14 +19,25 @@ void set_local_experts(Parameter* param, int64_t num_experts, const ExpertHooks*
 }
 
 // Column sums of a [N, E] f32 tensor, returned to the host (ones[1, N] @ x keeps it on the device).
-std::vector<double> column_sums(const Tensor& x) {
-  Tensor ones = Tensor::full<float>({1, x.dim(0)}, 1.0f).to(x.device());
+// Sums of the first `rows` rows of x [N, E] per column.
+std::vector<double> column_sums(const Tensor& x, int64_t rows) {
+  if (rows == 0) return std::vector<double>(static_cast<size_t>(x.dim(1)), 0.0);
+  Tensor ones = Tensor::full<float>({1, rows}, 1.0f).to(x.device());
   Tensor sums = Tensor::empty({1, x.dim(1)}, DType::F32, x.device());
-  ops::matmul(ones, false, x, false, sums);
+  ops::matmul(ones, false, x.slice(0, rows), false, sums);
   std::vector<double> out(static_cast<size_t>(x.dim(1)));
   const std::vector<float> host = sums.to(Device::cpu()).to_float_vector();
   for (size_t e = 0; e < out.size(); ++e) out[e] = host[e];
   return out;
+}
+
+// (token, slot) pairs of the first `rows` tokens routed to each expert.
+std::vector<double> real_slot_counts(const Tensor& topk_idx, int64_t rows, int64_t num_experts) {
+  std::vector<double> slots(static_cast<size_t>(num_experts), 0.0);
+  const Tensor host = topk_idx.to(Device::cpu());
+  const int32_t* idx = host.data<int32_t>();
+  for (int64_t i = 0; i < rows * topk_idx.dim(1); ++i) slots[static_cast<size_t>(idx[i])] += 1.0;
+  return slots;
 }
 
 }  // namespace
@@ -67,9 +78,11 @@ Tensor MoeBlock::forward(const Tensor& x, const LayerInputs& in, bool save) {
   Tensor row_map = Tensor::empty({n * top_k_}, DType::I32, x.device());
   std::vector<int64_t> counts;
   ops::moe_permute(x, topk_idx, num_experts_, permuted, row_map, counts);
-  stats_.expert_slots.assign(counts.begin(), counts.end());
-  stats_.prob_sums = column_sums(probs);
-  stats_.rows = n;
+  // The load-balancing statistics cover real tokens only, so SP padding does not change the aux loss.
+  real_rows_ = std::min(n, in.real_rows);
+  stats_.expert_slots = real_slot_counts(topk_idx, real_rows_, num_experts_);
+  stats_.prob_sums = column_sums(probs, real_rows_);
+  stats_.rows = real_rows_;
 
   std::vector<int64_t> local_counts = counts;
   std::shared_ptr<void> exchange;
@@ -113,7 +126,8 @@ Tensor MoeBlock::router_backward(const Tensor& dtopk_weight, const std::vector<f
     Tensor host = Tensor::empty({n, num_experts_}, DType::F32);
     float* p = host.data<float>();
     for (int64_t t = 0; t < n; ++t)
-      for (int64_t e = 0; e < num_experts_; ++e) p[t * num_experts_ + e] = aux_dprobs[static_cast<size_t>(e)];
+      for (int64_t e = 0; e < num_experts_; ++e)
+        p[t * num_experts_ + e] = t < real_rows_ ? aux_dprobs[static_cast<size_t>(e)] : 0.0f;
     dprobs_extra = host.to(probs_.device());
   }
   Tensor dlogits = Tensor::empty({n, num_experts_}, DType::F32, probs_.device());

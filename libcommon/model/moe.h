@@ -42,6 +42,7 @@ class MoeBlock {
   int64_t top_k_;
   bool norm_topk_prob_;
   RouterStats stats_;
+  int64_t real_rows_ = 0;  // rows of the last forward that count in the aux loss (not SP padding)
   // Saved for backward.
   Tensor x_, probs_, topk_idx_, topk_weight_, row_map_, local_x_, gate_up_out_, act_, y_permuted_;
   std::vector<int64_t> local_counts_;

@@ -1,0 +1,42 @@
+// Packs text samples into one row (VeOmni's packing), shifts labels into targets, pads and slices for Ulysses SP.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+#include "data/batch.h"
+
+namespace veomni {
+
+// The token-level keys of one stored sample. labels and position_ids may be undefined: labels then default to
+// input_ids (plain language modelling) and positions to arange(L).
+struct TokenSample {
+  Tensor input_ids;     // i64 [L]
+  Tensor labels;        // i64 [L]
+  Tensor position_ids;  // i64 [L] or [3, L]
+};
+
+struct CollateOptions {
+  int64_t max_seq_len = 2048;  // each sample is truncated to this many tokens (the plan counts the same)
+  int64_t sp_size = 1;         // the packed row is padded to a multiple of sp_size * pad_scale and sliced
+  int64_t pad_scale = 1;
+};
+
+// One packed row before the SP slice.
+struct PackedRow {
+  Tensor input_ids;     // i64 [T]
+  Tensor target_ids;    // i64 [T]: labels shifted by one inside the row, kIgnoreIndex at sample ends and padding
+  Tensor position_ids;  // i64 [T] or [3, T]
+  std::vector<int32_t> cu_seqlens;  // sample boundaries; padding (if any) is a last sequence of its own
+  int64_t valid_tokens = 0;         // non-ignored targets in the row
+  int64_t real_tokens = 0;          // tokens before padding
+};
+
+// Concatenates samples; the first label of every later sample becomes kIgnoreIndex (nothing is predicted across a
+// boundary), then shifts: target[i] = label[i+1]. Pads with input 0, target kIgnoreIndex, position 0.
+PackedRow pack_samples(const std::vector<TokenSample>& samples, const CollateOptions& options);
+
+// This SP rank's slice of the row: tokens [rank*T/P, (rank+1)*T/P) with the row's global cu_seqlens.
+Batch slice_for_sp_rank(const PackedRow& row, int64_t sp_size, int64_t sp_rank);
+
+}  // namespace veomni

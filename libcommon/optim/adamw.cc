@@ -1,0 +1,40 @@
+// AdamW driver: decides decay per parameter and calls the adamw_step kernel on every slot.
+#include "optim/adamw.h"
+
+#include "kernels/ops.h"
+
+namespace veomni {
+
+bool parameter_uses_weight_decay(const std::string& hf_name) {
+  const bool is_norm = hf_name.find("norm") != std::string::npos;
+  const bool is_bias = hf_name.size() >= 5 && hf_name.compare(hf_name.size() - 5, 5, ".bias") == 0;
+  return !is_norm && !is_bias;
+}
+
+void AdamW::add_slot(const std::string& name, Tensor master, Tensor grad) {
+  VEOMNI_CHECK(master.dtype() == DType::F32 && grad.dtype() == DType::F32, "AdamW slot {}: master {} grad {}", name,
+               master.describe(), grad.describe());
+  VEOMNI_CHECK(master.numel() == grad.numel(), "AdamW slot {}: master {} grad {}", name, master.describe(),
+               grad.describe());
+  OptimizerSlot slot;
+  slot.name = name;
+  slot.exp_avg = Tensor::zeros(master.shape(), DType::F32, master.device());
+  slot.exp_avg_sq = Tensor::zeros(master.shape(), DType::F32, master.device());
+  slot.master = std::move(master);
+  slot.grad = std::move(grad);
+  slot.weight_decay = parameter_uses_weight_decay(name);
+  slots_.push_back(std::move(slot));
+}
+
+void AdamW::step(double lr) {
+  ++step_;
+  for (OptimizerSlot& slot : slots_) {
+    if (slot.master.numel() == 0) continue;  // an FSDP rank may own no elements of a tiny parameter
+    ops::adamw_step(slot.master, slot.grad, slot.exp_avg, slot.exp_avg_sq, static_cast<float>(lr),
+                    static_cast<float>(options_.beta1), static_cast<float>(options_.beta2),
+                    static_cast<float>(options_.eps), slot.weight_decay ? static_cast<float>(options_.weight_decay) : 0.0f,
+                    step_);
+  }
+}
+
+}  // namespace veomni

@@ -1,0 +1,51 @@
+// AdamW over fp32 master weights: one slot per (local shard of a) parameter, torch.optim.AdamW semantics.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace veomni {
+
+struct AdamWOptions {
+  double lr = 1e-4;  // per-step value comes from the schedule
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+};
+
+// No weight decay on norms and biases (the HF Trainer / VeOmni convention).
+bool parameter_uses_weight_decay(const std::string& hf_name);
+
+// What the optimizer updates for one parameter on this rank: the fp32 master values (the whole tensor in a single
+// process, this rank's shard under FSDP), their gradient and the two moments.
+struct OptimizerSlot {
+  std::string name;
+  Tensor master;      // f32
+  Tensor grad;        // f32, same numel as master
+  Tensor exp_avg;     // f32
+  Tensor exp_avg_sq;  // f32
+  bool weight_decay = true;
+};
+
+class AdamW {
+ public:
+  explicit AdamW(const AdamWOptions& options) : options_(options) {}
+  // Allocates zeroed moments next to each master tensor.
+  void add_slot(const std::string& name, Tensor master, Tensor grad);
+  // One update of every slot with learning rate lr; increments the step counter first (torch: step starts at 1).
+  void step(double lr);
+  int64_t steps_taken() const { return step_; }
+  void set_steps_taken(int64_t step) { step_ = step; }
+  std::vector<OptimizerSlot>& slots() { return slots_; }
+  const AdamWOptions& options() const { return options_; }
+
+ private:
+  AdamWOptions options_;
+  std::vector<OptimizerSlot> slots_;
+  int64_t step_ = 0;
+};
+
+}  // namespace veomni

@@ -1,0 +1,303 @@
+// The step loop: plan the global batch, collate this rank's micro-batches, forward/backward, reduce, clip, update.
+#include "train/trainer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "data/batch_plan.h"
+#include "data/collator.h"
+#include "data/dataset_reader.h"
+#include "dist/device_mesh.h"
+#include "kernels/ops.h"
+#include "model/causal_lm.h"
+#include "model/hf_loader.h"
+#include "model/model_config.h"
+#include "model/weight_source.h"
+#include "optim/adamw.h"
+#include "optim/lr_schedule.h"
+#include "parallel/expert_parallel.h"
+#include "parallel/fsdp.h"
+#include "parallel/ulysses.h"
+#include "train/loss_scale.h"
+#include "train/metrics_log.h"
+#include "train/progress.h"
+
+namespace veomni {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// What one optimizer step produced, reduced over all ranks.
+struct StepMetrics {
+  double loss = 0, ce_loss = 0, aux_loss = 0, grad_norm = 0, lr = 0;
+  int64_t tokens = 0, valid_tokens = 0;
+};
+
+TokenSample token_sample(const Sample& sample, const std::string& context) {
+  TokenSample t;
+  t.input_ids = sample_key(sample, "input_ids", context);
+  if (auto it = sample.find("labels"); it != sample.end()) t.labels = it->second;
+  if (auto it = sample.find("position_ids"); it != sample.end()) t.position_ids = it->second;
+  return t;
+}
+
+class Trainer {
+ public:
+  Trainer(const TrainConfig& config, std::shared_ptr<Communicator> world) : config_(config), world_(std::move(world)) {}
+
+  TrainSummary run();
+
+ private:
+  void build_mesh_and_model();
+  void build_data();
+  void build_optimizer();
+  std::vector<Batch> collate_my_micro_batches(const StepPlan& step);
+  StepMetrics run_step(const StepPlan& step, int64_t global_step);
+  double clip_gradients();
+  void log_step(int64_t step, const StepMetrics& m, double seconds, ProgressClock& clock);
+  bool is_moe() const { return model_config_.is_moe(); }
+
+  TrainConfig config_;
+  std::shared_ptr<Communicator> world_;
+  DeviceMesh mesh_;
+  BatchLayout layout_;
+  ModelConfig model_config_;
+  std::unique_ptr<UlyssesHooks> ulysses_;
+  std::unique_ptr<ExpertParallel> expert_parallel_;
+  std::unique_ptr<CausalLM> model_;
+  std::unique_ptr<Fsdp> fsdp_;
+  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<DatasetReader> dataset_;
+  BatchPlanOptions plan_options_;
+  std::vector<std::vector<StepPlan>> epochs_;
+  int64_t total_steps_ = 0;
+  MetricsLog metrics_;
+};
+
+void Trainer::build_mesh_and_model() {
+  model_config_ = load_model_config(config_.resolved_model_config_path());
+  layout_ = resolve_batch_layout(config_, world_->size());
+  validate_parallel_layout(config_, model_config_);
+  const auto& acc = config_.train.accelerator;
+  mesh_ = build_device_mesh(world_, acc.ulysses_size, acc.ep_size);
+  spdlog::info("mesh: {}; global batch {} = {} micro-batches of up to {} tokens", mesh_.shape.describe(),
+               layout_.global_batch_size, layout_.global_batch_size / layout_.micro_batch_size,
+               layout_.micro_batch_size * config_.data.max_seq_len);
+
+  ModelOptions options;
+  options.device = Device::cpu();
+  options.compute_dtype = DType::F32;  // the CPU backend is the fp32 reference
+  if (config_.compute_dtype() != DType::F32)
+    spdlog::info("CPU backend: computing in float32 (mixed precision applies to the CUDA backend)");
+  options.recompute = config_.train.gradient_checkpointing.enable;
+  if (acc.ulysses_size > 1) {
+    ulysses_ = std::make_unique<UlyssesHooks>(mesh_.sp);
+    options.hooks.sequence = ulysses_.get();
+  }
+  if (acc.ep_size > 1) {
+    expert_parallel_ = std::make_unique<ExpertParallel>(mesh_.ep, model_config_.num_experts);
+    options.hooks.experts = expert_parallel_.get();
+  }
+  model_ = std::make_unique<CausalLM>(model_config_, options);
+  model_->params().materialize_all(options.device, options.compute_dtype);
+  if (config_.model.model_path.empty()) {
+    model_->init_weights(static_cast<uint64_t>(config_.train.seed));
+    spdlog::info("model: {} with {} parameters, random init (seed {})", model_config_.model_type,
+                 format_count(static_cast<double>(model_->params().num_elements())), config_.train.seed);
+  } else {
+    load_hf_weights(model_->params(), HfCheckpointSource(config_.model.model_path));
+    spdlog::info("model: {} with {} parameters from {}", model_config_.model_type,
+                 format_count(static_cast<double>(model_->params().num_elements())), config_.model.model_path);
+  }
+  fsdp_ = std::make_unique<Fsdp>(model_->params(), mesh_, options.compute_dtype);
+  model_->set_param_hooks(fsdp_.get());
+}
+
+void Trainer::build_data() {
+  VEOMNI_INPUT_CHECK(!config_.data.train_path.empty(), "data.train_path is not set (hint: --data.train_path PATH)");
+  dataset_ = std::make_unique<DatasetReader>(config_.data.train_path);
+  std::vector<int64_t> lengths(static_cast<size_t>(dataset_->num_samples()));
+  for (int64_t i = 0; i < dataset_->num_samples(); ++i) lengths[static_cast<size_t>(i)] = dataset_->sequence_length(i);
+
+  plan_options_.max_seq_len = config_.data.max_seq_len;
+  plan_options_.token_budget = config_.train.micro_batch_size * config_.data.max_seq_len;
+  plan_options_.micro_batches_per_step = layout_.global_batch_size / layout_.micro_batch_size;
+  plan_options_.shuffle = config_.data.dataloader.shuffle;
+  plan_options_.seed = static_cast<uint64_t>(config_.train.seed);
+  for (int64_t e = 0; e < config_.train.num_train_epochs; ++e) {
+    std::vector<StepPlan> steps = plan_epoch(lengths, e, plan_options_);
+    if (config_.train.max_steps > 0 && static_cast<int64_t>(steps.size()) > config_.train.max_steps)
+      steps.resize(static_cast<size_t>(config_.train.max_steps));
+    total_steps_ += static_cast<int64_t>(steps.size());
+    epochs_.push_back(std::move(steps));
+  }
+  VEOMNI_INPUT_CHECK(total_steps_ > 0,
+                     "{}: {} samples do not fill one global batch of {} micro-batches of up to {} tokens "
+                     "(hint: lower train.global_batch_size or add data)",
+                     config_.data.train_path, dataset_->num_samples(), plan_options_.micro_batches_per_step,
+                     plan_options_.token_budget);
+  spdlog::info("data: {} samples from {}; {} steps over {} epoch(s)", dataset_->num_samples(),
+               config_.data.train_path, total_steps_, config_.train.num_train_epochs);
+}
+
+void Trainer::build_optimizer() {
+  const auto& o = config_.train.optimizer;
+  VEOMNI_INPUT_CHECK(o.type == "adamw", "train.optimizer.type '{}' is not supported (adamw)", o.type);
+  VEOMNI_INPUT_CHECK(o.betas.size() == 2, "train.optimizer.betas needs two values, got {}", o.betas.size());
+  AdamWOptions adam;
+  adam.lr = o.lr;
+  adam.beta1 = o.betas[0];
+  adam.beta2 = o.betas[1];
+  adam.eps = o.eps;
+  adam.weight_decay = o.weight_decay;
+  optimizer_ = std::make_unique<AdamW>(adam);
+  for (ParamShard& s : fsdp_->shards()) optimizer_->add_slot(s.param->name, s.master, s.grad);
+
+  LrScheduleOptions sched;
+  sched.lr = o.lr;
+  sched.lr_min = o.lr_min;
+  sched.warmup_ratio = o.lr_warmup_ratio;
+  sched.decay_style = o.lr_decay_style;
+  sched.total_steps = total_steps_;
+  schedule_ = std::make_unique<LrSchedule>(sched);
+
+  // Persistent per-rank state: master + grad (Fsdp) + two AdamW moments: 16 bytes per local element.
+  const double bytes = static_cast<double>(fsdp_->shard_bytes()) * 2.0;
+  std::vector<double> all{bytes};
+  world_->allreduce_max(all);
+  spdlog::info("memory: parameters + gradients + optimizer state {} bytes on this rank (max over ranks {})",
+               format_count(bytes), format_count(all[0]));
+}
+
+std::vector<Batch> Trainer::collate_my_micro_batches(const StepPlan& step) {
+  CollateOptions collate;
+  collate.max_seq_len = config_.data.max_seq_len;
+  collate.sp_size = mesh_.shape.ulysses;
+  std::vector<Batch> mine;
+  const auto dp = static_cast<size_t>(mesh_.shape.dp());
+  for (size_t i = static_cast<size_t>(mesh_.dp_rank()); i < step.micro_batches.size(); i += dp) {
+    std::vector<TokenSample> samples;
+    for (int64_t index : step.micro_batches[i].samples)
+      samples.push_back(token_sample(dataset_->read(index), fmt::format("{} sample {}", config_.data.train_path, index)));
+    const PackedRow row = pack_samples(samples, collate);
+    mine.push_back(slice_for_sp_rank(row, mesh_.shape.ulysses, mesh_.sp_rank()));
+  }
+  return mine;
+}
+
+double Trainer::clip_gradients() {
+  double local = 0;
+  for (ParamShard& s : fsdp_->shards()) local += ops::sum_squares(s.grad);
+  std::vector<double> total{local};
+  world_->allreduce_sum(total);
+  const double norm = std::sqrt(total[0]);
+  const double max_norm = config_.train.optimizer.max_grad_norm;
+  // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below one.
+  if (max_norm > 0 && std::isfinite(norm)) {
+    const double coef = max_norm / (norm + 1e-6);
+    if (coef < 1.0)
+      for (ParamShard& s : fsdp_->shards()) ops::scale_(s.grad, static_cast<float>(coef));
+  }
+  return norm;
+}
+
+StepMetrics Trainer::run_step(const StepPlan& step, int64_t global_step) {
+  std::vector<Batch> batches = collate_my_micro_batches(step);
+  // Every rank counts its targets; the sum over the world is the global batch's (SP slices partition a row).
+  std::vector<int64_t> counts{0, 0};
+  for (const Batch& b : batches) counts[0] += b.valid_tokens;
+  for (size_t i = static_cast<size_t>(mesh_.dp_rank()); i < step.micro_batches.size();
+       i += static_cast<size_t>(mesh_.shape.dp()))
+    if (mesh_.sp_rank() == 0) counts[1] += step.micro_batches[i].tokens;
+  world_->allreduce_sum(counts);
+
+  StepLossScale scale;
+  scale.global_valid_tokens = counts[0];
+  scale.micro_batches = static_cast<int64_t>(step.micro_batches.size());
+  scale.aux_loss_coef = is_moe() && model_config_.output_router_logits ? model_config_.router_aux_loss_coef : 0.0;
+
+  fsdp_->zero_grads();
+  std::vector<double> sums{0, 0};  // ce_sum, aux_sum (aux counted once per SP group)
+  for (const Batch& batch : batches) {
+    const ForwardStats stats = model_->forward(batch);
+    model_->backward(scale.ce_grad_scale(), scale.aux_grad_scale());
+    sums[0] += stats.ce_sum;
+    if (mesh_.sp_rank() == 0) sums[1] += stats.aux_loss;
+  }
+  world_->allreduce_sum(sums);
+
+  StepMetrics m;
+  m.ce_loss = scale.ce_loss(sums[0]);
+  m.aux_loss = scale.aux_loss(sums[1]);
+  m.loss = scale.total_loss(sums[0], sums[1]);
+  m.valid_tokens = counts[0];
+  m.tokens = counts[1];
+  if (!std::isfinite(m.loss) && config_.train.abort_on_nan)
+    throw Error(fmt::format("loss is {} at step {} (train.abort_on_nan is on; lower train.optimizer.lr or check the "
+                            "data)", m.loss, global_step));
+  m.grad_norm = clip_gradients();
+  m.lr = schedule_->lr_at(global_step - 1);
+  optimizer_->step(m.lr);
+  return m;
+}
+
+void Trainer::log_step(int64_t step, const StepMetrics& m, double seconds, ProgressClock& clock) {
+  std::vector<std::pair<std::string, double>> values{{"loss", m.loss}, {"foundation_loss", m.ce_loss}};
+  if (is_moe()) values.emplace_back("aux_loss", m.aux_loss);
+  values.insert(values.end(), {{"grad_norm", m.grad_norm}, {"lr", m.lr}, {"tokens", static_cast<double>(m.tokens)},
+                               {"tokens_per_sec", seconds > 0 ? static_cast<double>(m.tokens) / seconds : 0.0},
+                               {"step_time", seconds}});
+  metrics_.append(values);
+  if (step % std::max<int64_t>(1, config_.train.log_steps) == 0 || step == total_steps_) {
+    spdlog::info("step {}/{} | loss {:.5f} | grad_norm {:.4f} | lr {:.3e} | {} tok/s | ETA {}", step, total_steps_,
+                 m.loss, m.grad_norm, m.lr, format_count(static_cast<double>(m.tokens) / std::max(seconds, 1e-9)),
+                 format_duration(clock.eta_seconds()));
+  }
+}
+
+TrainSummary Trainer::run() {
+  build_mesh_and_model();
+  build_data();
+  build_optimizer();
+  const fs::path output_dir = config_.train.checkpoint.output_dir;
+  if (world_->rank() == 0) {
+    fs::create_directories(output_dir);
+    save_train_config(config_, (output_dir / "veomni_cli.yaml").string());
+  }
+
+  TrainSummary summary;
+  summary.metrics_path = (output_dir / "log_dict.json").string();
+  ProgressClock clock(0, total_steps_);
+  int64_t global_step = 0;
+  for (const std::vector<StepPlan>& epoch : epochs_) {
+    for (const StepPlan& step : epoch) {
+      ++global_step;
+      const StepMetrics m = run_step(step, global_step);
+      const double seconds = clock.finish_step(global_step);
+      log_step(global_step, m, seconds, clock);
+      summary.tokens += m.tokens;
+      summary.final_loss = m.loss;
+      if (world_->rank() == 0) metrics_.write(summary.metrics_path);
+    }
+  }
+  summary.steps = global_step;
+  summary.elapsed_seconds = clock.elapsed_seconds();
+  spdlog::info("done: {} steps, {} tokens in {} ({} tok/s), final loss {:.5f}; metrics in {}", summary.steps,
+               format_count(static_cast<double>(summary.tokens)), format_duration(summary.elapsed_seconds),
+               format_count(static_cast<double>(summary.tokens) / std::max(summary.elapsed_seconds, 1e-9)),
+               summary.final_loss, summary.metrics_path);
+  return summary;
+}
+
+}  // namespace
+
+TrainSummary run_training(const TrainConfig& config, std::shared_ptr<Communicator> world) {
+  Trainer trainer(config, std::move(world));
+  return trainer.run();
+}
+
+}  // namespace veomni
