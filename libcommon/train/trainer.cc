@@ -4,12 +4,18 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
+#include "core/tool.h"
 #include "data/batch_plan.h"
 #include "data/collator.h"
 #include "data/dataset_reader.h"
 #include "dist/device_mesh.h"
+#include "io/json_file.h"
 #include "kernels/ops.h"
 #include "model/causal_lm.h"
 #include "model/hf_loader.h"
@@ -58,6 +64,8 @@ class Trainer {
   StepMetrics run_step(const StepPlan& step, int64_t global_step);
   double clip_gradients();
   void log_step(int64_t step, const StepMetrics& m, double seconds, ProgressClock& clock);
+  void write_summary(const TrainSummary& summary, const std::string& path) const;
+  void maybe_inject_fault(int64_t step) const;
   bool is_moe() const { return model_config_.is_moe(); }
 
   TrainConfig config_;
@@ -75,6 +83,7 @@ class Trainer {
   BatchPlanOptions plan_options_;
   std::vector<std::vector<StepPlan>> epochs_;
   int64_t total_steps_ = 0;
+  double state_bytes_max_ = 0;
   MetricsLog metrics_;
 };
 
@@ -169,6 +178,7 @@ void Trainer::build_optimizer() {
   const double bytes = static_cast<double>(fsdp_->shard_bytes()) * 2.0;
   std::vector<double> all{bytes};
   world_->allreduce_max(all);
+  state_bytes_max_ = all[0];
   spdlog::info("memory: parameters + gradients + optimizer state {} bytes on this rank (max over ranks {})",
                format_count(bytes), format_count(all[0]));
 }
@@ -205,7 +215,18 @@ double Trainer::clip_gradients() {
   return norm;
 }
 
+// VEOMNI_FAULT_INJECT="rank=R,step=S": the failure-path tests make one rank fail while the others wait.
+void Trainer::maybe_inject_fault(int64_t step) const {
+  const char* spec = std::getenv("VEOMNI_FAULT_INJECT");
+  if (!spec) return;
+  long long rank = -1, at = -1;
+  VEOMNI_INPUT_CHECK(std::sscanf(spec, "rank=%lld,step=%lld", &rank, &at) == 2,
+                     "VEOMNI_FAULT_INJECT='{}' is not of the form rank=R,step=S", spec);
+  if (rank == world_->rank() && at == step) throw Error(fmt::format("injected fault at step {} (VEOMNI_FAULT_INJECT)", step));
+}
+
 StepMetrics Trainer::run_step(const StepPlan& step, int64_t global_step) {
+  maybe_inject_fault(global_step);
   std::vector<Batch> batches = collate_my_micro_batches(step);
   // Every rank counts its targets; the sum over the world is the global batch's (SP slices partition a row).
   std::vector<int64_t> counts{0, 0};
@@ -238,7 +259,7 @@ StepMetrics Trainer::run_step(const StepPlan& step, int64_t global_step) {
   m.tokens = counts[1];
   if (!std::isfinite(m.loss) && config_.train.abort_on_nan)
     throw Error(fmt::format("loss is {} at step {} (train.abort_on_nan is on; lower train.optimizer.lr or check the "
-                            "data)", m.loss, global_step));
+                            "data)", std::isnan(m.loss) ? "NaN" : (m.loss > 0 ? "+inf" : "-inf"), global_step));
   m.grad_norm = clip_gradients();
   m.lr = schedule_->lr_at(global_step - 1);
   optimizer_->step(m.lr);
@@ -257,6 +278,21 @@ void Trainer::log_step(int64_t step, const StepMetrics& m, double seconds, Progr
                  m.loss, m.grad_norm, m.lr, format_count(static_cast<double>(m.tokens) / std::max(seconds, 1e-9)),
                  format_duration(clock.eta_seconds()));
   }
+}
+
+void Trainer::write_summary(const TrainSummary& summary, const std::string& path) const {
+  nlohmann::ordered_json j;
+  j["steps"] = summary.steps;
+  j["tokens"] = summary.tokens;
+  j["elapsed_seconds"] = summary.elapsed_seconds;
+  j["tokens_per_sec"] = static_cast<double>(summary.tokens) / std::max(summary.elapsed_seconds, 1e-9);
+  j["final_loss"] = summary.final_loss;
+  j["mesh"] = {{"world", mesh_.shape.world}, {"dp", mesh_.shape.dp()}, {"ulysses", mesh_.shape.ulysses},
+               {"ep", mesh_.shape.ep}};
+  j["parameters"] = model_->params().num_elements();
+  j["state_bytes_per_rank_max"] = summary.state_bytes_max;
+  j["producer"] = version_text("veomni-train");
+  write_json_file(path, j);
 }
 
 TrainSummary Trainer::run() {
@@ -286,6 +322,8 @@ TrainSummary Trainer::run() {
   }
   summary.steps = global_step;
   summary.elapsed_seconds = clock.elapsed_seconds();
+  summary.state_bytes_max = state_bytes_max_;
+  if (world_->rank() == 0) write_summary(summary, (output_dir / "run_summary.json").string());
   spdlog::info("done: {} steps, {} tokens in {} ({} tok/s), final loss {:.5f}; metrics in {}", summary.steps,
                format_count(static_cast<double>(summary.tokens)), format_duration(summary.elapsed_seconds),
                format_count(static_cast<double>(summary.tokens) / std::max(summary.elapsed_seconds, 1e-9)),

@@ -15,10 +15,13 @@ struct TrainSummary {
   double elapsed_seconds = 0;
   double final_loss = 0;
   std::string metrics_path;    // log_dict.json
+  double state_bytes_max = 0;  // parameters + gradients + optimizer state held by the largest rank
 };
 
 // Runs the whole training described by `config` over the MPI `world` (every rank calls it). Writes the effective
-// config and log_dict.json under train.checkpoint.output_dir. Throws InputError / Error with context.
+// config, log_dict.json and run_summary.json under train.checkpoint.output_dir. Throws InputError / Error with
+// context. For tests of the failure path, the environment variable VEOMNI_FAULT_INJECT="rank=R,step=S" makes rank R
+// throw at step S (the other ranks are then waiting in a collective and must be ended by the abort).
 TrainSummary run_training(const TrainConfig& config, std::shared_ptr<Communicator> world);
 
 }  // namespace veomni

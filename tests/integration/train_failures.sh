@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Failure paths of veomni-train under mpirun: every case must end every rank promptly with the right exit code and
+# a message naming the problem; plus the per-rank state memory falling as 1/N under FSDP.
+# usage: train_failures.sh BIN_DIR SOURCE_DIR CASE
+set -uo pipefail
+bin=$1 src=$2 case=$3
+work=$(mktemp -d "${TMPDIR:-/tmp}/veomni-fail-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OMPI_MCA_mpi_yield_when_idle=1
+cd "$src"
+"$bin/veomni-dummy-data" --type text --seq-len 64 --num-samples 32 --seed 5 --out "$work/data.h5" >/dev/null || exit 1
+common=(--data.train_path "$work/data.h5" --data.max_seq_len 64 --train.global_batch_size 4 --train.max_steps 3)
+
+# run NP EXPECTED_CODE PATTERN [args...]: runs veomni-train, checks its exit code and that stderr matches PATTERN.
+run() {
+  local np=$1 want=$2 pattern=$3
+  shift 3
+  local start=$SECONDS
+  timeout 120 mpirun --oversubscribe -np "$np" "$bin/veomni-train" "$@" >"$work/out" 2>"$work/err"
+  local code=$?
+  local took=$((SECONDS - start))
+  if [ "$code" -eq 124 ]; then echo "FAIL: hung (killed after 120 s)"; cat "$work/err"; exit 1; fi
+  # mpirun reports the first failing rank's code; MPI_Abort's code is ours.
+  if [ "$code" -ne "$want" ]; then echo "FAIL: exit $code, expected $want"; cat "$work/err"; exit 1; fi
+  if ! grep -qE "$pattern" "$work/err"; then echo "FAIL: stderr lacks /$pattern/"; cat "$work/err"; exit 1; fi
+  echo "ok: exit $code in ${took}s, stderr matches /$pattern/"
+}
+
+case "$case" in
+  injected_fault)  # rank 1 fails at step 2 while rank 0 waits in a collective: both must end
+    VEOMNI_FAULT_INJECT="rank=1,step=2" run 2 1 "rank 1.*injected fault at step 2" configs/qwen3_toy.yaml "${common[@]}" \
+      --train.checkpoint.output_dir "$work/run" ;;
+  nan_loss)  # an absurd learning rate blows the weights up: abort_on_nan ends the run with exit 1
+    run 2 1 "loss is (NaN|\+inf|-inf) at step 2" configs/qwen3_toy.yaml "${common[@]}" --train.optimizer.lr 1e30 \
+      --train.optimizer.max_grad_norm 0 --train.checkpoint.output_dir "$work/run" ;;
+  missing_data)
+    run 2 2 "nothing at|does not exist|no such" configs/qwen3_toy.yaml "${common[@]}" --data.train_path "$work/none.h5" \
+      --train.checkpoint.output_dir "$work/run" ;;
+  unknown_key)
+    run 1 2 "unknown key 'train.optimizer.lrr'" configs/qwen3_toy.yaml --train.optimizer.lrr 1 ;;
+  bad_layout)  # 4 heads cannot be split over 3 sequence-parallel ranks
+    run 3 2 "ulysses_size \(3\) must divide num_attention_heads" configs/qwen3_toy.yaml "${common[@]}" --train.accelerator.ulysses_size 3 \
+      --train.checkpoint.output_dir "$work/run" ;;
+  memory_scaling)  # parameters + gradients + optimizer state per rank fall as 1/N (up to shard padding)
+    for np in 1 2 4; do
+      mpirun --oversubscribe -np "$np" "$bin/veomni-train" configs/qwen3_toy.yaml "${common[@]}" --train.max_steps 1 \
+        --train.checkpoint.output_dir "$work/np$np" --log-level warn || exit 1
+      bytes[$np]=$(sed -n 's/.*"state_bytes_per_rank_max": *\([0-9.e+]*\).*/\1/p' "$work/np$np/run_summary.json")
+      echo "np=$np state bytes per rank: ${bytes[$np]}"
+    done
+    awk -v b1="${bytes[1]}" -v b2="${bytes[2]}" -v b4="${bytes[4]}" 'BEGIN {
+      r2 = b1 / b2; r4 = b1 / b4; printf "ratios np1/np2 %.4f np1/np4 %.4f\n", r2, r4;
+      exit !(r2 > 1.99 && r2 <= 2.0001 && r4 > 3.97 && r4 <= 4.0001) }' || { echo "FAIL: not 1/N"; exit 1; } ;;
+  *) echo "unknown case $case"; exit 2 ;;
+esac
