@@ -28,6 +28,13 @@ struct DeviceAllocator {
   // Copies between host and device or within a device: kind is inferred from the two devices.
   virtual void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) = 0;
   virtual void fill_zero(void* ptr, size_t bytes, int device_index) = 0;
+  // Strided copy within one device: `rows` rows of `width` bytes, rows `src_pitch` / `dst_pitch` bytes apart.
+  // The default copies row by row; a backend overrides it with one call (cudaMemcpy2DAsync).
+  virtual void copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows,
+                       Device device) {
+    for (size_t r = 0; r < rows; ++r)
+      copy(static_cast<char*>(dst) + r * dst_pitch, device, static_cast<const char*>(src) + r * src_pitch, device, width);
+  }
 };
 
 void register_device_allocator(DeviceType type, DeviceAllocator* allocator);

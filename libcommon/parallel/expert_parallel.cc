@@ -2,7 +2,6 @@
 // regrouped between source-major (as received) and expert-major (as the grouped GEMM wants them).
 #include "parallel/expert_parallel.h"
 
-#include <cstring>
 
 namespace veomni {
 
@@ -23,9 +22,10 @@ namespace {
 // Copies `rows` rows of `row_bytes` from src row `from` to dst row `to`.
 void copy_rows(const Tensor& src, int64_t from, Tensor& dst, int64_t to, int64_t rows, size_t row_bytes) {
   if (rows == 0) return;
-  std::memcpy(static_cast<char*>(dst.raw_data()) + static_cast<size_t>(to) * row_bytes,
-              static_cast<const char*>(src.raw_data()) + static_cast<size_t>(from) * row_bytes,
-              static_cast<size_t>(rows) * row_bytes);
+  device_allocator(dst.device().type)
+      .copy(static_cast<char*>(dst.raw_data()) + static_cast<size_t>(to) * row_bytes, dst.device(),
+            static_cast<const char*>(src.raw_data()) + static_cast<size_t>(from) * row_bytes, src.device(),
+            static_cast<size_t>(rows) * row_bytes);
 }
 
 

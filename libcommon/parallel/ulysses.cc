@@ -1,7 +1,6 @@
 // Ulysses all-to-alls on host memory (the CUDA path moves the same layout through NCCL).
 #include "parallel/ulysses.h"
 
-#include <cstring>
 #include <vector>
 
 namespace veomni {
@@ -17,10 +16,10 @@ Tensor UlyssesHooks::seq_to_heads(const Tensor& x) {
   const auto* src = static_cast<const char*>(x.raw_data());
   auto* dst = static_cast<char*>(send.raw_data());
   const size_t chunk = static_cast<size_t>(h_local * d) * esize;
+  DeviceAllocator& mem = device_allocator(x.device().type);
   for (int64_t q = 0; q < p; ++q)
-    for (int64_t t = 0; t < s_local; ++t)
-      std::memcpy(dst + static_cast<size_t>((q * s_local + t)) * chunk,
-                  src + static_cast<size_t>(t * heads * d + q * h_local * d) * esize, chunk);
+    mem.copy_2d(dst + static_cast<size_t>(q * s_local) * chunk, chunk, src + static_cast<size_t>(q * h_local * d) * esize,
+                static_cast<size_t>(heads * d) * esize, chunk, static_cast<size_t>(s_local), x.device());
   // Blocks arrive in rank order, i.e. in sequence order: the result is [S, h_local, D] directly.
   Tensor recv = Tensor::empty({p * s_local * h_local, d}, x.dtype(), x.device());
   const std::vector<int64_t> rows(static_cast<size_t>(p), s_local * h_local);
@@ -43,10 +42,10 @@ Tensor UlyssesHooks::heads_to_seq(const Tensor& x) {
   const size_t chunk = static_cast<size_t>(h_local * d) * esize;
   const auto* src = static_cast<const char*>(recv.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
+  DeviceAllocator& mem = device_allocator(x.device().type);
   for (int64_t q = 0; q < p; ++q)
-    for (int64_t t = 0; t < s_local; ++t)
-      std::memcpy(dst + static_cast<size_t>(t * p * h_local * d + q * h_local * d) * esize,
-                  src + static_cast<size_t>(q * s_local + t) * chunk, chunk);
+    mem.copy_2d(dst + static_cast<size_t>(q * h_local * d) * esize, static_cast<size_t>(p * h_local * d) * esize,
+                src + static_cast<size_t>(q * s_local) * chunk, chunk, chunk, static_cast<size_t>(s_local), x.device());
   return out;
 }
 

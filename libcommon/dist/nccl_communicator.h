@@ -1,0 +1,16 @@
+// NCCL backend of Communicator: CUDA tensors move through NCCL on the compute stream; host vectors and CPU tensors
+// go through the MPI communicator it was built from (the unique id also travels through MPI).
+#pragma once
+#include <memory>
+
+#include "dist/communicator.h"
+
+namespace veomni {
+
+// Whether this build has the NCCL backend.
+bool nccl_available();
+// A communicator over the same ranks as `mpi_group` that sends CUDA tensors with NCCL (collective: every rank of the
+// group calls it). Throws when the build has no CUDA.
+std::shared_ptr<Communicator> make_nccl_communicator(std::shared_ptr<Communicator> mpi_group);
+
+}  // namespace veomni
