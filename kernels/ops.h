@@ -46,7 +46,7 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
 void rope_tables(const Tensor& positions, int64_t head_dim, double theta, const std::vector<int64_t>& mrope_section,
                  Tensor& cos, Tensor& sin);
 // In place on x [S, H, D]: x = x*cos + rotate_half(x)*sin. inverse = true applies the transpose (the backward:
-// dx = dy*cos - rotate_half^T(dy)*sin).
+// dx = dy*cos + rotate_half^T(dy*sin), which for tables built as cat(f, f) equals dy*cos - rotate_half(dy)*sin).
 void rope_apply(Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse);
 
 // ---------------------------------------------------------------- SwiGLU

@@ -1,0 +1,37 @@
+// CPU GEMM: packed, cache-blocked, parallel over output tiles; backs matmul and the grouped expert GEMMs.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace veomni::ops::cpu {
+
+// c = alpha * op(a) @ op(b) + beta * c with op(a) [m, k] and op(b) [k, n]; row-major with leading dimensions.
+// beta == 0 overwrites c (whatever it held, NaN included), as BLAS does.
+struct GemmProblem {
+  int64_t m = 0, n = 0, k = 0;
+  const float* a = nullptr;
+  int64_t lda = 0;
+  bool trans_a = false;
+  const float* b = nullptr;
+  int64_t ldb = 0;
+  bool trans_b = false;
+  float* c = nullptr;
+  int64_t ldc = 0;
+  float alpha = 1.0f;
+  float beta = 0.0f;
+};
+
+// Runs every problem, spreading their output tiles over the threads. Each element of c is computed by one thread,
+// summing over k in a fixed blocked order, so results do not depend on the thread count.
+void gemm(const std::vector<GemmProblem>& problems);
+
+// The op API (kernels/ops.h), shapes already checked.
+void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& out, float alpha, float beta);
+void grouped_matmul(const Tensor& x, const Tensor& w, bool trans_w, const std::vector<int64_t>& group_sizes,
+                    Tensor& out);
+void grouped_matmul_weight_grad(const Tensor& dy, const Tensor& x, const std::vector<int64_t>& group_sizes, Tensor& dw,
+                                bool accumulate);
+
+}  // namespace veomni::ops::cpu

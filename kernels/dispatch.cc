@@ -1,0 +1,572 @@
+// The op API's front door: checks every call's shapes, dtypes and devices, then runs the backend of the tensors'
+// device. The CPU backend (kernels/cpu/) is always built; the CUDA backend joins by providing
+// kernels/cuda/ops_cuda.h, which declares the same functions as the CPU family headers in veomni::ops::cuda.
+#include "kernels/ops.h"
+
+#include <spdlog/fmt/ranges.h>
+
+#include <climits>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "kernels/cpu/adamw.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/moe.h"
+#include "kernels/cpu/norm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/swiglu.h"
+
+#if defined(VEOMNI_WITH_CUDA) && __has_include("kernels/cuda/ops_cuda.h")
+#include "kernels/cuda/ops_cuda.h"
+#define VEOMNI_HAVE_CUDA_OPS 1
+#endif
+
+namespace veomni::ops {
+namespace {
+
+// Stands in for the CUDA backend in builds without it.
+template <typename Result>
+[[noreturn]] Result no_cuda_backend(const char* op, Device device) {
+  throw Error(
+      fmt::format("ops::{}: tensors are on {} but this build has no CUDA kernels (configure with "
+                  "-DVEOMNI_CUDA=ON on a machine with nvcc)",
+                  op, device.str()));
+}
+
+}  // namespace
+
+// Runs backend::op(args...) for the device the call's tensors live on.
+#ifdef VEOMNI_HAVE_CUDA_OPS
+#define VEOMNI_ROUTE(op, device, ...) ((device).is_cuda() ? cuda::op(__VA_ARGS__) : cpu::op(__VA_ARGS__))
+#else
+#define VEOMNI_ROUTE(op, device, ...) \
+  ((device).is_cuda() ? no_cuda_backend<decltype(cpu::op(__VA_ARGS__))>(#op, device) : cpu::op(__VA_ARGS__))
+#endif
+
+namespace {
+
+// The checks of one call. Each failure throws veomni::Error naming the op and the argument.
+class Call {
+ public:
+  Call(const char* op, const Tensor& first) : op_(op), device_(first.device()) {}
+
+  Device device() const { return device_; }
+
+  [[noreturn]] void fail(const std::string& what) const { throw Error(fmt::format("ops::{}: {}", op_, what)); }
+
+  // Formats the message only when the check fails: these checks run on every op call.
+  template <typename... Args>
+  void require(bool condition, fmt::format_string<Args...> format, Args&&... args) const {
+    if (!condition) fail(fmt::format(format, std::forward<Args>(args)...));
+  }
+
+  // Defined, on the call's device, of rank `ndim`.
+  void rank(const Tensor& t, const char* name, int ndim) const {
+    if (!t.defined()) fail(fmt::format("{} is undefined", name));
+    if (t.device() != device_)
+      fail(fmt::format("{} is on {} but the call's first tensor is on {}", name, t.device().str(), device_.str()));
+    if (t.ndim() != ndim) fail(fmt::format("{} is {}, expected {} dimensions", name, t.describe(), ndim));
+  }
+
+  // An activation or weight: f32 on the CPU (the reference); f32 or bf16 on CUDA.
+  void floats(const Tensor& t, const char* name, const Shape& shape) const {
+    typed(t, name, shape, t.dtype() == DType::F32 || (device_.is_cuda() && t.dtype() == DType::BF16),
+          device_.is_cuda() ? "f32 or bf16" : "f32");
+  }
+  // Always f32 (statistics saved for backward, rope tables, router probabilities, optimizer state).
+  void f32(const Tensor& t, const char* name, const Shape& shape) const {
+    typed(t, name, shape, t.dtype() == DType::F32, "f32");
+  }
+  void index(const Tensor& t, const char* name, DType dtype, const Shape& shape) const {
+    typed(t, name, shape, t.dtype() == dtype, dtype_name(dtype));
+  }
+
+  // An output must not share memory with an input (the kernels read inputs after writing outputs).
+  void disjoint(const Tensor& out, const char* out_name, const Tensor& in, const char* in_name) const {
+    if (!out.defined() || !in.defined() || out.numel() == 0 || in.numel() == 0) return;
+    const char* o = static_cast<const char*>(out.raw_data());
+    const char* i = static_cast<const char*>(in.raw_data());
+    if (o < i + in.nbytes() && i < o + out.nbytes()) fail(fmt::format("{} overlaps {} in memory", out_name, in_name));
+  }
+
+ private:
+  void typed(const Tensor& t, const char* name, const Shape& shape, bool dtype_ok, const char* expected) const {
+    rank(t, name, static_cast<int>(shape.size()));
+    if (!dtype_ok) fail(fmt::format("{} is {}, expected {}", name, t.describe(), expected));
+    if (t.shape() != shape) fail(fmt::format("{} is {}, expected shape {}", name, t.describe(), shape_str(shape)));
+  }
+
+  const char* op_;
+  Device device_;
+};
+
+// Group sizes of a grouped GEMM: one per group, none negative, summing to the rows.
+void check_groups(const Call& c, const std::vector<int64_t>& sizes, int64_t groups, int64_t rows) {
+  c.require(static_cast<int64_t>(sizes.size()) == groups, "{} group sizes for {} groups", sizes.size(), groups);
+  for (int64_t s : sizes) c.require(s >= 0, "negative group size in [{}]", fmt::join(sizes, ", "));
+  const int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
+  c.require(total == rows, "group sizes sum to {} but there are {} rows", total, rows);
+}
+
+// cu_seqlens: cu[0] = 0, non-decreasing, cu[B] = S.
+void check_cu_seqlens(const Call& c, const std::vector<int32_t>& cu, int64_t tokens) {
+  c.require(!cu.empty() && cu.front() == 0 && cu.back() == tokens,
+            "cu_seqlens must run from 0 to {} (the tokens), got [{}]", tokens, fmt::join(cu, ", "));
+  for (size_t b = 0; b + 1 < cu.size(); ++b)
+    c.require(cu[b] <= cu[b + 1], "cu_seqlens decreases at {}: [{}]", b, fmt::join(cu, ", "));
+}
+
+// Shapes of attention's q, k, v: [S, Hq, D] and [S, Hkv, D] with Hq a multiple of Hkv.
+void check_qkv(const Call& c, const Tensor& q, const Tensor& k, const Tensor& v) {
+  c.rank(q, "q", 3);
+  c.rank(k, "k", 3);
+  const int64_t s = q.dim(0), hq = q.dim(1), d = q.dim(2), hkv = k.dim(1);
+  c.floats(q, "q", {s, hq, d});
+  c.floats(k, "k", {s, hkv, d});
+  c.floats(v, "v", {s, hkv, d});
+  c.require(hkv > 0 && hq % hkv == 0, "{} query heads are not a multiple of {} kv heads", hq, hkv);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- GEMM
+
+void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& out, float alpha, float beta) {
+  const Call c("matmul", a);
+  c.rank(a, "a", 2);
+  c.rank(b, "b", 2);
+  const int64_t m = a.dim(trans_a ? 1 : 0), k = a.dim(trans_a ? 0 : 1);
+  const int64_t kb = b.dim(trans_b ? 1 : 0), n = b.dim(trans_b ? 0 : 1);
+  if (k != kb)
+    c.fail(fmt::format("inner dimensions differ: op(a) is [{}, {}], op(b) is [{}, {}] (a {}, b {})", m, k, kb, n,
+                       a.describe(), b.describe()));
+  c.floats(a, "a", a.shape());
+  c.floats(b, "b", b.shape());
+  c.floats(out, "out", {m, n});
+  c.disjoint(out, "out", a, "a");
+  c.disjoint(out, "out", b, "b");
+  VEOMNI_ROUTE(matmul, c.device(), a, trans_a, b, trans_b, out, alpha, beta);
+}
+
+void grouped_matmul(const Tensor& x, const Tensor& w, bool trans_w, const std::vector<int64_t>& group_sizes,
+                    Tensor& out) {
+  const Call c("grouped_matmul", x);
+  c.rank(x, "x", 2);
+  c.rank(w, "w", 3);
+  const int64_t t = x.dim(0), k = x.dim(1), g = w.dim(0), n = w.dim(trans_w ? 1 : 2);
+  c.floats(x, "x", {t, k});
+  c.floats(w, "w", trans_w ? Shape{g, n, k} : Shape{g, k, n});
+  c.floats(out, "out", {t, n});
+  check_groups(c, group_sizes, g, t);
+  c.disjoint(out, "out", x, "x");
+  c.disjoint(out, "out", w, "w");
+  VEOMNI_ROUTE(grouped_matmul, c.device(), x, w, trans_w, group_sizes, out);
+}
+
+void grouped_matmul_weight_grad(const Tensor& dy, const Tensor& x, const std::vector<int64_t>& group_sizes, Tensor& dw,
+                                bool accumulate) {
+  const Call c("grouped_matmul_weight_grad", dy);
+  c.rank(dy, "dy", 2);
+  c.rank(x, "x", 2);
+  c.rank(dw, "dw", 3);
+  const int64_t t = dy.dim(0), n = dy.dim(1), k = x.dim(1), g = dw.dim(0);
+  c.floats(dy, "dy", {t, n});
+  c.floats(x, "x", {t, k});
+  c.floats(dw, "dw", {g, n, k});
+  check_groups(c, group_sizes, g, t);
+  c.disjoint(dw, "dw", dy, "dy");
+  c.disjoint(dw, "dw", x, "x");
+  VEOMNI_ROUTE(grouped_matmul_weight_grad, c.device(), dy, x, group_sizes, dw, accumulate);
+}
+
+// ---------------------------------------------------------------- normalisation
+
+void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) {
+  const Call c("rmsnorm_forward", x);
+  c.rank(x, "x", 2);
+  const int64_t n = x.dim(0), d = x.dim(1);
+  c.floats(x, "x", {n, d});
+  c.floats(weight, "weight", {d});
+  c.floats(y, "y", {n, d});
+  c.f32(rstd, "rstd", {n});
+  c.require(eps >= 0.0f, "eps {} is negative", eps);
+  c.disjoint(y, "y", x, "x");
+  c.disjoint(rstd, "rstd", x, "x");
+  VEOMNI_ROUTE(rmsnorm_forward, c.device(), x, weight, eps, y, rstd);
+}
+
+void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
+                      Tensor& dweight) {
+  const Call c("rmsnorm_backward", dy);
+  c.rank(x, "x", 2);
+  const int64_t n = x.dim(0), d = x.dim(1);
+  c.floats(dy, "dy", {n, d});
+  c.floats(x, "x", {n, d});
+  c.floats(weight, "weight", {d});
+  c.f32(rstd, "rstd", {n});
+  c.floats(dx, "dx", {n, d});
+  c.floats(dweight, "dweight", {d});
+  c.disjoint(dx, "dx", dy, "dy");
+  c.disjoint(dx, "dx", x, "x");
+  c.disjoint(dweight, "dweight", dy, "dy");
+  c.disjoint(dweight, "dweight", x, "x");
+  VEOMNI_ROUTE(rmsnorm_backward, c.device(), dy, x, weight, rstd, dx, dweight);
+}
+
+// ---------------------------------------------------------------- rotary position embedding
+
+void rope_tables(const Tensor& positions, int64_t head_dim, double theta, const std::vector<int64_t>& mrope_section,
+                 Tensor& cos, Tensor& sin) {
+  const Call c("rope_tables", positions);
+  if (!(positions.defined() && (positions.ndim() == 1 || (positions.ndim() == 2 && positions.dim(0) == 3))))
+    c.fail(fmt::format("positions are {}, expected [S] or [3, S]", positions.describe()));
+  if (!(positions.dtype() == DType::I64 || positions.dtype() == DType::F32))
+    c.fail(fmt::format("positions are {}, expected i64 or f32", positions.describe()));
+  c.require(head_dim > 0 && head_dim % 2 == 0, "head_dim {} must be positive and even", head_dim);
+  c.require(theta > 0.0 && std::isfinite(theta), "rope theta {} must be positive", theta);
+  // [S] positions ignore mrope_section: with one stream every frequency reads it (text-only M-RoPE is 1-D RoPE).
+  if (positions.ndim() == 2) {
+    c.require(mrope_section.size() == 3, "[3, S] positions need a 3-entry mrope_section, got [{}]",
+              fmt::join(mrope_section, ", "));
+    for (int64_t s : mrope_section)
+      c.require(s >= 0, "negative entry in mrope_section [{}]", fmt::join(mrope_section, ", "));
+  }
+  const int64_t s = positions.dim(-1);
+  c.f32(cos, "cos", {s, head_dim});
+  c.f32(sin, "sin", {s, head_dim});
+  c.disjoint(sin, "sin", cos, "cos");
+  VEOMNI_ROUTE(rope_tables, c.device(), positions, head_dim, theta, mrope_section, cos, sin);
+}
+
+void rope_apply(Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse) {
+  const Call c("rope_apply", x);
+  c.rank(x, "x", 3);
+  const int64_t s = x.dim(0), d = x.dim(2);
+  c.floats(x, "x", x.shape());
+  if (d % 2 != 0) c.fail(fmt::format("head_dim {} of x {} is odd", d, x.describe()));
+  c.f32(cos, "cos", {s, d});
+  c.f32(sin, "sin", {s, d});
+  c.disjoint(x, "x", cos, "cos");
+  c.disjoint(x, "x", sin, "sin");
+  VEOMNI_ROUTE(rope_apply, c.device(), x, cos, sin, inverse);
+}
+
+// ---------------------------------------------------------------- SwiGLU
+
+void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& out) {
+  const Call c("swiglu_forward", gate);
+  c.rank(gate, "gate", 2);
+  c.floats(gate, "gate", gate.shape());
+  c.floats(up, "up", gate.shape());
+  c.floats(out, "out", gate.shape());
+  c.disjoint(out, "out", gate, "gate");
+  c.disjoint(out, "out", up, "up");
+  VEOMNI_ROUTE(swiglu_forward, c.device(), gate, up, out);
+}
+
+void swiglu_backward(const Tensor& dout, const Tensor& gate, const Tensor& up, Tensor& dgate, Tensor& dup) {
+  const Call c("swiglu_backward", dout);
+  c.rank(gate, "gate", 2);
+  const Shape& shape = gate.shape();
+  c.floats(dout, "dout", shape);
+  c.floats(gate, "gate", shape);
+  c.floats(up, "up", shape);
+  c.floats(dgate, "dgate", shape);
+  c.floats(dup, "dup", shape);
+  for (const Tensor* out : {&dgate, &dup}) {
+    const char* name = out == &dgate ? "dgate" : "dup";
+    c.disjoint(*out, name, dout, "dout");
+    c.disjoint(*out, name, gate, "gate");
+    c.disjoint(*out, name, up, "up");
+  }
+  c.disjoint(dgate, "dgate", dup, "dup");
+  VEOMNI_ROUTE(swiglu_backward, c.device(), dout, gate, up, dgate, dup);
+}
+
+void swiglu_fused_forward(const Tensor& gate_up, Tensor& out) {
+  const Call c("swiglu_fused_forward", gate_up);
+  c.rank(gate_up, "gate_up", 2);
+  const int64_t n = gate_up.dim(0), two_i = gate_up.dim(1);
+  if (two_i % 2 != 0) c.fail(fmt::format("gate_up {} has an odd number of columns", gate_up.describe()));
+  c.floats(gate_up, "gate_up", {n, two_i});
+  c.floats(out, "out", {n, two_i / 2});
+  c.disjoint(out, "out", gate_up, "gate_up");
+  VEOMNI_ROUTE(swiglu_fused_forward, c.device(), gate_up, out);
+}
+
+void swiglu_fused_backward(const Tensor& dout, const Tensor& gate_up, Tensor& dgate_up) {
+  const Call c("swiglu_fused_backward", dout);
+  c.rank(dout, "dout", 2);
+  const int64_t n = dout.dim(0), i = dout.dim(1);
+  c.floats(dout, "dout", {n, i});
+  c.floats(gate_up, "gate_up", {n, 2 * i});
+  c.floats(dgate_up, "dgate_up", {n, 2 * i});
+  c.disjoint(dgate_up, "dgate_up", dout, "dout");
+  c.disjoint(dgate_up, "dgate_up", gate_up, "gate_up");
+  VEOMNI_ROUTE(swiglu_fused_backward, c.device(), dout, gate_up, dgate_up);
+}
+
+// ---------------------------------------------------------------- attention
+
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const std::vector<int32_t>& cu_seqlens,
+                       bool causal, float scale, Tensor& out, Tensor& lse) {
+  const Call c("attention_forward", q);
+  check_qkv(c, q, k, v);
+  check_cu_seqlens(c, cu_seqlens, q.dim(0));
+  c.require(std::isfinite(scale), "scale {} is not finite", scale);
+  c.floats(out, "out", q.shape());
+  c.f32(lse, "lse", {q.dim(1), q.dim(0)});
+  for (const Tensor* in : {&q, &k, &v}) {
+    const char* name = in == &q ? "q" : in == &k ? "k" : "v";
+    c.disjoint(out, "out", *in, name);
+    c.disjoint(lse, "lse", *in, name);
+  }
+  VEOMNI_ROUTE(attention_forward, c.device(), q, k, v, cu_seqlens, causal, scale, out, lse);
+}
+
+void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& lse, const std::vector<int32_t>& cu_seqlens, bool causal, float scale, Tensor& dq,
+                        Tensor& dk, Tensor& dv) {
+  const Call c("attention_backward", dout);
+  check_qkv(c, q, k, v);
+  check_cu_seqlens(c, cu_seqlens, q.dim(0));
+  c.require(std::isfinite(scale), "scale {} is not finite", scale);
+  c.floats(dout, "dout", q.shape());
+  c.floats(out, "out", q.shape());
+  c.f32(lse, "lse", {q.dim(1), q.dim(0)});
+  c.floats(dq, "dq", q.shape());
+  c.floats(dk, "dk", k.shape());
+  c.floats(dv, "dv", v.shape());
+  const std::pair<const Tensor*, const char*> inputs[] = {{&dout, "dout"}, {&q, "q"},     {&k, "k"},
+                                                          {&v, "v"},       {&out, "out"}, {&lse, "lse"}};
+  const std::pair<const Tensor*, const char*> outputs[] = {{&dq, "dq"}, {&dk, "dk"}, {&dv, "dv"}};
+  for (const auto& [o, oname] : outputs) {
+    for (const auto& [i, iname] : inputs) c.disjoint(*o, oname, *i, iname);
+    for (const auto& [o2, o2name] : outputs)
+      if (o2 != o) c.disjoint(*o, oname, *o2, o2name);
+  }
+  VEOMNI_ROUTE(attention_backward, c.device(), dout, q, k, v, out, lse, cu_seqlens, causal, scale, dq, dk, dv);
+}
+
+// ---------------------------------------------------------------- loss
+
+void cross_entropy(const Tensor& logits, const Tensor& labels, int64_t ignore_index, float grad_scale, Tensor& losses,
+                   Tensor& dlogits) {
+  const Call c("cross_entropy", logits);
+  c.rank(logits, "logits", 2);
+  const int64_t n = logits.dim(0), v = logits.dim(1);
+  if (v <= 0) c.fail(fmt::format("logits {} have no classes", logits.describe()));
+  c.floats(logits, "logits", {n, v});
+  c.index(labels, "labels", DType::I64, {n});
+  c.f32(losses, "losses", {n});
+  c.disjoint(losses, "losses", logits, "logits");
+  if (dlogits.defined()) {
+    c.floats(dlogits, "dlogits", {n, v});
+    c.disjoint(dlogits, "dlogits", losses, "losses");
+    // In place (the same memory, the same dtype) is allowed, any other overlap is not.
+    if (dlogits.raw_data() == logits.raw_data())
+      c.require(dlogits.dtype() == logits.dtype(), "dlogits written over the logits must share their dtype");
+    else
+      c.disjoint(dlogits, "dlogits", logits, "logits");
+  }
+  VEOMNI_ROUTE(cross_entropy, c.device(), logits, labels, ignore_index, grad_scale, losses, dlogits);
+}
+
+// ---------------------------------------------------------------- embedding
+
+void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out) {
+  const Call c("embedding_forward", ids);
+  c.rank(ids, "ids", 1);
+  c.rank(table, "table", 2);
+  c.index(ids, "ids", DType::I64, ids.shape());
+  c.floats(table, "table", table.shape());
+  c.floats(out, "out", {ids.dim(0), table.dim(1)});
+  c.disjoint(out, "out", table, "table");
+  VEOMNI_ROUTE(embedding_forward, c.device(), ids, table, out);
+}
+
+void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable) {
+  const Call c("embedding_backward", ids);
+  c.rank(ids, "ids", 1);
+  c.rank(dtable, "dtable", 2);
+  c.index(ids, "ids", DType::I64, ids.shape());
+  c.floats(dout, "dout", {ids.dim(0), dtable.dim(1)});
+  c.floats(dtable, "dtable", dtable.shape());
+  c.disjoint(dtable, "dtable", dout, "dout");
+  VEOMNI_ROUTE(embedding_backward, c.device(), ids, dout, dtable);
+}
+
+// ---------------------------------------------------------------- mixture of experts
+
+void moe_route(const Tensor& router_logits, int64_t k, bool norm_topk_prob, Tensor& probs, Tensor& topk_idx,
+               Tensor& topk_weight) {
+  const Call c("moe_route", router_logits);
+  c.rank(router_logits, "router_logits", 2);
+  const int64_t n = router_logits.dim(0), e = router_logits.dim(1);
+  c.require(k >= 1 && k <= e, "top-k {} must lie in [1, {}] (the experts)", k, e);
+  c.floats(router_logits, "router_logits", {n, e});
+  c.f32(probs, "probs", {n, e});
+  c.index(topk_idx, "topk_idx", DType::I32, {n, k});
+  c.f32(topk_weight, "topk_weight", {n, k});
+  c.disjoint(probs, "probs", router_logits, "router_logits");
+  c.disjoint(topk_weight, "topk_weight", probs, "probs");
+  VEOMNI_ROUTE(moe_route, c.device(), router_logits, k, norm_topk_prob, probs, topk_idx, topk_weight);
+}
+
+void moe_route_backward(const Tensor& dtopk_weight, const Tensor& dprobs_extra, const Tensor& probs,
+                        const Tensor& topk_idx, bool norm_topk_prob, Tensor& dlogits) {
+  const Call c("moe_route_backward", probs);
+  c.rank(probs, "probs", 2);
+  c.rank(topk_idx, "topk_idx", 2);
+  const int64_t n = probs.dim(0), e = probs.dim(1), k = topk_idx.dim(1);
+  c.f32(probs, "probs", {n, e});
+  c.index(topk_idx, "topk_idx", DType::I32, {n, k});
+  c.f32(dtopk_weight, "dtopk_weight", {n, k});
+  if (dprobs_extra.defined()) c.f32(dprobs_extra, "dprobs_extra", {n, e});
+  c.floats(dlogits, "dlogits", {n, e});
+  c.disjoint(dlogits, "dlogits", probs, "probs");
+  c.disjoint(dlogits, "dlogits", dtopk_weight, "dtopk_weight");
+  c.disjoint(dlogits, "dlogits", dprobs_extra, "dprobs_extra");
+  VEOMNI_ROUTE(moe_route_backward, c.device(), dtopk_weight, dprobs_extra, probs, topk_idx, norm_topk_prob, dlogits);
+}
+
+void moe_permute(const Tensor& x, const Tensor& topk_idx, int64_t num_experts, Tensor& permuted, Tensor& row_map,
+                 std::vector<int64_t>& expert_counts) {
+  const Call c("moe_permute", x);
+  c.rank(x, "x", 2);
+  c.rank(topk_idx, "topk_idx", 2);
+  const int64_t n = x.dim(0), h = x.dim(1), k = topk_idx.dim(1);
+  c.require(num_experts >= 1, "num_experts {} must be positive", num_experts);
+  c.require(n * k <= INT32_MAX, "{} routed rows overflow the i32 row_map", n * k);
+  c.floats(x, "x", {n, h});
+  c.index(topk_idx, "topk_idx", DType::I32, {n, k});
+  c.floats(permuted, "permuted", {n * k, h});
+  c.index(row_map, "row_map", DType::I32, {n * k});
+  c.disjoint(permuted, "permuted", x, "x");
+  VEOMNI_ROUTE(moe_permute, c.device(), x, topk_idx, num_experts, permuted, row_map, expert_counts);
+}
+
+void moe_permute_backward(const Tensor& dpermuted, const Tensor& row_map, int64_t k, Tensor& dx) {
+  const Call c("moe_permute_backward", dpermuted);
+  c.rank(dx, "dx", 2);
+  const int64_t n = dx.dim(0), h = dx.dim(1);
+  c.require(k >= 1, "k {} must be positive", k);
+  c.floats(dpermuted, "dpermuted", {n * k, h});
+  c.index(row_map, "row_map", DType::I32, {n * k});
+  c.floats(dx, "dx", {n, h});
+  c.disjoint(dx, "dx", dpermuted, "dpermuted");
+  VEOMNI_ROUTE(moe_permute_backward, c.device(), dpermuted, row_map, k, dx);
+}
+
+void moe_unpermute(const Tensor& y, const Tensor& row_map, const Tensor& topk_weight, Tensor& out) {
+  const Call c("moe_unpermute", y);
+  c.rank(topk_weight, "topk_weight", 2);
+  c.rank(y, "y", 2);
+  const int64_t n = topk_weight.dim(0), k = topk_weight.dim(1), h = y.dim(1);
+  c.floats(topk_weight, "topk_weight", {n, k});
+  c.floats(y, "y", {n * k, h});
+  c.index(row_map, "row_map", DType::I32, {n * k});
+  c.floats(out, "out", {n, h});
+  c.disjoint(out, "out", y, "y");
+  VEOMNI_ROUTE(moe_unpermute, c.device(), y, row_map, topk_weight, out);
+}
+
+void moe_unpermute_backward(const Tensor& dout, const Tensor& y, const Tensor& row_map, const Tensor& topk_weight,
+                            Tensor& dy, Tensor& dtopk_weight) {
+  const Call c("moe_unpermute_backward", dout);
+  c.rank(topk_weight, "topk_weight", 2);
+  c.rank(dout, "dout", 2);
+  const int64_t n = topk_weight.dim(0), k = topk_weight.dim(1), h = dout.dim(1);
+  c.floats(dout, "dout", {n, h});
+  c.floats(y, "y", {n * k, h});
+  c.index(row_map, "row_map", DType::I32, {n * k});
+  c.floats(topk_weight, "topk_weight", {n, k});
+  c.floats(dy, "dy", {n * k, h});
+  c.floats(dtopk_weight, "dtopk_weight", {n, k});
+  c.disjoint(dy, "dy", dout, "dout");
+  c.disjoint(dy, "dy", y, "y");
+  c.disjoint(dtopk_weight, "dtopk_weight", dy, "dy");
+  VEOMNI_ROUTE(moe_unpermute_backward, c.device(), dout, y, row_map, topk_weight, dy, dtopk_weight);
+}
+
+// ---------------------------------------------------------------- optimizer
+
+void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, float lr, float beta1,
+                float beta2, float eps, float weight_decay, int64_t step) {
+  const Call c("adamw_step", param);
+  c.rank(param, "param", param.ndim());
+  const std::pair<const Tensor*, const char*> tensors[] = {
+      {&param, "param"}, {&grad, "grad"}, {&exp_avg, "exp_avg"}, {&exp_avg_sq, "exp_avg_sq"}};
+  for (const auto& [t, name] : tensors) {
+    c.rank(*t, name, t->ndim());
+    if (t->dtype() != DType::F32) c.fail(fmt::format("{} is {}, expected f32", name, t->describe()));
+    if (t->numel() != param.numel())
+      c.fail(fmt::format("{} is {} but param is {}", name, t->describe(), param.describe()));
+  }
+  c.require(lr >= 0.0f && std::isfinite(lr), "invalid learning rate {}", lr);
+  c.require(beta1 >= 0.0f && beta1 < 1.0f, "invalid beta1 {} (need 0 <= beta1 < 1)", beta1);
+  c.require(beta2 >= 0.0f && beta2 < 1.0f, "invalid beta2 {} (need 0 <= beta2 < 1)", beta2);
+  c.require(eps >= 0.0f, "invalid eps {}", eps);
+  c.require(weight_decay >= 0.0f, "invalid weight_decay {}", weight_decay);
+  c.require(step >= 1, "step {} must be at least 1 (the count after this update)", step);
+  c.disjoint(param, "param", grad, "grad");
+  c.disjoint(exp_avg, "exp_avg", param, "param");
+  c.disjoint(exp_avg_sq, "exp_avg_sq", param, "param");
+  c.disjoint(exp_avg_sq, "exp_avg_sq", exp_avg, "exp_avg");
+  VEOMNI_ROUTE(adamw_step, c.device(), param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, step);
+}
+
+// ---------------------------------------------------------------- elementwise and reductions
+
+double sum(const Tensor& x) {
+  const Call c("sum", x);
+  c.floats(x, "x", x.shape());
+  return VEOMNI_ROUTE(sum, c.device(), x);
+}
+
+double sum_squares(const Tensor& x) {
+  const Call c("sum_squares", x);
+  c.floats(x, "x", x.shape());
+  return VEOMNI_ROUTE(sum_squares, c.device(), x);
+}
+
+void add_(Tensor& dst, const Tensor& src, float alpha) {
+  const Call c("add_", dst);
+  c.floats(dst, "dst", dst.shape());
+  c.floats(src, "src", src.shape());
+  if (src.numel() != dst.numel()) c.fail(fmt::format("src {} does not match dst {}", src.describe(), dst.describe()));
+  c.disjoint(dst, "dst", src, "src");
+  VEOMNI_ROUTE(add_, c.device(), dst, src, alpha);
+}
+
+void scale_(Tensor& x, float factor) {
+  const Call c("scale_", x);
+  c.floats(x, "x", x.shape());
+  VEOMNI_ROUTE(scale_, c.device(), x, factor);
+}
+
+void fill_(Tensor& x, float value) {
+  const Call c("fill_", x);
+  c.floats(x, "x", x.shape());
+  VEOMNI_ROUTE(fill_, c.device(), x, value);
+}
+
+void cast(const Tensor& src, Tensor& dst) {
+  const Call c("cast", src);
+  c.rank(src, "src", src.ndim());
+  c.rank(dst, "dst", dst.ndim());
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&src, &dst})
+    if (!(t->dtype() == DType::F32 || t->dtype() == DType::BF16 || t->dtype() == DType::F16))
+      c.fail(fmt::format("cast handles f32, bf16 and f16, not {}", t->describe()));
+  if (src.numel() != dst.numel())
+    c.fail(fmt::format("src {} and dst {} differ in size", src.describe(), dst.describe()));
+  c.disjoint(dst, "dst", src, "src");
+  VEOMNI_ROUTE(cast, c.device(), src, dst);
+}
+
+}  // namespace veomni::ops
