@@ -6,13 +6,15 @@
 
 namespace veomni {
 
-// SplitMix64 step: a good 64-bit mixer; used to seed and to hash counters.
-inline uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+// SplitMix64's finaliser: a good 64-bit mixer, used to hash seeds and counters.
+inline uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
+
+// SplitMix64 step.
+inline uint64_t splitmix64(uint64_t& state) { return mix64(state += 0x9e3779b97f4a7c15ull); }
 
 // FNV-1a of a string, to derive per-name streams (e.g. one per parameter).
 inline uint64_t hash_name(std::string_view name) {

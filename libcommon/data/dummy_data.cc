@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/rng.h"
 #include "data/audio_length.h"
 #include "data/batch.h"
 #include "data/dataset_writer.h"
@@ -28,42 +29,11 @@ constexpr int64_t kMelBins = 128;
 // Before Qwen3-Omni's formula VeOmni reserves 4 frames per audio token: 2 clips x 100 tokens.
 constexpr int64_t kReservedAudioTokens = kAudioClips * kAudioClipFrames / 4;
 
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-// xoshiro256** seeded through splitmix64: the same numbers with every compiler and standard library.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) {
-    for (uint64_t& word : state_) {
-      seed += 0x9e3779b97f4a7c15ull;
-      word = mix64(seed);
-    }
-  }
-  uint64_t next() {
-    const uint64_t result = rotl(state_[1] * 5, 7) * 9;
-    const uint64_t t = state_[1] << 17;
-    state_[2] ^= state_[0];
-    state_[3] ^= state_[1];
-    state_[1] ^= state_[2];
-    state_[0] ^= state_[3];
-    state_[2] ^= t;
-    state_[3] = rotl(state_[3], 45);
-    return result;
-  }
-  // Uniform in [0, 1) with 24 random bits (every value exactly representable in f32).
-  float uniform() { return static_cast<float>(next() >> 40) * 0x1.0p-24f; }
-  // Uniform in [0, 1024): the top 10 bits.
-  int64_t token() { return static_cast<int64_t>(next() >> 54); }
-
- private:
-  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-  uint64_t state_[4] = {};
-};
-static_assert(kVocabSize == 1 << 10, "Rng::token draws 10 bits");
+// Uniform in [0, 1) with 24 random bits (every value exactly representable in f32).
+float uniform24(Rng& rng) { return static_cast<float>(rng.next_u64() >> 40) * 0x1.0p-24f; }
+// Uniform in [0, 1024): the top 10 bits.
+int64_t random_token(Rng& rng) { return static_cast<int64_t>(rng.next_u64() >> 54); }
+static_assert(kVocabSize == 1 << 10, "random_token draws 10 bits");
 
 int64_t vision_tokens(const std::array<int64_t, 3>& grid) {
   return grid[0] * grid[1] * grid[2] / (kMergeSize * kMergeSize);
@@ -127,7 +97,7 @@ Tensor run_mask(int64_t length, int64_t begin, int64_t count) {
 Tensor uniform_tensor(Rng& rng, const Shape& shape) {
   Tensor t = Tensor::empty(shape, DType::F32);
   float* p = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = rng.uniform();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = uniform24(rng);
   return t;
 }
 
@@ -140,7 +110,7 @@ Tensor grid_tensor(const std::vector<std::array<int64_t, 3>>& grids) {
 void add_text_keys(Sample& sample, const DummyLayout& layout, Rng& rng) {
   Tensor ids = Tensor::empty({layout.length}, DType::I64);
   int64_t* p = ids.data<int64_t>();
-  for (int64_t i = 0; i < layout.length; ++i) p[i] = rng.token();
+  for (int64_t i = 0; i < layout.length; ++i) p[i] = random_token(rng);
   Tensor labels = ids.clone();
   if (layout.length > 0) labels.data<int64_t>()[0] = kIgnoreIndex;
   sample["input_ids"] = ids;

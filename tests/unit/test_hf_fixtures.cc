@@ -6,8 +6,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "data/collator.h"
-#include "io/json_file.h"
+#include "tests/common/hf_fixture.h"
 #include "io/safetensors.h"
 #include "model/causal_lm.h"
 #include "model/hf_loader.h"
@@ -22,54 +21,15 @@ namespace {
 
 constexpr double kRelTol = 1e-4;
 
-struct Fixture {
-  std::string dir;
-  nlohmann::json expected;
-  Batch batch;
-  ModelConfig config;
-};
-
-Fixture load_fixture(const std::string& name) {
-  Fixture f;
-  f.dir = std::string(VEOMNI_FIXTURES_DIR) + "/hf/" + name;
-  f.expected = read_json_file(f.dir + "/expected.json");
-  const nlohmann::json batch = read_json_file(f.dir + "/batch.json");
-  TokenSample whole;  // the fixture is already one packed row: positions restart per sample
-  const auto ids = batch["input_ids"].get<std::vector<int64_t>>();
-  const auto n = static_cast<int64_t>(ids.size());
-  whole.input_ids = Tensor::from_vector(ids, {n});
-  whole.labels = Tensor::from_vector(batch["labels"].get<std::vector<int64_t>>(), {n});
-  whole.position_ids = Tensor::from_vector(batch["position_ids"].get<std::vector<int64_t>>(), {n});
-  CollateOptions options;
-  options.max_seq_len = n;
-  PackedRow row = pack_samples({whole}, options);
-  // Sample boundaries come from the restarting positions, as transformers derives them.
-  row.cu_seqlens = {0};
-  for (int64_t i = 1; i < n; ++i)
-    if (whole.position_ids.data<int64_t>()[i] == 0) row.cu_seqlens.push_back(static_cast<int32_t>(i));
-  row.cu_seqlens.push_back(static_cast<int32_t>(n));
-  f.batch = slice_for_sp_rank(row, 1, 0);
-  f.config = load_model_config(f.dir + "/model");
-  return f;
-}
+using Fixture = veomni::testing::HfFixture;
+using veomni::testing::load_hf_fixture;
+using veomni::testing::relative_error;
 
 std::unique_ptr<CausalLM> load_model(const Fixture& f) {
   auto model = std::make_unique<CausalLM>(f.config, ModelOptions{});
   model->params().materialize_all(Device::cpu(), DType::F32);
   load_hf_weights(model->params(), HfCheckpointSource(f.dir + "/model"));
   return model;
-}
-
-// max |a-b| / max(max |b|, tiny): a relative error over the whole tensor, robust to individual zeros.
-double relative_error(const Tensor& ours, const Tensor& ref) {
-  EXPECT_EQ(ours.numel(), ref.numel());
-  const std::vector<float> a = ours.to_float_vector(), b = ref.to_float_vector();
-  double diff = 0, scale = 1e-30;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
-  }
-  return diff / scale;
 }
 
 StepLossScale loss_scale_of(const Fixture& f) {
@@ -81,7 +41,7 @@ StepLossScale loss_scale_of(const Fixture& f) {
 }
 
 void check_forward_backward(const std::string& name) {
-  const Fixture f = load_fixture(name);
+  const Fixture f = load_hf_fixture(name);
   ASSERT_EQ(f.batch.valid_tokens, f.expected["valid_tokens"].get<int64_t>());
   auto model = load_model(f);
   SafetensorsReader expected(f.dir + "/expected.safetensors");
@@ -118,7 +78,7 @@ void check_forward_backward(const std::string& name) {
 }
 
 void check_adamw_steps(const std::string& name) {
-  const Fixture f = load_fixture(name);
+  const Fixture f = load_hf_fixture(name);
   auto model = load_model(f);
   const nlohmann::json& hp = f.expected["adamw"];
   AdamWOptions options;
