@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Trains one toy model under several parallel layouts (mpirun on the CPU, fp32) and checks that every layout's
 # loss, foundation_loss and grad_norm match the first one with veomni-align-check.
-# usage: parallel_align.sh BIN_DIR SOURCE_DIR MODEL RTOL ATOL LAYOUT... (LAYOUT = np:ulysses:ep)
+# usage: parallel_align.sh BIN_DIR SOURCE_DIR MODEL RTOL ATOL LAYOUT... (LAYOUT = np:ulysses:ep[:micro_batch_size];
+# a micro_batch_size of 2 packs two samples per micro-batch: the same global batch with half the accumulation steps)
 set -euo pipefail
 bin=$1 src=$2 model=$3 rtol=$4 atol=$5
 shift 5
@@ -17,12 +18,13 @@ cd "$src"  # recipes name their model config relative to the repository root, as
 
 runs=()
 for layout in "$@"; do
-  IFS=: read -r np sp ep <<<"$layout"
-  run="$work/np${np}_sp${sp}_ep${ep}"
-  echo "== layout np=$np ulysses=$sp ep=$ep"
+  IFS=: read -r np sp ep mbs <<<"$layout"
+  mbs=${mbs:-1}
+  run="$work/np${np}_sp${sp}_ep${ep}_mbs${mbs}"
+  echo "== layout np=$np ulysses=$sp ep=$ep micro_batch_size=$mbs"
   mpirun --oversubscribe -np "$np" "$bin/veomni-train" "$src/configs/$model.yaml" \
     --data.train_path "$work/data.h5" --data.max_seq_len 95 \
-    --train.global_batch_size 4 --train.micro_batch_size 1 --train.max_steps 3 --train.num_train_epochs 1 \
+    --train.global_batch_size 4 --train.micro_batch_size "$mbs" --train.max_steps 3 --train.num_train_epochs 1 \
     --train.accelerator.ulysses_size "$sp" --train.accelerator.ep_size "$ep" \
     --train.checkpoint.output_dir "$run" --log-level warn
   runs+=("$run")
