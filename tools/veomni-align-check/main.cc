@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/tool.h"
+#include "tools/common/cli.h"
 #include "train/metrics_log.h"
 
 namespace {
@@ -25,7 +26,7 @@ struct Arguments {
 };
 
 void add_options(CLI::App& app, Arguments& args) {
-  app.set_version_flag("--version", veomni::version_text(kTool));
+  veomni::add_version_flag(app, kTool);
   app.add_option("runs", args.runs,
                  "Run directories holding log_dict.json, or log_dict.json files; the first is the baseline")
       ->required();
@@ -70,11 +71,7 @@ int main(int argc, char** argv) {
     CLI::App app{"Compare the per-step metrics (log_dict.json) of several runs against the first run.", kTool};
     Arguments args;
     add_options(app, args);
-    try {
-      app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-      return app.exit(e) == 0 ? veomni::kExitOk : veomni::kExitBadInput;
-    }
+    if (const auto code = veomni::parse_command_line(app, argc, argv)) return *code;
     veomni::init_logging({.tool = kTool, .level = args.log_level});
     return check_alignment(args);
   });

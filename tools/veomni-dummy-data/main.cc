@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/tool.h"
+#include "tools/common/cli.h"
 #include "data/dummy_data.h"
 
 namespace {
@@ -19,7 +20,7 @@ struct Arguments {
 };
 
 void add_options(CLI::App& app, Arguments& args) {
-  app.set_version_flag("--version", veomni::version_text(kTool));
+  veomni::add_version_flag(app, kTool);
   app.add_option("--type", args.type, "Dataset type: text, qwen2vl, qwen3vl or qwen3omni")
       ->required()
       ->check(CLI::IsMember({"text", "qwen2vl", "qwen3vl", "qwen3omni"}));
@@ -63,11 +64,7 @@ int main(int argc, char** argv) {
     CLI::App app{"Write a synthetic dataset with VeOmni's dummy shapes and layouts (see man veomni-data).", kTool};
     Arguments args;
     add_options(app, args);
-    try {
-      app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-      return app.exit(e) == 0 ? veomni::kExitOk : veomni::kExitBadInput;
-    }
+    if (const auto code = veomni::parse_command_line(app, argc, argv)) return *code;
     veomni::init_logging({.tool = kTool, .level = args.log_level});
     VEOMNI_INPUT_CHECK(args.options.out != "-",
                        "--out -: a dataset is an HDF5 file, which needs a seekable file; give a path");

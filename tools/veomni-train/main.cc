@@ -8,6 +8,7 @@
 #include "dist/communicator.h"
 #include "train/train_config.h"
 #include "train/trainer.h"
+#include "tools/common/cli.h"
 
 namespace {
 
@@ -20,21 +21,12 @@ int train_main(int argc, char** argv) {
   std::string config_path;
   bool log_all_ranks = false;
   std::string log_level = "info";
-  bool show_version = false;
   app.add_option("config", config_path, "YAML recipe (model:, data:, train: sections; see veomni-config(5))");
   app.add_flag("--log-all-ranks", log_all_ranks, "every rank prints its log (default: rank 0 only)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off");
-  app.add_flag("--version", show_version, "print the version and exit");
+  veomni::add_version_flag(app, kTool);
   app.footer("Any --section.key VALUE (or --section.key=VALUE) overrides the recipe, e.g. --train.optimizer.lr 1e-4.");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : veomni::kExitBadInput;
-  }
-  if (show_version) {
-    std::printf("%s\n", veomni::version_text(kTool).c_str());
-    return 0;
-  }
+  if (const auto code = veomni::parse_command_line(app, argc, argv)) return *code;
   if (config_path.empty()) {
     std::fprintf(stderr, "%s: error: a config file is required (see --help)\n", kTool);
     return veomni::kExitBadInput;
