@@ -1,5 +1,6 @@
 // Where a tensor lives (CPU or a CUDA device) and the allocator hook each backend registers.
 #pragma once
+#include <cstdint>
 #include <cstddef>
 #include <string>
 

@@ -1,5 +1,6 @@
 // Reading and writing the dataset header (root attributes) and the per-key schema attributes of a file.
 #pragma once
+#include <cstdint>
 #include <vector>
 
 #include "data/dataset_format.h"

@@ -1,5 +1,6 @@
 // Private to io/hdf5_*.cc: the HDF5 C headers, the library lock, error-stack capture and dtype mapping.
 #pragma once
+#include <cstdint>
 #include <hdf5.h>
 
 #include <mutex>

@@ -1,5 +1,6 @@
 // Expert parallelism: dropless token exchange between the ranks of an EP group, each owning E/ep experts.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <vector>
 

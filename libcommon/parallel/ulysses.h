@@ -1,5 +1,6 @@
 // Ulysses sequence parallelism: all-to-all between sequence slices and head slices around attention.
 #pragma once
+#include <cstdint>
 #include <memory>
 
 #include "dist/communicator.h"

@@ -1,6 +1,7 @@
 // Loads a HuggingFace reference fixture (tests/fixtures/hf/<name>, made by scripts/gen_hf_fixtures.py) into a Batch,
 // the model config and the expected values; shared by the CPU and GPU fixture tests.
 #pragma once
+#include <cstdint>
 #include <algorithm>
 #include <cmath>
 #include <string>
