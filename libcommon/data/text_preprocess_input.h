@@ -1,0 +1,67 @@
+// Reading preprocessing inputs in blocks of records: JSONL (one object a line) or JSON arrays; "-" is stdin.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace veomni {
+
+// One record of a block: a JSONL line (value null) or an element of a JSON array (line empty).
+struct RecordRef {
+  size_t file = 0;     // index in the reader's paths
+  int64_t number = 0;  // 1-based line of a JSONL file, 0-based element of an array
+  std::string_view line;
+  const nlohmann::json* value = nullptr;
+};
+
+class RecordReader {
+ public:
+  // Opens nothing yet; InputError later names a path that cannot be read.
+  explicit RecordReader(std::vector<std::string> paths, size_t block_bytes = 4 << 20);
+  ~RecordReader();
+  RecordReader(const RecordReader&) = delete;
+  RecordReader& operator=(const RecordReader&) = delete;
+
+  // The next block of records (lines that are empty or only spaces are not records); false at the end. The views
+  // stay valid until the next call. A file whose first non-space byte is '[' is read whole as a JSON array
+  // (InputError "<path>:<line>:<column>: invalid JSON" when it is not one).
+  bool next_block(std::vector<RecordRef>& out);
+
+  // "data.jsonl:12" or "data.json: element 3", for messages.
+  std::string location(const RecordRef& record) const;
+  const std::string& path(size_t file) const { return paths_[file]; }
+  // Records handed out so far in `file` (to tell an empty file).
+  int64_t records_in(size_t file) const { return records_in_[file]; }
+  size_t num_files() const { return paths_.size(); }
+  uint64_t bytes_read() const { return bytes_read_; }
+  // Sum of the sizes of the regular files among the inputs (0 when one is stdin or a pipe: no estimate).
+  uint64_t bytes_total() const { return bytes_total_; }
+
+ private:
+  bool open_next_file();
+  void read_json_array(std::string head);
+  bool read_more();
+
+  std::vector<std::string> paths_;
+  std::vector<int64_t> records_in_;
+  size_t block_bytes_;
+  size_t current_ = 0;
+  bool opened_ = false;
+  std::FILE* file_ = nullptr;
+  bool owns_file_ = false;
+  bool eof_ = false;
+  bool is_array_ = false;
+  std::string buffer_;  // JSONL bytes not yet handed out
+  std::string block_;   // the bytes of the current block's lines
+  int64_t next_line_ = 1;
+  nlohmann::json array_;
+  size_t next_element_ = 0;
+  uint64_t bytes_read_ = 0;
+  uint64_t bytes_total_ = 0;
+};
+
+}  // namespace veomni

@@ -1,0 +1,126 @@
+// veomni-preprocess: `tokenize` (JSONL text to ids) and `text` (conversations or plain text to a dataset).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "core/tool.h"
+#include "data/text_preprocess.h"
+
+namespace {
+
+constexpr const char* kTool = "veomni-preprocess";
+
+struct Arguments {
+  veomni::TokenizeOptions tokenize;
+  veomni::TextPreprocessOptions text;
+  std::string truncation = "right";
+  std::string system_prompt;
+  std::string log_level = "info";
+};
+
+void add_common(CLI::App& sub, std::string& tokenizer, int& threads, std::string& log_level) {
+  sub.add_option("--tokenizer", tokenizer, "HuggingFace tokenizer.json (byte-level BPE, e.g. Qwen3's)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sub.add_option("--threads", threads, "Tokenization threads (default 0: one per hardware thread)")
+      ->check(CLI::NonNegativeNumber);
+  sub.add_option("--log-level", log_level, "trace, debug, info, warn, error, off (default info)");
+}
+
+CLI::App* add_tokenize(CLI::App& app, Arguments& args) {
+  CLI::App* sub = app.add_subcommand("tokenize", "JSONL {\"text\": ...} to one JSON array of token ids per line");
+  add_common(*sub, args.tokenize.tokenizer_path, args.tokenize.threads, args.log_level);
+  args.tokenize.inputs = {"-"};
+  sub->add_option("--input", args.tokenize.inputs, "Input JSONL file(s) or a JSON array; - is stdin (default -)");
+  sub->add_option("--text-key", args.tokenize.text_key, "Key of the text in each record (default text)");
+  return sub;
+}
+
+CLI::App* add_text(CLI::App& app, Arguments& args) {
+  CLI::App* sub = app.add_subcommand(
+      "text", "Conversations {\"messages\": [...]} or plain text {\"text\": ...} to a veomni dataset (ChatML)");
+  veomni::TextPreprocessOptions& t = args.text;
+  add_common(*sub, t.tokenizer_path, t.threads, args.log_level);
+  sub->add_option("--input", t.inputs, "Input JSONL file(s) or JSON array(s); - is stdin")->required();
+  sub->add_option("--out", t.out, "Output dataset (.h5); with --num-shards N: <out>-0000k-of-0000N.h5")->required();
+  sub->add_option("--text-key", t.record.text_key, "Key of the text in plain-text records (default text)");
+  sub->add_option("--system", args.system_prompt,
+                  "System prompt for conversations that do not start with a system message");
+  sub->add_option("--max-seq-len", t.record.max_seq_len, "Longest sample in tokens; the row length with --pack")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--truncation", args.truncation, "Longer samples: right (keep the start, default), left, drop")
+      ->check(CLI::IsMember({"left", "right", "drop"}));
+  sub->add_flag("--pack", t.pack, "Pack samples into rows of exactly --max-seq-len tokens");
+  sub->add_option("--num-shards", t.num_shards, "Split into this many files (default 1)")->check(CLI::PositiveNumber);
+  sub->add_flag("--skip-bad", t.skip_bad, "Count, report and skip bad records instead of failing on the first");
+  sub->add_option("--compression", t.compression_level, "Deflate level 0 (off) to 9 (default 1)")
+      ->check(CLI::Range(0, 9));
+  return sub;
+}
+
+void print_text_summary(const veomni::TextPreprocessSummary& s, bool pack) {
+  const auto count = [](const char* key, int64_t value) {
+    std::printf("%s: %lld\n", key, static_cast<long long>(value));
+  };
+  count("records", s.records);
+  count("samples", s.samples);
+  count("rows", s.rows);
+  count("tokens", s.tokens);
+  count("trained_tokens", s.trained_tokens);
+  if (pack) {
+    const double cells = static_cast<double>(s.tokens + s.padding_tokens);
+    std::printf("padding: %lld (%.2f%%)\n", static_cast<long long>(s.padding_tokens),
+                cells > 0 ? 100.0 * static_cast<double>(s.padding_tokens) / cells : 0.0);
+  }
+  count("truncated", s.truncated);
+  std::printf("dropped: %lld (too long %lld, no assistant token %lld)\n",
+              static_cast<long long>(s.dropped_too_long + s.dropped_no_target),
+              static_cast<long long>(s.dropped_too_long), static_cast<long long>(s.dropped_no_target));
+  count("bad", s.bad);
+  std::printf("tokenizer: %s\n", s.tokenizer.c_str());
+  std::printf("seconds: %.2f (%.0f samples/s, %.2f MB/s)\n", s.seconds, static_cast<double>(s.records) / s.seconds,
+              static_cast<double>(s.input_bytes) / 1e6 / s.seconds);
+  std::printf("bytes: %llu\n", static_cast<unsigned long long>(s.output_bytes));
+  for (const std::string& file : s.files) std::printf("file: %s\n", file.c_str());
+}
+
+int run_text(Arguments& args, const CLI::App& sub) {
+  veomni::TextPreprocessOptions& t = args.text;
+  VEOMNI_INPUT_CHECK(t.out != "-", "--out -: a dataset is an HDF5 file, which needs a seekable file; give a path");
+  t.record.truncation = veomni::truncation_from_name(args.truncation);
+  if (sub.count("--system") > 0) t.record.system_prompt = args.system_prompt;
+  const veomni::TextPreprocessSummary summary = veomni::preprocess_text(t);
+  print_text_summary(summary, t.pack);
+  return veomni::kExitOk;
+}
+
+int run_tokenize(const Arguments& args) {
+  const veomni::TokenizeSummary s = veomni::tokenize_records(args.tokenize, stdout);
+  spdlog::info("tokenized {} records into {} tokens in {:.2f} s ({:.0f} tokens/s, {:.2f} MB/s)", s.records, s.tokens,
+               s.seconds, static_cast<double>(s.tokens) / s.seconds,
+               static_cast<double>(s.input_bytes) / 1e6 / s.seconds);
+  return veomni::kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return veomni::run_tool(kTool, [&]() -> int {
+    CLI::App app{"Turn raw data into veomni datasets (see man veomni-preprocess).", kTool};
+    app.set_version_flag("--version", veomni::version_text(kTool));
+    app.require_subcommand(1);
+    Arguments args;
+    CLI::App* tokenize = add_tokenize(app, args);
+    CLI::App* text = add_text(app, args);
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      return app.exit(e) == 0 ? veomni::kExitOk : veomni::kExitBadInput;
+    }
+    veomni::init_logging({.tool = kTool, .level = args.log_level});
+    if (tokenize->parsed()) return run_tokenize(args);
+    return run_text(args, *text);
+  });
+}
