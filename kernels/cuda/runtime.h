@@ -22,6 +22,16 @@ cublasLtHandle_t cublaslt();     // shared handle
 void* cublas_workspace(size_t* bytes);  // a workspace for cuBLASLt matmuls
 void synchronize();              // waits for the compute stream
 
+// Side streams for independent pieces of one op (the groups of a grouped GEMM), each with a cuBLASLt workspace of
+// its own. fork_side_streams() orders them after the work queued on stream() so far; join_side_streams() orders the
+// work queued on stream() afterwards after everything queued on them. Ops join before they return, so callers only
+// ever see stream(), and memory freed on stream() is never reused while a side stream still reads it.
+inline constexpr int kSideStreams = 4;
+cudaStream_t side_stream(int index);
+void* side_cublas_workspace(int index, size_t* bytes);
+void fork_side_streams();
+void join_side_streams();
+
 // Caching allocator statistics (bytes).
 struct MemoryStats {
   size_t allocated = 0;       // live tensor bytes

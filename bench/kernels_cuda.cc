@@ -1,0 +1,294 @@
+// CUDA kernel benchmark: GEMM TFLOP/s at Qwen3-0.6B shapes (4096 tokens, hidden 1024, intermediate 3072, vocab
+// 151936) and Qwen3-30B-A3B expert shapes (hidden 2048, expert intermediate 768, 128 experts, top-8), and the
+// memory-bound kernels in GB/s, counting each input read once and each output written once (the least traffic the
+// op needs; kernels that read a row twice show it as lower GB/s). Prints markdown tables; asserts nothing.
+// Usage: bench_kernels_cuda [gemm] [memory]   (no argument: both sections); VEOMNI_GROUPED_GEMM=loop runs the expert
+// GEMMs as one cuBLASLt call per expert.
+#ifdef VEOMNI_WITH_CUDA
+#include <cuda_runtime.h>
+#include <spdlog/fmt/fmt.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "kernels/cuda/runtime.h"
+#include "kernels/ops.h"
+
+using namespace veomni;
+
+namespace {
+
+Device gpu() { return Device::cuda(0); }
+
+// Uniform values in [-scale, scale): a fast LCG on the host in f32 (the big logits tensors have 622M elements),
+// uploaded and converted on the device.
+Tensor random_tensor(const Shape& shape, DType dtype, std::mt19937& rng, float scale = 1.0f) {
+  Tensor host = Tensor::empty(shape, DType::F32);
+  float* p = host.data<float>();
+  uint64_t state = rng() * 0x9E3779B97F4A7C15ull + 1;
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    p[i] = (static_cast<float>(state >> 40) * (2.0f / 16777216.0f) - 1.0f) * scale;
+  }
+  Tensor f32 = host.to(gpu());
+  if (dtype == DType::F32) return f32;
+  Tensor out = Tensor::empty(shape, dtype, gpu());
+  ops::cast(f32, out);
+  return out;
+}
+
+// Median milliseconds of `reps` runs on the compute stream, after one warm-up run.
+double time_ms(int reps, const std::function<void()>& fn) {
+  cudaEvent_t start, stop;
+  VEOMNI_CUDA_CHECK(cudaEventCreate(&start));
+  VEOMNI_CUDA_CHECK(cudaEventCreate(&stop));
+  fn();
+  std::vector<double> runs;
+  for (int r = 0; r < reps; ++r) {
+    VEOMNI_CUDA_CHECK(cudaEventRecord(start, cuda_rt::stream()));
+    fn();
+    VEOMNI_CUDA_CHECK(cudaEventRecord(stop, cuda_rt::stream()));
+    VEOMNI_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    VEOMNI_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    runs.push_back(ms);
+  }
+  VEOMNI_CUDA_CHECK(cudaEventDestroy(start));
+  VEOMNI_CUDA_CHECK(cudaEventDestroy(stop));
+  std::sort(runs.begin(), runs.end());
+  return runs[runs.size() / 2];
+}
+
+void header(const char* unit) {
+  fmt::print("| {:<34} | {:<40} | {:>9} | {:>9} |\n", "op", "shape", "ms", unit);
+  fmt::print("|{:-<36}|{:-<42}|{:->11}|{:->11}|\n", "", "", "", "");
+}
+
+void row(const std::string& op, const std::string& shape, double ms, double rate) {
+  fmt::print("| {:<34} | {:<40} | {:>9.3f} | {:>9.1f} |\n", op, shape, ms, rate);
+}
+
+// ---------------------------------------------------------------- GEMM
+
+struct MatmulCase {
+  const char* name;
+  int64_t m, n, k;
+  bool ta, tb;
+  DType in, out;
+  float beta;
+};
+
+void bench_matmul(const MatmulCase& c, std::mt19937& rng) {
+  const Tensor a = random_tensor(c.ta ? Shape{c.k, c.m} : Shape{c.m, c.k}, c.in, rng);
+  const Tensor b = random_tensor(c.tb ? Shape{c.n, c.k} : Shape{c.k, c.n}, c.in, rng);
+  Tensor out = Tensor::zeros({c.m, c.n}, c.out, gpu());
+  const double ms = time_ms(10, [&] { ops::matmul(a, c.ta, b, c.tb, out, 1.0f, c.beta); });
+  row(fmt::format("{} ({}->{})", c.name, dtype_name(c.in), dtype_name(c.out)),
+      fmt::format("M={} N={} K={}", c.m, c.n, c.k), ms, 2.0 * c.m * c.n * c.k / (ms * 1e-3) / 1e12);
+}
+
+// Uneven expert loads as routing makes them: a skewed share of `rows` per expert, every expert some rows.
+std::vector<int64_t> expert_loads(int64_t experts, int64_t rows, std::mt19937& rng) {
+  std::gamma_distribution<double> share(2.0, 1.0);
+  std::vector<double> w(static_cast<size_t>(experts));
+  double total = 0.0;
+  for (double& x : w) total += (x = share(rng));
+  std::vector<int64_t> sizes(static_cast<size_t>(experts));
+  int64_t assigned = 0;
+  for (size_t e = 0; e < sizes.size(); ++e) assigned += (sizes[e] = static_cast<int64_t>(w[e] / total * rows));
+  sizes.back() += rows - assigned;
+  return sizes;
+}
+
+void bench_gemm(std::mt19937& rng) {
+  fmt::print("\nGEMM (cuBLASLt, fp32 accumulation)\n\n");
+  header("TFLOP/s");
+  const DType bf = DType::BF16, f32 = DType::F32;
+  const MatmulCase cases[] = {
+      {"0.6B qkv_proj x W^T", 4096, 4096, 1024, false, true, bf, bf, 0.0f},
+      {"0.6B o_proj x W^T", 4096, 1024, 2048, false, true, bf, bf, 0.0f},
+      {"0.6B gate_up x W^T", 4096, 6144, 1024, false, true, bf, bf, 0.0f},
+      {"0.6B down x W^T", 4096, 1024, 3072, false, true, bf, bf, 0.0f},
+      {"0.6B down dx = dy W", 4096, 3072, 1024, false, false, bf, bf, 0.0f},
+      {"0.6B down dW += dy^T x", 1024, 3072, 4096, true, false, bf, f32, 1.0f},
+      {"0.6B lm_head x W^T", 4096, 151936, 1024, false, true, bf, bf, 0.0f},
+      {"0.6B lm_head dx = dlogits W", 4096, 1024, 151936, false, false, bf, bf, 0.0f},
+      {"0.6B lm_head dW += dlogits^T x", 151936, 1024, 4096, true, false, bf, f32, 1.0f},
+      {"0.6B gate_up x W^T", 4096, 6144, 1024, false, true, f32, f32, 0.0f},
+  };
+  for (const MatmulCase& c : cases) bench_matmul(c, rng);
+
+  // Qwen3-30B-A3B experts: 4096 tokens x top-8 = 32768 routed rows over 128 experts. VEOMNI_GROUPED_GEMM=loop
+  // times one cuBLASLt call per expert instead of cuBLAS's grouped GEMM.
+  const char* mode = std::getenv("VEOMNI_GROUPED_GEMM");
+  fmt::print("| {:<34} | {:<40} | {:>9} | {:>9} |\n", "expert GEMMs:", mode ? mode : "grouped API", "", "");
+  const int64_t experts = 128, rows = 4096 * 8, hidden = 2048, inter = 768;
+  const std::vector<int64_t> sizes = expert_loads(experts, rows, rng);
+  const double gate_up_flops = 2.0 * rows * (2 * inter) * hidden;
+  const Tensor x = random_tensor({rows, hidden}, bf, rng);
+  const Tensor w_gate_up = random_tensor({experts, 2 * inter, hidden}, bf, rng);
+  Tensor gate_up = Tensor::empty({rows, 2 * inter}, bf, gpu());
+  double ms = time_ms(10, [&] { ops::grouped_matmul(x, w_gate_up, true, sizes, gate_up); });
+  row("30B experts gate_up x W^T", fmt::format("T={} N={} K={} G={}", rows, 2 * inter, hidden, experts), ms,
+      gate_up_flops / (ms * 1e-3) / 1e12);
+  const Tensor h = random_tensor({rows, inter}, bf, rng);
+  const Tensor w_down = random_tensor({experts, hidden, inter}, bf, rng);
+  Tensor y = Tensor::empty({rows, hidden}, bf, gpu());
+  ms = time_ms(10, [&] { ops::grouped_matmul(h, w_down, true, sizes, y); });
+  row("30B experts down x W^T", fmt::format("T={} N={} K={} G={}", rows, hidden, inter, experts), ms,
+      2.0 * rows * hidden * inter / (ms * 1e-3) / 1e12);
+  Tensor dx = Tensor::empty({rows, hidden}, bf, gpu());
+  ms = time_ms(10, [&] { ops::grouped_matmul(gate_up, w_gate_up, false, sizes, dx); });
+  row("30B experts gate_up dx = dy W", fmt::format("T={} N={} K={} G={}", rows, hidden, 2 * inter, experts), ms,
+      gate_up_flops / (ms * 1e-3) / 1e12);
+  Tensor dw = Tensor::zeros({experts, 2 * inter, hidden}, f32, gpu());
+  ms = time_ms(10, [&] { ops::grouped_matmul_weight_grad(gate_up, x, sizes, dw, true); });
+  row("30B experts gate_up dW += dy^T x", fmt::format("T={} N={} K={} G={} (f32 dW)", rows, 2 * inter, hidden, experts),
+      ms, gate_up_flops / (ms * 1e-3) / 1e12);
+}
+
+// ---------------------------------------------------------------- memory-bound kernels
+
+void memory_row(const std::string& op, const std::string& shape, double bytes, const std::function<void()>& fn) {
+  const double ms = time_ms(20, fn);
+  row(op, shape, ms, bytes / (ms * 1e-3) / 1e9);
+}
+
+void bench_memory(std::mt19937& rng) {
+  fmt::print("\nMemory-bound kernels (bf16 activations unless noted)\n\n");
+  header("GB/s");
+  const DType bf = DType::BF16, f32 = DType::F32;
+  const int64_t t = 4096, hidden = 1024, inter = 3072, vocab = 151936, heads = 16, head_dim = 128;
+
+  {
+    const Tensor x = random_tensor({t, hidden}, bf, rng), dy = random_tensor({t, hidden}, bf, rng);
+    const Tensor w = random_tensor({hidden}, bf, rng);
+    Tensor y = Tensor::empty({t, hidden}, bf, gpu()), rstd = Tensor::empty({t}, f32, gpu());
+    Tensor dx = Tensor::empty({t, hidden}, bf, gpu()), dw = Tensor::zeros({hidden}, f32, gpu());
+    const double act = 2.0 * t * hidden;
+    const std::string shape = fmt::format("[{}, {}]", t, hidden);
+    memory_row("rmsnorm_forward", shape, 2 * act, [&] { ops::rmsnorm_forward(x, w, 1e-6f, y, rstd); });
+    memory_row("rmsnorm_backward", shape, 3 * act, [&] { ops::rmsnorm_backward(dy, x, w, rstd, dx, dw); });
+  }
+  {
+    std::vector<int64_t> pos(static_cast<size_t>(t));
+    for (int64_t i = 0; i < t; ++i) pos[static_cast<size_t>(i)] = i;
+    const Tensor positions = Tensor::from_vector(pos, {t}).to(gpu());
+    Tensor cos = Tensor::empty({t, head_dim}, f32, gpu()), sin = Tensor::empty({t, head_dim}, f32, gpu());
+    ops::rope_tables(positions, head_dim, 1e6, {}, cos, sin);
+    Tensor q = random_tensor({t, heads, head_dim}, bf, rng);
+    memory_row("rope_apply (q)", fmt::format("[{}, {}, {}]", t, heads, head_dim), 2.0 * 2 * q.numel(),
+               [&] { ops::rope_apply(q, cos, sin, false); });
+  }
+  {
+    const Tensor gate_up = random_tensor({t, 2 * inter}, bf, rng), dout = random_tensor({t, inter}, bf, rng);
+    Tensor out = Tensor::empty({t, inter}, bf, gpu()), dgate_up = Tensor::empty({t, 2 * inter}, bf, gpu());
+    const double n = 2.0 * t * inter;
+    const std::string shape = fmt::format("[{}, {}] -> [{}, {}]", t, 2 * inter, t, inter);
+    memory_row("swiglu_fused_forward", shape, 3 * n, [&] { ops::swiglu_fused_forward(gate_up, out); });
+    memory_row("swiglu_fused_backward", shape, 5 * n, [&] { ops::swiglu_fused_backward(dout, gate_up, dgate_up); });
+  }
+  {
+    Tensor logits = random_tensor({t, vocab}, bf, rng, 8.0f);
+    std::vector<int64_t> y(static_cast<size_t>(t));
+    std::uniform_int_distribution<int64_t> pick(0, vocab - 1);
+    for (auto& l : y) l = pick(rng);
+    const Tensor labels = Tensor::from_vector(y, {t}).to(gpu());
+    Tensor losses = Tensor::empty({t}, f32, gpu());
+    // In place: the logits become their gradient each run (the values stay in range for the next run).
+    memory_row("cross_entropy + grad (in place)", fmt::format("[{}, {}]", t, vocab), 2.0 * 2 * logits.numel(),
+               [&] { ops::cross_entropy(logits, labels, -100, 1.0f, losses, logits); });
+    Tensor none;
+    memory_row("cross_entropy loss only", fmt::format("[{}, {}]", t, vocab), 2.0 * logits.numel(),
+               [&] { ops::cross_entropy(logits, labels, -100, 1.0f, losses, none); });
+  }
+  {
+    std::vector<int64_t> id(static_cast<size_t>(t));
+    std::uniform_int_distribution<int64_t> pick(0, vocab - 1);
+    for (auto& v : id) v = pick(rng);
+    const Tensor ids = Tensor::from_vector(id, {t}).to(gpu());
+    const Tensor table = random_tensor({vocab, hidden}, bf, rng);
+    Tensor out = Tensor::empty({t, hidden}, bf, gpu()), dout = random_tensor({t, hidden}, bf, rng);
+    Tensor dtable = Tensor::zeros({vocab, hidden}, f32, gpu());
+    memory_row("embedding_forward (ids checked)", fmt::format("[{}] of [{}, {}]", t, vocab, hidden),
+               2.0 * 2 * t * hidden, [&] { ops::embedding_forward(ids, table, out); });
+    memory_row("embedding_backward (f32 table)", fmt::format("[{}] into [{}, {}]", t, vocab, hidden),
+               (2.0 + 8.0) * t * hidden, [&] { ops::embedding_backward(ids, dout, dtable); });
+  }
+  {
+    const int64_t experts = 128, k = 8, moe_hidden = 2048;
+    const Tensor logits = random_tensor({t, experts}, bf, rng, 3.0f);
+    Tensor probs = Tensor::empty({t, experts}, f32, gpu()), idx = Tensor::empty({t, k}, DType::I32, gpu());
+    Tensor weight = Tensor::empty({t, k}, f32, gpu());
+    memory_row("moe_route (E=128, k=8)", fmt::format("[{}, {}]", t, experts), (2.0 + 4.0) * t * experts,
+               [&] { ops::moe_route(logits, k, true, probs, idx, weight); });
+    const Tensor x = random_tensor({t, moe_hidden}, bf, rng);
+    Tensor permuted = Tensor::empty({t * k, moe_hidden}, bf, gpu()), row_map = Tensor::empty({t * k}, DType::I32, gpu());
+    std::vector<int64_t> counts;
+    const double rows_bytes = 2.0 * t * k * moe_hidden;
+    const std::string shape = fmt::format("[{}, {}] x {}", t, moe_hidden, k);
+    memory_row("moe_permute (host sync)", shape, rows_bytes + 2.0 * t * moe_hidden,
+               [&] { ops::moe_permute(x, idx, experts, permuted, row_map, counts); });
+    Tensor out = Tensor::empty({t, moe_hidden}, bf, gpu());
+    memory_row("moe_unpermute", shape, rows_bytes + 2.0 * t * moe_hidden,
+               [&] { ops::moe_unpermute(permuted, row_map, weight, out); });
+    Tensor dy = Tensor::empty({t * k, moe_hidden}, bf, gpu()), dweight = Tensor::empty({t, k}, f32, gpu());
+    memory_row("moe_unpermute_backward", shape, 2 * rows_bytes + 2.0 * t * moe_hidden,
+               [&] { ops::moe_unpermute_backward(out, permuted, row_map, weight, dy, dweight); });
+    memory_row("moe_permute_backward", shape, rows_bytes + 2.0 * t * moe_hidden,
+               [&] { ops::moe_permute_backward(dy, row_map, k, out); });
+  }
+  {
+    const int64_t n = 100'000'000;
+    const std::string shape = fmt::format("{}M", n / 1'000'000);
+    Tensor p = random_tensor({n}, f32, rng), g = random_tensor({n}, f32, rng, 0.01f);
+    Tensor m = Tensor::zeros({n}, f32, gpu()), v = Tensor::zeros({n}, f32, gpu());
+    int64_t step = 0;
+    memory_row("adamw_step (f32)", shape, 7.0 * 4 * n,
+               [&] { ops::adamw_step(p, g, m, v, 1e-4f, 0.9f, 0.999f, 1e-8f, 0.01f, ++step); });
+    Tensor half = Tensor::empty({n}, bf, gpu());
+    memory_row("cast f32 -> bf16", shape, 6.0 * n, [&] { ops::cast(p, half); });
+    memory_row("cast bf16 -> f32", shape, 6.0 * n, [&] { ops::cast(half, m); });
+    memory_row("add_ (f32)", shape, 12.0 * n, [&] { ops::add_(m, g, 0.5f); });
+    memory_row("sum_squares (f32, to host)", shape, 4.0 * n, [&] { (void)ops::sum_squares(p); });
+    memory_row("sum_squares (bf16, to host)", shape, 2.0 * n, [&] { (void)ops::sum_squares(half); });
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> wanted(argv + 1, argv + argc);
+  auto selected = [&](const char* section) {
+    return wanted.empty() || std::find(wanted.begin(), wanted.end(), section) != wanted.end();
+  };
+  if (cuda_rt::device_count() == 0) {
+    fmt::print(stderr, "bench_kernels_cuda: no CUDA device\n");
+    return 1;
+  }
+  cuda_rt::initialize(0);
+  cudaDeviceProp prop{};
+  VEOMNI_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  fmt::print("CUDA kernels on {}\n", prop.name);
+  std::mt19937 rng(2024);
+  if (selected("gemm")) bench_gemm(rng);
+  if (selected("memory")) bench_memory(rng);
+  const cuda_rt::MemoryStats stats = cuda_rt::memory_stats();
+  fmt::print("\npeak allocated {:.2f} GiB, reserved {:.2f} GiB, cudaMalloc calls {}\n",
+             static_cast<double>(stats.peak_allocated) / (1 << 30), static_cast<double>(stats.peak_reserved) / (1 << 30),
+             stats.device_mallocs);
+  return 0;
+}
+#else
+#include <cstdio>
+
+int main() {
+  std::fprintf(stderr, "bench_kernels_cuda: this build has no CUDA backend (configure with -DVEOMNI_CUDA=ON)\n");
+  return 1;
+}
+#endif

@@ -1,0 +1,131 @@
+// GPU tests of the elementwise ops, reductions, casts and AdamW against their CPU twins, at sizes that are not
+// multiples of the vector width and on slices whose data is not 16-byte aligned.
+#include <cmath>
+
+#include "gpu_test_util.h"
+#include "kernels/ops.h"
+
+using namespace veomni;
+using namespace veomni::gpu_test;
+
+namespace {
+
+class CudaElementwise : public CudaTest {};
+
+const int64_t kSizes[] = {1, 7, 4099, 1000003};
+
+TEST_F(CudaElementwise, SumAndSumSquaresMatchCpuInDouble) {
+  std::mt19937 rng(41);
+  for (DType dtype : float_dtypes())
+    for (int64_t n : kSizes) {
+      SCOPED_TRACE(fmt::format("{} n {}", dtype_name(dtype), n));
+      const Tensor x = representable(random_f32({n + 1}, rng, -1.0f, 3.0f), dtype);
+      const Tensor gx = to_gpu(x, dtype);
+      for (int64_t first : {0, 1}) {  // slice(1, ...) breaks 16-byte alignment
+        const Tensor cx = x.slice(first, first + n), gs = gx.slice(first, first + n);
+        // Both accumulate in double; only the order differs.
+        EXPECT_NEAR(ops::sum(gs), ops::sum(cx), 1e-12 * static_cast<double>(n) * 3.0);
+        EXPECT_NEAR(ops::sum_squares(gs), ops::sum_squares(cx), 1e-12 * static_cast<double>(n) * 9.0);
+      }
+      // Deterministic: the same double twice.
+      EXPECT_EQ(ops::sum_squares(gx), ops::sum_squares(gx));
+    }
+  EXPECT_EQ(ops::sum(Tensor::empty({0}, DType::F32, gpu())), 0.0);
+}
+
+TEST_F(CudaElementwise, AddScaleFillMatchCpu) {
+  std::mt19937 rng(42);
+  for (DType dtype : float_dtypes())
+    for (int64_t n : kSizes) {
+      SCOPED_TRACE(fmt::format("{} n {}", dtype_name(dtype), n));
+      const Tensor a = representable(random_f32({n + 1}, rng), dtype);
+      const Tensor b = representable(random_f32({n + 1}, rng), dtype);
+      for (int64_t first : {0, 1}) {
+        Tensor want = a.slice(first, first + n).clone();
+        ops::add_(want, b.slice(first, first + n), -0.5f);
+        ops::scale_(want, 3.0f);
+        Tensor ga = to_gpu(a, dtype), gb = to_gpu(b, dtype);
+        Tensor got = ga.slice(first, first + n);
+        ops::add_(got, gb.slice(first, first + n), -0.5f);
+        ops::scale_(got, 3.0f);
+        EXPECT_TRUE(close_to(got, want, rtol_for(dtype)));
+        // Elements outside the slice are untouched.
+        if (first == 1) {
+          EXPECT_EQ(to_host(ga.slice(0, 1)).data<float>()[0], a.data<float>()[0]);
+        }
+      }
+      Tensor filled = Tensor::empty({n}, dtype, gpu());
+      ops::fill_(filled, 0.375f);
+      EXPECT_TRUE(close_to(filled, Tensor::full<float>({n}, 0.375f), 0.0));
+    }
+  Tensor f32 = Tensor::zeros({4}, DType::F32, gpu());
+  EXPECT_THROW(ops::add_(f32, Tensor::zeros({5}, DType::F32, gpu()), 1.0f), Error);
+  EXPECT_THROW(ops::add_(f32, Tensor::zeros({4}, DType::I32, gpu()), 1.0f), Error);
+}
+
+TEST_F(CudaElementwise, AddMixesDtypes) {
+  std::mt19937 rng(45);
+  for (const auto& [dst_type, src_type] : {std::pair{DType::F32, DType::BF16}, std::pair{DType::BF16, DType::F32}})
+    for (int64_t n : kSizes) {
+      SCOPED_TRACE(fmt::format("{} += {} n {}", dtype_name(dst_type), dtype_name(src_type), n));
+      const Tensor dst = representable(random_f32({n}, rng), dst_type);
+      const Tensor src = representable(random_f32({n}, rng), src_type);
+      Tensor want = dst.clone();
+      ops::add_(want, src, 0.25f);
+      Tensor got = to_gpu(dst, dst_type);
+      ops::add_(got, to_gpu(src, src_type), 0.25f);
+      EXPECT_TRUE(close_to(got, want, rtol_for(dst_type)));  // an f32 accumulator keeps f32 precision
+    }
+}
+
+TEST_F(CudaElementwise, CastsRoundLikeTheCpu) {
+  std::mt19937 rng(43);
+  const DType types[] = {DType::F32, DType::BF16, DType::F16};
+  for (int64_t n : kSizes) {
+    Tensor x = random_f32({n + 1}, rng, -70000.0f, 70000.0f);  // beyond f16's range: inf on both sides
+    for (int64_t i = 0; i < std::min<int64_t>(n, 5); ++i) x.data<float>()[i] = std::ldexp(1.0f, -20 - i);  // tiny
+    for (DType from : types)
+      for (DType to : types) {
+        SCOPED_TRACE(fmt::format("n {} {} -> {}", n, dtype_name(from), dtype_name(to)));
+        const Tensor src = x.to_dtype(from);
+        for (int64_t first : {0, 1}) {
+          const Tensor want = src.slice(first, first + n).to_dtype(to);
+          Tensor got = Tensor::empty({n}, to, gpu());
+          ops::cast(src.to(gpu()).slice(first, first + n), got);
+          EXPECT_TRUE(bitwise_equal(got, want));  // round to nearest even everywhere: exact
+        }
+      }
+  }
+  Tensor i32 = Tensor::zeros({4}, DType::I32, gpu());
+  EXPECT_THROW(ops::cast(Tensor::zeros({4}, DType::F32, gpu()), i32), Error);
+}
+
+TEST_F(CudaElementwise, AdamWMatchesCpuBitForBit) {
+  std::mt19937 rng(44);
+  struct Hyper {
+    float lr, beta1, beta2, eps, wd;
+  };
+  // beta1 = 0.3 takes torch's other lerp branch (weight 0.7 >= 0.5).
+  for (const Hyper& hp : {Hyper{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f}, Hyper{3e-2f, 0.3f, 0.95f, 1e-6f, 0.0f}})
+    for (int64_t n : {int64_t{1}, int64_t{4099}}) {
+      SCOPED_TRACE(fmt::format("n {} beta1 {}", n, hp.beta1));
+      Tensor p = random_f32({n}, rng), m = Tensor::zeros({n}, DType::F32), v = Tensor::zeros({n}, DType::F32);
+      Tensor gp = p.to(gpu()), gm = m.to(gpu()), gv = v.to(gpu());
+      for (int64_t step = 1; step <= 5; ++step) {
+        const Tensor g = random_f32({n}, rng, -0.1f, 0.1f);
+        ops::adamw_step(p, g, m, v, hp.lr, hp.beta1, hp.beta2, hp.eps, hp.wd, step);
+        ops::adamw_step(gp, g.to(gpu()), gm, gv, hp.lr, hp.beta1, hp.beta2, hp.eps, hp.wd, step);
+      }
+      // Same operations, each rounded on its own, on both sides.
+      EXPECT_TRUE(bitwise_equal(gp, p));
+      EXPECT_TRUE(bitwise_equal(gm, m));
+      EXPECT_TRUE(bitwise_equal(gv, v));
+    }
+  Tensor p = Tensor::zeros({4}, DType::F32, gpu());
+  Tensor g = Tensor::zeros({4}, DType::F32, gpu()), m = g.clone(), v = g.clone();
+  EXPECT_THROW(ops::adamw_step(p, g, m, v, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0), Error);  // step starts at 1
+  Tensor bf16 = Tensor::zeros({4}, DType::BF16, gpu());
+  EXPECT_THROW(ops::adamw_step(bf16, g, m, v, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1), Error);  // states are f32
+}
+
+}  // namespace

@@ -1,0 +1,139 @@
+// GPU tests of the cuBLASLt GEMMs against the CPU GEMM: every transpose, f32/bf16 inputs and outputs (mixed too),
+// alpha/beta, empty dimensions, and the grouped expert GEMMs with empty groups. Inputs are bf16-representable on both
+// sides, so only a bf16 output is held to the bf16 tolerance.
+#include "gpu_test_util.h"
+#include "kernels/ops.h"
+
+using namespace veomni;
+using namespace veomni::gpu_test;
+
+namespace {
+
+class CudaGemm : public CudaTest {};
+
+struct Types {
+  DType a, b, out;
+};
+
+const Types kTypeMixes[] = {{DType::F32, DType::F32, DType::F32},
+                            {DType::BF16, DType::BF16, DType::F32},
+                            {DType::BF16, DType::BF16, DType::BF16},
+                            {DType::F32, DType::F32, DType::BF16},
+                            {DType::BF16, DType::F32, DType::F32}};
+
+std::string describe(const Types& t) {
+  return fmt::format("a {} b {} out {}", dtype_name(t.a), dtype_name(t.b), dtype_name(t.out));
+}
+
+// Checks one matmul of op(a) [m, k] @ op(b) [k, n] on the GPU against the CPU.
+void check_matmul(int64_t m, int64_t n, int64_t k, bool ta, bool tb, const Types& types, float alpha, float beta,
+                  std::mt19937& rng) {
+  SCOPED_TRACE(fmt::format("m {} n {} k {} trans {}/{} {} alpha {} beta {}", m, n, k, ta, tb, describe(types), alpha,
+                           beta));
+  const Tensor a = representable(random_f32(ta ? Shape{k, m} : Shape{m, k}, rng), types.a);
+  const Tensor b = representable(random_f32(tb ? Shape{n, k} : Shape{k, n}, rng), types.b);
+  const Tensor out0 = representable(random_f32({m, n}, rng), types.out);
+  Tensor want = out0.clone();
+  ops::matmul(a, ta, b, tb, want, alpha, beta);
+  Tensor got = to_gpu(out0, types.out);
+  ops::matmul(to_gpu(a, types.a), ta, to_gpu(b, types.b), tb, got, alpha, beta);
+  EXPECT_EQ(got.dtype(), types.out);
+  EXPECT_TRUE(close_to(got, want, rtol_for(types.out)));
+}
+
+TEST_F(CudaGemm, MatmulMatchesCpuForEveryTransposeAndDtype) {
+  std::mt19937 rng(11);
+  for (const Types& types : kTypeMixes)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        check_matmul(37, 53, 91, ta, tb, types, 1.0f, 0.0f, rng);
+        check_matmul(5, 1, 7, ta, tb, types, 0.75f, 1.0f, rng);
+      }
+}
+
+TEST_F(CudaGemm, MatmulAtModelShapes) {
+  std::mt19937 rng(12);
+  check_matmul(256, 384, 1024, false, true, {DType::BF16, DType::BF16, DType::BF16}, 1.0f, 0.0f, rng);  // x W^T
+  check_matmul(384, 1024, 256, true, false, {DType::BF16, DType::BF16, DType::F32}, 1.0f, 1.0f, rng);   // dW += dy^T x
+  check_matmul(129, 257, 1000, false, false, {DType::F32, DType::F32, DType::F32}, -2.0f, 0.5f, rng);
+}
+
+TEST_F(CudaGemm, BetaZeroOverwritesNaNAndEmptyInnerDimensionScales) {
+  std::mt19937 rng(13);
+  const Tensor a = random_f32({4, 6}, rng), b = random_f32({6, 3}, rng);
+  Tensor out = Tensor::full<float>({4, 3}, NAN).to(gpu());
+  ops::matmul(a.to(gpu()), false, b.to(gpu()), false, out, 1.0f, 0.0f);
+  Tensor want = Tensor::zeros({4, 3}, DType::F32);
+  ops::matmul(a, false, b, false, want);
+  EXPECT_TRUE(close_to(out, want, kF32Rtol));
+
+  // k = 0: out = beta * out, and beta = 0 clears NaN.
+  const Tensor a0 = Tensor::empty({4, 0}, DType::F32, gpu()), b0 = Tensor::empty({0, 3}, DType::F32, gpu());
+  Tensor halved = Tensor::full<float>({4, 3}, 2.0f).to(gpu());
+  ops::matmul(a0, false, b0, false, halved, 1.0f, 0.5f);
+  EXPECT_TRUE(close_to(halved, Tensor::full<float>({4, 3}, 1.0f), 0.0));
+  Tensor cleared = Tensor::full<float>({4, 3}, NAN).to(gpu());
+  ops::matmul(a0, false, b0, false, cleared, 1.0f, 0.0f);
+  EXPECT_TRUE(close_to(cleared, Tensor::zeros({4, 3}, DType::F32), 0.0));
+  // m = 0 does nothing.
+  Tensor none = Tensor::empty({0, 3}, DType::F32, gpu());
+  ops::matmul(Tensor::empty({0, 6}, DType::F32, gpu()), false, b.to(gpu()), false, none);
+}
+
+TEST_F(CudaGemm, MatmulErrorsAreReported) {
+  const Tensor a = Tensor::zeros({4, 6}, DType::F32, gpu());
+  const Tensor b = Tensor::zeros({5, 3}, DType::F32, gpu());
+  Tensor out = Tensor::zeros({4, 3}, DType::F32, gpu());
+  EXPECT_THROW(ops::matmul(a, false, b, false, out), Error);  // inner dimensions differ
+  const Tensor b_cpu = Tensor::zeros({6, 3}, DType::F32);
+  EXPECT_THROW(ops::matmul(a, false, b_cpu, false, out), Error);  // devices differ
+  const Tensor a_f16 = Tensor::zeros({4, 6}, DType::F16, gpu());
+  EXPECT_THROW(ops::matmul(a_f16, false, b_cpu.to(gpu()), false, out), Error);  // f16 is not an activation dtype
+}
+
+const std::vector<int64_t> kGroups{3, 0, 17, 1, 9, 0};
+
+TEST_F(CudaGemm, GroupedMatmulMatchesCpuWithEmptyGroups) {
+  std::mt19937 rng(14);
+  const int64_t t = 30, k = 40, n = 24, g = static_cast<int64_t>(kGroups.size());
+  for (const Types& types : kTypeMixes)
+    for (bool trans_w : {false, true}) {
+      SCOPED_TRACE(fmt::format("{} trans_w {}", describe(types), trans_w));
+      const Tensor x = representable(random_f32({t, k}, rng), types.a);
+      const Tensor w = representable(random_f32(trans_w ? Shape{g, n, k} : Shape{g, k, n}, rng), types.b);
+      Tensor want = Tensor::empty({t, n}, DType::F32);
+      ops::grouped_matmul(x, w, trans_w, kGroups, want);
+      Tensor got = Tensor::full<float>({t, n}, NAN).to_dtype(types.out).to(gpu());
+      ops::grouped_matmul(to_gpu(x, types.a), to_gpu(w, types.b), trans_w, kGroups, got);
+      EXPECT_TRUE(close_to(got, want, rtol_for(types.out)));
+    }
+}
+
+TEST_F(CudaGemm, GroupedWeightGradMatchesCpuAndAccumulates) {
+  std::mt19937 rng(15);
+  const int64_t t = 30, k = 40, n = 24, g = static_cast<int64_t>(kGroups.size());
+  for (const Types& types : kTypeMixes)
+    for (bool accumulate : {false, true}) {
+      SCOPED_TRACE(fmt::format("{} accumulate {}", describe(types), accumulate));
+      const Tensor dy = representable(random_f32({t, n}, rng), types.a);
+      const Tensor x = representable(random_f32({t, k}, rng), types.b);
+      const Tensor dw0 = representable(random_f32({g, n, k}, rng), types.out);
+      Tensor want = dw0.clone();
+      ops::grouped_matmul_weight_grad(dy, x, kGroups, want, accumulate);
+      Tensor got = to_gpu(dw0, types.out);
+      ops::grouped_matmul_weight_grad(to_gpu(dy, types.a), to_gpu(x, types.b), kGroups, got, accumulate);
+      EXPECT_TRUE(close_to(got, want, rtol_for(types.out)));
+    }
+}
+
+TEST_F(CudaGemm, GroupedMatmulRejectsBadGroupSizes) {
+  const Tensor x = Tensor::zeros({6, 4}, DType::BF16, gpu());
+  const Tensor w = Tensor::zeros({2, 3, 4}, DType::BF16, gpu());
+  Tensor out = Tensor::zeros({6, 3}, DType::F32, gpu());
+  EXPECT_THROW(ops::grouped_matmul(x, w, true, {2, 3}, out), Error);      // sum 5 != 6 rows
+  EXPECT_THROW(ops::grouped_matmul(x, w, true, {7, -1}, out), Error);     // negative
+  EXPECT_THROW(ops::grouped_matmul(x, w, true, {6}, out), Error);         // one size for two groups
+  EXPECT_NO_THROW(ops::grouped_matmul(x, w, true, {6, 0}, out));
+}
+
+}  // namespace

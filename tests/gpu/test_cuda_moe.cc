@@ -1,0 +1,151 @@
+// GPU tests of the MoE ops against their CPU twins: router softmax/top-k (ties, renormalisation) and its backward,
+// the stable permutation by expert (exact row map and counts), the weighted un-permutation with bf16 rows and f32
+// weights, their backward passes, and the error path of bad expert ids.
+#include "gpu_test_util.h"
+#include "kernels/ops.h"
+
+using namespace veomni;
+using namespace veomni::gpu_test;
+
+namespace {
+
+class CudaMoe : public CudaTest {};
+
+struct Route {
+  Tensor probs, idx, weight;
+};
+
+Route route(const Tensor& logits, int64_t k, bool norm) {
+  const int64_t n = logits.dim(0), e = logits.dim(1);
+  const Device d = logits.device();
+  Route r{Tensor::empty({n, e}, DType::F32, d), Tensor::empty({n, k}, DType::I32, d),
+          Tensor::empty({n, k}, DType::F32, d)};
+  ops::moe_route(logits, k, norm, r.probs, r.idx, r.weight);
+  return r;
+}
+
+TEST_F(CudaMoe, RouteMatchesCpu) {
+  std::mt19937 rng(31);
+  for (DType dtype : float_dtypes())
+    for (bool norm : {false, true})
+      for (const auto& [n, e, k] : {std::tuple<int64_t, int64_t, int64_t>{37, 60, 6}, {5, 128, 8}, {3, 7, 7}}) {
+        SCOPED_TRACE(fmt::format("{} norm {} n {} e {} k {}", dtype_name(dtype), norm, n, e, k));
+        const Tensor logits = representable(random_f32({n, e}, rng, -4.0f, 4.0f), dtype);
+        const Route want = route(logits, k, norm);
+        const Route got = route(to_gpu(logits, dtype), k, norm);
+        // Both take the softmax in double and round once: the same floats up to an ulp.
+        EXPECT_TRUE(close_to(got.probs, want.probs, 1e-6));
+        EXPECT_TRUE(bitwise_equal(got.idx, want.idx));
+        EXPECT_TRUE(close_to(got.weight, want.weight, 1e-6));
+      }
+}
+
+TEST_F(CudaMoe, RouteBreaksTiesTowardsTheLowerExpert) {
+  std::vector<float> v(2 * 40, 0.0f);
+  v[3] = v[17] = v[35] = 2.0f;  // token 0: three equal maxima
+  for (int e = 0; e < 40; ++e) v[40 + e] = 1.0f;  // token 1: all equal
+  const Route r = route(Tensor::from_vector(v, {2, 40}).to(gpu()), 3, true);
+  const Tensor idx = to_host(r.idx);
+  EXPECT_EQ(std::vector<int32_t>(idx.data<int32_t>(), idx.data<int32_t>() + 6),
+            (std::vector<int32_t>{3, 17, 35, 0, 1, 2}));
+}
+
+TEST_F(CudaMoe, RouteBackwardMatchesCpu) {
+  std::mt19937 rng(32);
+  const int64_t n = 29, e = 64, k = 4;
+  for (bool norm : {false, true})
+    for (bool with_extra : {false, true}) {
+      SCOPED_TRACE(fmt::format("norm {} extra {}", norm, with_extra));
+      const Route r = route(random_f32({n, e}, rng, -2.0f, 2.0f), k, norm);
+      const Tensor dweight = random_f32({n, k}, rng);
+      const Tensor extra = with_extra ? random_f32({n, e}, rng) : Tensor();
+      Tensor want = Tensor::empty({n, e}, DType::F32);
+      ops::moe_route_backward(dweight, extra, r.probs, r.idx, norm, want);
+      Tensor got = Tensor::empty({n, e}, DType::F32, gpu());
+      ops::moe_route_backward(dweight.to(gpu()), with_extra ? extra.to(gpu()) : Tensor(), r.probs.to(gpu()),
+                              r.idx.to(gpu()), norm, got);
+      EXPECT_TRUE(close_to(got, want, kF32Rtol));
+    }
+}
+
+TEST_F(CudaMoe, PermuteUnpermuteAndBackwardsMatchCpu) {
+  std::mt19937 rng(33);
+  const int64_t n = 37, e = 60, k = 6, h = 24;
+  const Route r = route(random_f32({n, e}, rng, -3.0f, 3.0f), k, true);
+  const Tensor gidx = r.idx.to(gpu());
+  const Tensor gweight = r.weight.to(gpu());  // top-k weights stay f32 with bf16 rows
+  for (DType dtype : float_dtypes()) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const double rtol = rtol_for(dtype);
+    const Tensor x = representable(random_f32({n, h}, rng), dtype);
+    Tensor permuted = Tensor::empty({n * k, h}, DType::F32), row_map = Tensor::empty({n * k}, DType::I32);
+    std::vector<int64_t> counts;
+    ops::moe_permute(x, r.idx, e, permuted, row_map, counts);
+    Tensor gpermuted = Tensor::empty({n * k, h}, dtype, gpu()), grow_map = Tensor::empty({n * k}, DType::I32, gpu());
+    std::vector<int64_t> gcounts;
+    ops::moe_permute(to_gpu(x, dtype), gidx, e, gpermuted, grow_map, gcounts);
+    EXPECT_EQ(gcounts, counts);
+    EXPECT_TRUE(bitwise_equal(grow_map, row_map));
+    EXPECT_TRUE(bitwise_equal(to_host(gpermuted), permuted));
+
+    const Tensor dpermuted = representable(random_f32({n * k, h}, rng), dtype);
+    Tensor dx = Tensor::empty({n, h}, DType::F32), gdx = Tensor::empty({n, h}, dtype, gpu());
+    ops::moe_permute_backward(dpermuted, row_map, k, dx);
+    ops::moe_permute_backward(to_gpu(dpermuted, dtype), grow_map, k, gdx);
+    EXPECT_TRUE(close_to(gdx, dx, rtol));
+
+    const Tensor y = representable(random_f32({n * k, h}, rng), dtype);
+    Tensor out = Tensor::empty({n, h}, DType::F32), gout = Tensor::empty({n, h}, dtype, gpu());
+    ops::moe_unpermute(y, row_map, r.weight, out);
+    ops::moe_unpermute(to_gpu(y, dtype), grow_map, gweight, gout);
+    EXPECT_TRUE(close_to(gout, out, rtol));
+
+    const Tensor dout = representable(random_f32({n, h}, rng), dtype);
+    Tensor dy = Tensor::empty({n * k, h}, DType::F32), dw = Tensor::empty({n, k}, DType::F32);
+    ops::moe_unpermute_backward(dout, y, row_map, r.weight, dy, dw);
+    Tensor gdy = Tensor::empty({n * k, h}, dtype, gpu()), gdw = Tensor::empty({n, k}, DType::F32, gpu());
+    ops::moe_unpermute_backward(to_gpu(dout, dtype), to_gpu(y, dtype), grow_map, gweight, gdy, gdw);
+    EXPECT_TRUE(close_to(gdy, dy, rtol));
+    EXPECT_TRUE(close_to(gdw, dw, kF32Rtol));  // dot products of the same values, in double on both sides
+  }
+}
+
+TEST_F(CudaMoe, PermuteAtQwen3MoeScale) {
+  std::mt19937 rng(34);
+  const int64_t n = 4096, e = 128, k = 8, h = 16;
+  const Route r = route(random_f32({n, e}, rng, -3.0f, 3.0f).to(gpu()), k, true);
+  const Tensor x = to_gpu(random_f32({n, h}, rng), DType::BF16);
+  Tensor permuted = Tensor::empty({n * k, h}, DType::BF16, gpu()), row_map = Tensor::empty({n * k}, DType::I32, gpu());
+  std::vector<int64_t> counts;
+  ops::moe_permute(x, r.idx, e, permuted, row_map, counts);
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  EXPECT_EQ(total, n * k);
+  // The same on the CPU from the GPU's routing.
+  Tensor cpu_permuted = Tensor::empty({n * k, h}, DType::F32), cpu_map = Tensor::empty({n * k}, DType::I32);
+  std::vector<int64_t> cpu_counts;
+  ops::moe_permute(to_host(x), to_host(r.idx), e, cpu_permuted, cpu_map, cpu_counts);
+  EXPECT_EQ(counts, cpu_counts);
+  EXPECT_TRUE(bitwise_equal(row_map, cpu_map));
+}
+
+TEST_F(CudaMoe, PermuteRejectsExpertIdsOutOfRange) {
+  const Tensor x = Tensor::zeros({3, 4}, DType::BF16, gpu());
+  Tensor permuted = Tensor::empty({6, 4}, DType::BF16, gpu()), row_map = Tensor::empty({6}, DType::I32, gpu());
+  std::vector<int64_t> counts;
+  for (int32_t bad : {8, -1}) {
+    const Tensor idx = Tensor::from_vector<int32_t>({0, 1, 2, bad, 4, 5}, {3, 2}).to(gpu());
+    try {
+      ops::moe_permute(x, idx, 8, permuted, row_map, counts);
+      ADD_FAILURE() << "expert " << bad << " accepted";
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find(fmt::format("topk_idx[3] = {}", bad)), std::string::npos) << err.what();
+    }
+  }
+  const Tensor idx = Tensor::from_vector<int32_t>({0, 1, 2, 3, 4, 5}, {3, 2}).to(gpu());
+  EXPECT_NO_THROW(ops::moe_permute(x, idx, 8, permuted, row_map, counts));
+  EXPECT_EQ(counts, (std::vector<int64_t>{1, 1, 1, 1, 1, 1, 0, 0}));
+  EXPECT_THROW(ops::moe_permute(x, idx, 0, permuted, row_map, counts), Error);
+}
+
+}  // namespace
