@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job end to end on small embedded defaults: install, build, make a dummy dataset, train the toy
-# Qwen3 model on two MPI ranks (FSDP), and show the metrics. Output goes to quickstart-out/ (or $1).
+# Qwen3 model on two MPI ranks (FSDP, checkpointing as it goes), and merge its last checkpoint into a HuggingFace
+# model directory. Output goes to quickstart-out/ (or $1).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/lib.sh"
@@ -12,11 +13,15 @@ bin="$veomni_build_dir/bin"
 mkdir -p "$out"
 cd "$veomni_root"  # the recipes name configs/model_configs/... relative to the repository root
 
-veomni_say "1/2 dummy dataset -> $out/data/text.h5"
+veomni_say "1/3 dummy dataset -> $out/data/text.h5"
 "$bin/veomni-dummy-data" --type text --seq-len 128 --num-samples 256 --seed 1 --out "$out/data/text.h5"
 
-veomni_say "2/2 training the toy Qwen3 model on 2 ranks (FSDP) -> $out/run"
+veomni_say "2/3 training the toy Qwen3 model on 2 ranks (FSDP) -> $out/run"
 mpirun --oversubscribe -np 2 "$bin/veomni-train" "$veomni_root/configs/qwen3_toy.yaml" \
   --data.train_path "$out/data/text.h5" --train.checkpoint.output_dir "$out/run"
 
-veomni_say "done: dataset in $out/data, effective config and metrics (log_dict.json) in $out/run"
+veomni_say "3/3 merging the last checkpoint ($(cat "$out/run/checkpoints/latest")) -> $out/hf"
+"$bin/veomni-ckpt-merge" "$out/run" --out "$out/hf" --overwrite
+
+veomni_say "done: dataset in $out/data; effective config, metrics (log_dict.json) and checkpoints in $out/run;"
+veomni_say "      the trained model as a HuggingFace directory (config.json + model.safetensors) in $out/hf"

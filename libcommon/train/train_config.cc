@@ -57,9 +57,9 @@ ConfigSchema<TrainConfig> build_schema() {
   VEOMNI_CONFIG_FIELD(s, train.accelerator.fsdp_config.mixed_precision.reduce_dtype, "Dtype of gradient reduction under mixed precision.", {.choices = {"float32", "bfloat16"}});
 
   VEOMNI_CONFIG_FIELD(s, train.checkpoint.output_dir, "Run directory: checkpoints/global_step_N, log_dict.json, the saved config.");
-  VEOMNI_CONFIG_FIELD(s, train.checkpoint.save_steps, "Save a checkpoint every this many steps; 0: only at the end of the run.");
+  VEOMNI_CONFIG_FIELD(s, train.checkpoint.save_steps, "Save a checkpoint every this many steps, and at the end of the run; 0: only at the end.");
   VEOMNI_CONFIG_FIELD(s, train.checkpoint.save_total_limit, "Keep only the newest this many checkpoints; 0 keeps all.");
-  VEOMNI_CONFIG_FIELD(s, train.checkpoint.load_path, "Checkpoint directory (global_step_N) to resume from. Empty: start fresh.");
+  VEOMNI_CONFIG_FIELD(s, train.checkpoint.load_path, "Checkpoint to resume from: a global_step_N directory (or a directory holding `latest`), or auto: output_dir's latest checkpoint when there is one, else start fresh. Empty: start fresh.");
   return s;
 }
 

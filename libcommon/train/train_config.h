@@ -72,7 +72,7 @@ struct CheckpointArgs {
   std::string output_dir = "output";  // checkpoints under output_dir/checkpoints/global_step_N
   int64_t save_steps = 0;             // 0 = only at the end
   int64_t save_total_limit = 0;       // keep the newest N checkpoints; 0 = keep all
-  std::string load_path;              // checkpoint directory to resume from; "" = start fresh
+  std::string load_path;              // checkpoint to resume from, or "auto" (output_dir's latest); "" = start fresh
   bool operator==(const CheckpointArgs&) const = default;
 };
 

@@ -3,13 +3,22 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
+#include "ckpt/checkpoint_dir.h"
+#include "ckpt/checkpoint_reader.h"
+#include "ckpt/checkpoint_restore.h"
+#include "ckpt/checkpoint_save.h"
+#include "ckpt/staged_directory.h"
 #include "core/tool.h"
 #include "data/batch_plan.h"
 #include "data/collator.h"
@@ -42,6 +51,38 @@ struct StepMetrics {
   int64_t tokens = 0, valid_tokens = 0;
 };
 
+// VEOMNI_FAULT_INJECT="rank=R,step=S[,kill=step|save|commit]": the failure-path tests make one rank fail (throw)
+// or die (SIGKILL) at a chosen point while the others wait.
+struct FaultInjection {
+  int64_t rank = -1;
+  int64_t step = -1;
+  std::string kill;  // "" = throw at the step's start
+
+  static std::optional<FaultInjection> from_environment() {
+    const char* spec = std::getenv("VEOMNI_FAULT_INJECT");
+    if (!spec) return std::nullopt;
+    long long rank = -1, step = -1;
+    char kill[16] = "";
+    const int fields = std::sscanf(spec, "rank=%lld,step=%lld,kill=%15s", &rank, &step, kill);
+    const bool known_kill = fields == 2 || std::strcmp(kill, "step") == 0 || std::strcmp(kill, "save") == 0 ||
+                            std::strcmp(kill, "commit") == 0;
+    VEOMNI_INPUT_CHECK(fields >= 2 && known_kill,
+                       "VEOMNI_FAULT_INJECT='{}' is not of the form rank=R,step=S[,kill=step|save|commit]", spec);
+    return FaultInjection{rank, step, fields == 3 ? kill : ""};
+  }
+  bool hits(int64_t my_rank, int64_t at_step, const char* point) const {
+    return rank == my_rank && step == at_step && kill == point;
+  }
+};
+
+[[noreturn]] void kill_self(int64_t rank, int64_t step, const std::string& point) {
+  std::fprintf(stderr, "veomni-train: rank %lld kills itself (SIGKILL) at step %lld, %s (VEOMNI_FAULT_INJECT)\n",
+               static_cast<long long>(rank), static_cast<long long>(step), point.c_str());
+  std::fflush(stderr);
+  std::raise(SIGKILL);
+  std::abort();
+}
+
 TokenSample token_sample(const Sample& sample, const std::string& context) {
   TokenSample t;
   t.input_ids = sample_key(sample, "input_ids", context);
@@ -52,7 +93,8 @@ TokenSample token_sample(const Sample& sample, const std::string& context) {
 
 class Trainer {
  public:
-  Trainer(const TrainConfig& config, std::shared_ptr<Communicator> world) : config_(config), world_(std::move(world)) {}
+  Trainer(const TrainConfig& config, std::shared_ptr<Communicator> world)
+      : config_(config), world_(std::move(world)), fault_(FaultInjection::from_environment()) {}
 
   TrainSummary run();
 
@@ -68,8 +110,20 @@ class Trainer {
   void maybe_inject_fault(int64_t step) const;
   bool is_moe() const { return model_config_.is_moe(); }
 
+  // Checkpoints (ckpt/): what this rank saves and restores, resuming, saving.
+  std::optional<std::string> agree_on_resume_checkpoint();
+  std::vector<ParamShardState> shard_states();
+  DataPlanInfo data_plan_info() const;
+  void resume_from(const std::string& dir);
+  void warn_about_changed_run(const CheckpointMetadata& saved) const;
+  void normalise_start_position();
+  std::string save_checkpoint_at(int64_t global_step, int64_t epoch, int64_t next_step_in_epoch, double last_lr);
+
   TrainConfig config_;
   std::shared_ptr<Communicator> world_;
+  std::optional<FaultInjection> fault_;
+  std::optional<std::string> resume_dir_;  // the checkpoint this run resumes from
+  TrainingPosition start_;                 // where this invocation starts (all zero for a fresh run)
   DeviceMesh mesh_;
   BatchLayout layout_;
   ModelConfig model_config_;
@@ -113,7 +167,11 @@ void Trainer::build_mesh_and_model() {
   }
   model_ = std::make_unique<CausalLM>(model_config_, options);
   model_->params().materialize_all(options.device, options.compute_dtype);
-  if (config_.model.model_path.empty()) {
+  if (resume_dir_) {
+    // The checkpoint overwrites every master and moment once FSDP and AdamW exist: no init, no HF read.
+    spdlog::info("model: {} with {} parameters, from checkpoint {}", model_config_.model_type,
+                 format_count(static_cast<double>(model_->params().num_elements())), *resume_dir_);
+  } else if (config_.model.model_path.empty()) {
     model_->init_weights(static_cast<uint64_t>(config_.train.seed));
     spdlog::info("model: {} with {} parameters, random init (seed {})", model_config_.model_type,
                  format_count(static_cast<double>(model_->params().num_elements())), config_.train.seed);
@@ -215,14 +273,114 @@ double Trainer::clip_gradients() {
   return norm;
 }
 
-// VEOMNI_FAULT_INJECT="rank=R,step=S": the failure-path tests make one rank fail while the others wait.
 void Trainer::maybe_inject_fault(int64_t step) const {
-  const char* spec = std::getenv("VEOMNI_FAULT_INJECT");
-  if (!spec) return;
-  long long rank = -1, at = -1;
-  VEOMNI_INPUT_CHECK(std::sscanf(spec, "rank=%lld,step=%lld", &rank, &at) == 2,
-                     "VEOMNI_FAULT_INJECT='{}' is not of the form rank=R,step=S", spec);
-  if (rank == world_->rank() && at == step) throw Error(fmt::format("injected fault at step {} (VEOMNI_FAULT_INJECT)", step));
+  if (!fault_) return;
+  if (fault_->hits(world_->rank(), step, ""))
+    throw Error(fmt::format("injected fault at step {} (VEOMNI_FAULT_INJECT)", step));
+  if (fault_->hits(world_->rank(), step, "step")) kill_self(world_->rank(), step, "at the step's start");
+}
+
+// Rank 0 decides (it alone cleans up and writes `latest`); the others follow, so all resume the same checkpoint.
+std::optional<std::string> Trainer::agree_on_resume_checkpoint() {
+  std::string dir;
+  if (world_->rank() == 0)
+    dir = find_resume_checkpoint(config_.train.checkpoint.load_path, config_.train.checkpoint.output_dir).value_or("");
+  world_->broadcast(dir, 0);
+  if (dir.empty()) {
+    if (config_.train.checkpoint.load_path == kAutoResume)
+      spdlog::info("checkpoint: nothing to resume under {} (load_path auto): starting fresh",
+                   checkpoints_dir(config_.train.checkpoint.output_dir));
+    return std::nullopt;
+  }
+  return dir;
+}
+
+// FSDP shards and AdamW slots were created in the same parameter order.
+std::vector<ParamShardState> Trainer::shard_states() {
+  std::vector<ParamShardState> states;
+  std::vector<ParamShard>& shards = fsdp_->shards();
+  std::vector<OptimizerSlot>& slots = optimizer_->slots();
+  VEOMNI_CHECK(shards.size() == slots.size(), "{} FSDP shards but {} optimizer slots", shards.size(), slots.size());
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const Parameter& p = *shards[i].param;
+    VEOMNI_CHECK(slots[i].name == p.name, "optimizer slot {} is '{}', FSDP shard '{}'", i, slots[i].name, p.name);
+    states.push_back({p.name, p.shape, p.is_expert, shards[i].master, slots[i].exp_avg, slots[i].exp_avg_sq});
+  }
+  return states;
+}
+
+DataPlanInfo Trainer::data_plan_info() const {
+  return {config_.data.train_path,           dataset_->num_samples(), plan_options_.micro_batches_per_step,
+          plan_options_.token_budget,        plan_options_.max_seq_len, plan_options_.shuffle};
+}
+
+void Trainer::resume_from(const std::string& dir) {
+  const CheckpointReader reader(dir);
+  const CheckpointMetadata& saved = reader.metadata();
+  std::vector<ParamShardState> states = shard_states();
+  check_checkpoint_model(reader, model_config_, states);
+  restore_param_shards(reader, mesh_.shape, mesh_.rank, states);
+  start_ = saved.position;
+  optimizer_->set_steps_taken(start_.optimizer_steps);
+  metrics_ = reader.metrics();
+  VEOMNI_INPUT_CHECK(metrics_.num_steps() == 0 || static_cast<int64_t>(metrics_.num_steps()) == start_.global_step,
+                     "{}: its metrics log has {} steps, the checkpoint is at step {}", dir, metrics_.num_steps(),
+                     start_.global_step);
+  warn_about_changed_run(saved);
+  normalise_start_position();
+  spdlog::info("checkpoint: resumed from {} at step {} (epoch {}, step {} of it); saved under {}, now {}", dir,
+               start_.global_step, start_.epoch, start_.step_in_epoch, saved.mesh.describe(), mesh_.shape.describe());
+}
+
+// Resuming with other data, batch or seed settings is allowed, but the saved position then means other samples.
+void Trainer::warn_about_changed_run(const CheckpointMetadata& saved) const {
+  if (saved.data_plan && *saved.data_plan != data_plan_info())
+    spdlog::warn("checkpoint: the batch plan differs from the checkpoint's (data.train_path, its samples, "
+                 "train.global_batch_size / micro_batch_size or data.max_seq_len changed): epoch {} step {} now "
+                 "means other samples",
+                 start_.epoch, start_.step_in_epoch);
+  if (saved.data_plan && start_.seed != config_.train.seed)
+    spdlog::warn("checkpoint: train.seed {} differs from the checkpoint's {}: the data order changes",
+                 config_.train.seed, start_.seed);
+  if (start_.lr_total_steps > 0 && start_.lr_total_steps != total_steps_)
+    spdlog::warn("checkpoint: the LR schedule now spans {} steps, the checkpoint's spanned {}", total_steps_,
+                 start_.lr_total_steps);
+}
+
+// A checkpoint taken at the end of an epoch points past its last step: continue with the next epoch.
+void Trainer::normalise_start_position() {
+  while (start_.epoch < static_cast<int64_t>(epochs_.size()) &&
+         start_.step_in_epoch >= static_cast<int64_t>(epochs_[static_cast<size_t>(start_.epoch)].size())) {
+    ++start_.epoch;
+    start_.step_in_epoch = 0;
+  }
+}
+
+std::string Trainer::save_checkpoint_at(int64_t global_step, int64_t epoch, int64_t next_step_in_epoch,
+                                        double last_lr) {
+  const auto begin = std::chrono::steady_clock::now();
+  CheckpointSaveRequest request;
+  request.output_dir = config_.train.checkpoint.output_dir;
+  request.save_total_limit = config_.train.checkpoint.save_total_limit;
+  request.mesh = mesh_.shape;
+  request.position = {global_step, optimizer_->steps_taken(), epoch, next_step_in_epoch, config_.train.seed,
+                      total_steps_, last_lr};
+  request.data_plan = data_plan_info();
+  request.model_config = model_config_;
+  request.train_config_yaml = train_config_to_yaml(config_);
+  request.tokenizer_path = config_.model.tokenizer_path;
+  request.producer = version_text("veomni-train");
+  request.metrics = &metrics_;
+  if (fault_) {
+    request.fault_point = [this, global_step](const std::string& point) {
+      if (fault_->hits(world_->rank(), global_step, point == "rank_file" ? "save" : point.c_str()))
+        kill_self(world_->rank(), global_step, "during the checkpoint save (" + point + ")");
+    };
+  }
+  const std::string dir = save_checkpoint(*world_, request, shard_states());
+  spdlog::info("checkpoint: saved step {} to {} in {:.2f}s", global_step, dir,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
+  return dir;
 }
 
 StepMetrics Trainer::run_step(const StepPlan& step, int64_t global_step) {
@@ -283,6 +441,9 @@ void Trainer::log_step(int64_t step, const StepMetrics& m, double seconds, Progr
 void Trainer::write_summary(const TrainSummary& summary, const std::string& path) const {
   nlohmann::ordered_json j;
   j["steps"] = summary.steps;
+  j["global_step"] = summary.global_step;
+  j["resumed_from"] = summary.resumed_from;
+  j["last_checkpoint"] = summary.last_checkpoint;
   j["tokens"] = summary.tokens;
   j["elapsed_seconds"] = summary.elapsed_seconds;
   j["tokens_per_sec"] = static_cast<double>(summary.tokens) / std::max(summary.elapsed_seconds, 1e-9);
@@ -296,31 +457,47 @@ void Trainer::write_summary(const TrainSummary& summary, const std::string& path
 }
 
 TrainSummary Trainer::run() {
+  resume_dir_ = agree_on_resume_checkpoint();
   build_mesh_and_model();
   build_data();
   build_optimizer();
+  if (resume_dir_) resume_from(*resume_dir_);
   const fs::path output_dir = config_.train.checkpoint.output_dir;
+  TrainSummary summary;
+  summary.metrics_path = (output_dir / "log_dict.json").string();
+  summary.resumed_from = resume_dir_.value_or("");
   if (world_->rank() == 0) {
     fs::create_directories(output_dir);
     save_train_config(config_, (output_dir / "veomni_cli.yaml").string());
+    if (const int removed = remove_temporaries(checkpoints_dir(output_dir.string())))
+      spdlog::info("checkpoint: removed {} unfinished save(s) of an interrupted run", removed);
+    // A resumed log restarts at the checkpoint's step, dropping steps the interrupted run logged after it.
+    if (resume_dir_) metrics_.write(summary.metrics_path);
   }
 
-  TrainSummary summary;
-  summary.metrics_path = (output_dir / "log_dict.json").string();
-  ProgressClock clock(0, total_steps_);
-  int64_t global_step = 0;
-  for (const std::vector<StepPlan>& epoch : epochs_) {
-    for (const StepPlan& step : epoch) {
+  ProgressClock clock(start_.global_step, total_steps_);
+  int64_t global_step = start_.global_step;
+  const int64_t save_steps = config_.train.checkpoint.save_steps;
+  for (auto e = static_cast<size_t>(start_.epoch); e < epochs_.size(); ++e) {
+    const std::vector<StepPlan>& epoch = epochs_[e];
+    const size_t first = e == static_cast<size_t>(start_.epoch) ? static_cast<size_t>(start_.step_in_epoch) : 0;
+    for (size_t s = first; s < epoch.size(); ++s) {
       ++global_step;
-      const StepMetrics m = run_step(step, global_step);
+      const StepMetrics m = run_step(epoch[s], global_step);
       const double seconds = clock.finish_step(global_step);
       log_step(global_step, m, seconds, clock);
       summary.tokens += m.tokens;
       summary.final_loss = m.loss;
       if (world_->rank() == 0) metrics_.write(summary.metrics_path);
+      const bool last = e + 1 == epochs_.size() && s + 1 == epoch.size();
+      if ((save_steps > 0 && global_step % save_steps == 0) || last) {
+        summary.last_checkpoint =
+            save_checkpoint_at(global_step, static_cast<int64_t>(e), static_cast<int64_t>(s) + 1, m.lr);
+      }
     }
   }
-  summary.steps = global_step;
+  summary.steps = global_step - start_.global_step;
+  summary.global_step = global_step;
   summary.elapsed_seconds = clock.elapsed_seconds();
   summary.state_bytes_max = state_bytes_max_;
   if (world_->rank() == 0) write_summary(summary, (output_dir / "run_summary.json").string());

@@ -1,0 +1,94 @@
+// A checkpoint's metadata.json: format version, mesh, training position, model and run config, every parameter's
+// name, shape, dtype and shard spec, and the rank files with their sizes. Written last; validated on read.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/tensor.h"
+#include "dist/device_mesh.h"
+#include "model/model_config.h"
+
+namespace veomni {
+
+inline constexpr const char* kCheckpointFormat = "veomni-checkpoint";
+inline constexpr int64_t kCheckpointFormatVersion = 1;
+inline constexpr const char* kCheckpointMetadataFile = "metadata.json";
+// The metrics log of the run up to the checkpoint's step (a resumed run continues it; see veomni-checkpoint(5)).
+inline constexpr const char* kCheckpointMetricsFile = "log_dict.json";
+
+// Where training stands after the checkpoint's last step: what a resumed run needs besides the tensors.
+struct TrainingPosition {
+  int64_t global_step = 0;      // optimizer steps completed
+  int64_t optimizer_steps = 0;  // AdamW's step counter (its bias correction)
+  int64_t epoch = 0;            // data position: the next step is step `step_in_epoch` (0-based) of epoch `epoch`
+  int64_t step_in_epoch = 0;
+  int64_t seed = 0;             // RNG state: the batch plan is a pure function of (sample lengths, epoch, seed)
+  int64_t lr_total_steps = 0;   // the LR schedule (stateless) was computed for this many steps; 0 = none yet
+  double last_lr = 0;           // learning rate of the last step
+  bool operator==(const TrainingPosition&) const = default;
+};
+
+// The inputs of the batch plan: a run resumed with other values would read other samples at the same position.
+struct DataPlanInfo {
+  std::string train_path;
+  int64_t num_samples = 0;
+  int64_t micro_batches_per_step = 0;
+  int64_t token_budget = 0;
+  int64_t max_seq_len = 0;
+  bool shuffle = true;
+  bool operator==(const DataPlanInfo&) const = default;
+};
+
+// One parameter: its HF name, full shape, f32 masters; rank r of the mesh holds shard_spec_for(shape, expert, mesh, r)
+// as a dataset of shard_numel elements (the FSDP shard, zero padded).
+struct CheckpointParam {
+  std::string name;
+  Shape shape;
+  bool expert = false;
+  int64_t shard_numel = 0;
+  bool operator==(const CheckpointParam&) const = default;
+};
+
+struct RankFileInfo {
+  std::string file;      // inside the checkpoint directory
+  uint64_t bytes = 0;    // its size when written (a shorter file was truncated)
+  uint64_t checksum = 0; // file_checksum when written (any damaged byte changes it)
+};
+
+struct CheckpointMetadata {
+  std::string producer;  // version_text of the writing tool
+  MeshShape mesh;
+  TrainingPosition position;
+  std::optional<DataPlanInfo> data_plan;  // absent in checkpoints made by veomni-ckpt-shard
+  ModelConfig model_config;
+  std::string train_config_yaml;  // the run's effective config; "" when made by veomni-ckpt-shard
+  std::string tokenizer_path;     // the run's model.tokenizer_path ("" when it names none)
+  std::vector<CheckpointParam> params;
+  std::vector<RankFileInfo> rank_files;  // one per rank, in rank order
+  bool has_metrics = false;              // log_dict.json beside metadata.json
+};
+
+// "rank-00002-of-00004.h5".
+std::string rank_file_name(int64_t rank, int64_t world);
+
+// The parameter entry for a parameter under a mesh (shard_numel from the shard spec).
+CheckpointParam checkpoint_param(const std::string& name, const Shape& shape, bool expert, const MeshShape& mesh);
+
+nlohmann::ordered_json checkpoint_metadata_to_json(const CheckpointMetadata& metadata);
+// Validates everything (format and version, types, mesh, shard specs against shard_spec_for, one rank file per
+// rank); errors are InputErrors naming `source` and the key.
+CheckpointMetadata checkpoint_metadata_from_json(const nlohmann::json& json, const std::string& source);
+
+// <dir>/metadata.json, atomically.
+void write_checkpoint_metadata(const CheckpointMetadata& metadata, const std::string& dir);
+CheckpointMetadata read_checkpoint_metadata(const std::string& dir);
+
+// The architecture keys (those that change the parameters or the math) on which two model configs differ, as
+// "key: a vs b" lines; empty when a checkpoint of one can be used by the other.
+std::vector<std::string> model_config_differences(const ModelConfig& a, const ModelConfig& b);
+
+}  // namespace veomni

@@ -1,0 +1,61 @@
+// Restoring shards from a checkpoint of any layout: model checks, then one range read per parameter and field.
+#include "ckpt/checkpoint_restore.h"
+
+#include <spdlog/fmt/ranges.h>
+
+#include <filesystem>
+
+#include "parallel/shard_spec.h"
+
+namespace veomni {
+
+namespace {
+
+std::string metadata_path(const CheckpointReader& reader) {
+  return (std::filesystem::path(reader.dir()) / kCheckpointMetadataFile).string();
+}
+
+std::string describe_param(const std::string& name, const Shape& shape, bool expert) {
+  return fmt::format("{} {}{}", name, shape_str(shape), expert ? " (experts)" : "");
+}
+
+}  // namespace
+
+void check_checkpoint_model(const CheckpointReader& reader, const ModelConfig& model,
+                            const std::vector<ParamShardState>& shards) {
+  const std::vector<std::string> differences = model_config_differences(reader.metadata().model_config, model);
+  VEOMNI_INPUT_CHECK(differences.empty(),
+                     "{}: the checkpoint is of a different model ({}; checkpoint vs this run). A checkpoint can be "
+                     "resumed under another parallel layout, not with another model config",
+                     metadata_path(reader), fmt::join(differences, "; "));
+  const std::vector<CheckpointParam>& saved = reader.metadata().params;
+  VEOMNI_INPUT_CHECK(saved.size() == shards.size(), "{}: the checkpoint has {} parameters, the model {}",
+                     metadata_path(reader), saved.size(), shards.size());
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const CheckpointParam& p = saved[i];
+    const ParamShardState& s = shards[i];
+    VEOMNI_INPUT_CHECK(p.name == s.name && p.shape == s.shape && p.expert == s.expert,
+                       "{}: parameter {} is {} in the checkpoint but {} in the model", metadata_path(reader), i,
+                       describe_param(p.name, p.shape, p.expert), describe_param(s.name, s.shape, s.expert));
+  }
+}
+
+void restore_param_shards(const CheckpointReader& reader, const MeshShape& mesh, int64_t rank,
+                          std::vector<ParamShardState>& shards) {
+  for (size_t i = 0; i < shards.size(); ++i) {
+    ParamShardState& s = shards[i];
+    const ShardSpec spec = shard_spec_for(s.shape, s.expert, mesh, rank);
+    const FlatRange range = full_tensor_range(spec, s.shape);
+    for (ShardField field : kShardFields) {
+      Tensor& target = s.field(field);
+      VEOMNI_CHECK(target.dtype() == DType::F32 && target.numel() == spec.shard_numel,
+                   "restoring '{}' {} into {} (spec: {} elements)", s.name, shard_field_name(field),
+                   target.describe(), spec.shard_numel);
+      Tensor host = Tensor::zeros({spec.shard_numel}, DType::F32);
+      reader.read_range(i, field, range.begin, range.end, host.data<float>());
+      target.copy_from(host.to(target.device()));
+    }
+  }
+}
+
+}  // namespace veomni

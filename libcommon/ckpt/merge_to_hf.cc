@@ -1,0 +1,102 @@
+// Merging: every parameter's full tensor is assembled from the rank shards, converted and streamed to safetensors.
+#include "ckpt/merge_to_hf.h"
+
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+
+#include "ckpt/checkpoint_dir.h"
+#include "ckpt/checkpoint_reader.h"
+#include "ckpt/staged_directory.h"
+#include "io/hf_checkpoint.h"
+#include "model/model_config.h"
+
+namespace veomni {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* hf_dtype_name(DType dtype) { return dtype == DType::BF16 ? "bfloat16" : "float32"; }
+
+void write_weights(CheckpointReader& reader, const std::string& dir, const MergeOptions& options,
+                   MergeSummary& summary) {
+  HfCheckpointWriter writer(dir, options.max_shard_bytes);
+  const std::vector<CheckpointParam>& params = reader.metadata().params;
+  for (const CheckpointParam& p : params)
+    for (const HfTensorSpec& spec : hf_tensor_specs(p.name, p.shape, options.experts)) {
+      writer.declare(spec.name, options.dtype, spec.shape);
+      ++summary.tensors;
+    }
+  for (size_t i = 0; i < params.size(); ++i) {
+    Tensor full = reader.read_full(i, ShardField::Master);
+    if (options.dtype != DType::F32) full = full.to_dtype(options.dtype);
+    export_hf_tensor(params[i].name, full, options.experts,
+                     [&writer](const std::string& name, const Tensor& t) { writer.write(name, t); });
+    reader.close_files();
+    spdlog::debug("merged {} {}", params[i].name, shape_str(params[i].shape));
+  }
+  summary.weight_files = writer.shard_files();
+  summary.tensor_bytes = writer.total_bytes();
+  writer.finish();
+}
+
+std::vector<std::string> copy_tokenizer(const std::string& source, const std::string& dir) {
+  std::error_code ec;
+  VEOMNI_INPUT_CHECK(fs::exists(source, ec),
+                     "tokenizer '{}' (the run's model.tokenizer_path) does not exist (hint: --tokenizer PATH names "
+                     "another place, --no-tokenizer skips it)",
+                     source);
+  std::vector<fs::path> files;
+  if (fs::is_directory(source, ec)) {
+    for (const std::string& name : tokenizer_file_names())
+      if (fs::is_regular_file(fs::path(source) / name, ec)) files.push_back(fs::path(source) / name);
+    VEOMNI_INPUT_CHECK(!files.empty(), "tokenizer directory '{}' holds none of tokenizer.json, tokenizer_config.json, "
+                                       "vocab.json, merges.txt (hint: --no-tokenizer skips it)", source);
+  } else {
+    files.push_back(source);
+  }
+  std::vector<std::string> copied;
+  for (const fs::path& file : files) {
+    fs::copy_file(file, fs::path(dir) / file.filename(), fs::copy_options::overwrite_existing, ec);
+    VEOMNI_INPUT_CHECK(!ec, "cannot copy tokenizer file '{}': {}", file.string(), ec.message());
+    copied.push_back(file.filename().string());
+  }
+  return copied;
+}
+
+}  // namespace
+
+const std::vector<std::string>& tokenizer_file_names() {
+  static const std::vector<std::string> names = {
+      "tokenizer.json",          "tokenizer_config.json", "vocab.json",          "merges.txt",
+      "special_tokens_map.json", "added_tokens.json",     "chat_template.jinja", "chat_template.json"};
+  return names;
+}
+
+MergeSummary merge_checkpoint_to_hf(const std::string& checkpoint, const std::string& out_dir,
+                                    const MergeOptions& options) {
+  VEOMNI_INPUT_CHECK(options.dtype == DType::F32 || options.dtype == DType::BF16,
+                     "merge dtype {} is not supported (fp32 or bf16)", dtype_name(options.dtype));
+  CheckpointReader reader(resolve_checkpoint_path(checkpoint));
+  std::error_code ec;
+  VEOMNI_INPUT_CHECK(!fs::equivalent(out_dir, reader.dir(), ec), "--out '{}' is the checkpoint being read", out_dir);
+  MergeSummary summary;
+  summary.checkpoint = reader.dir();
+  summary.global_step = reader.metadata().position.global_step;
+  summary.out_dir = out_dir;
+  StagedDirectory staged(out_dir, options.overwrite);
+
+  ModelConfig config = reader.metadata().model_config;
+  config.dtype = hf_dtype_name(options.dtype);
+  save_model_config(config, staged.file("config.json"));
+  write_weights(reader, staged.temp_path(), options, summary);
+  const std::string tokenizer =
+      options.tokenizer_path.empty() ? reader.metadata().tokenizer_path : options.tokenizer_path;
+  if (options.copy_tokenizer && !tokenizer.empty())
+    summary.tokenizer_files = copy_tokenizer(tokenizer, staged.temp_path());
+  staged.commit();
+  return summary;
+}
+
+}  // namespace veomni
