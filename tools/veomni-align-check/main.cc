@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/tool.h"
-#include "tools/common/cli.h"
+#include "tools/cli.h"
 #include "train/metrics_log.h"
 
 namespace {

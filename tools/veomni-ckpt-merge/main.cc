@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/tool.h"
+#include "tools/cli.h"
 #include "io/hf_checkpoint.h"
 
 namespace {
@@ -29,7 +30,7 @@ struct Arguments {
 };
 
 void add_options(CLI::App& app, Arguments& args) {
-  app.set_version_flag("--version", veomni::version_text(kTool));
+  veomni::add_version_flag(app, kTool);
   app.add_option("checkpoint", args.checkpoint,
                  "Checkpoint directory (global_step_N), or a checkpoints/ or run directory (its `latest` is used)")
       ->required();
@@ -79,11 +80,7 @@ int main(int argc, char** argv) {
                  kTool};
     Arguments args;
     add_options(app, args);
-    try {
-      app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-      return app.exit(e) == 0 ? veomni::kExitOk : veomni::kExitBadInput;
-    }
+    if (const auto code = veomni::parse_command_line(app, argc, argv)) return *code;
     veomni::init_logging({.tool = kTool, .level = args.log_level});
     VEOMNI_INPUT_CHECK(!(args.no_tokenizer && !args.tokenizer.empty()),
                        "--tokenizer and --no-tokenizer exclude each other");

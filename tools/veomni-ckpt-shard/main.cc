@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/tool.h"
+#include "tools/cli.h"
 
 namespace {
 
@@ -22,7 +23,7 @@ struct Arguments {
 };
 
 void add_options(CLI::App& app, Arguments& args) {
-  app.set_version_flag("--version", veomni::version_text(kTool));
+  veomni::add_version_flag(app, kTool);
   app.add_option("hf_dir", args.hf_dir, "HuggingFace model directory (config.json + safetensors, or an index)")
       ->required();
   app.add_option("--out", args.out,
@@ -51,11 +52,7 @@ int main(int argc, char** argv) {
                  kTool};
     Arguments args;
     add_options(app, args);
-    try {
-      app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-      return app.exit(e) == 0 ? veomni::kExitOk : veomni::kExitBadInput;
-    }
+    if (const auto code = veomni::parse_command_line(app, argc, argv)) return *code;
     veomni::init_logging({.tool = kTool, .level = args.log_level});
     const veomni::ShardFromHfSummary s = veomni::shard_hf_checkpoint(args.hf_dir, args.out, args.options);
     spdlog::info("sharded {} ({} parameters) for {} into {}", args.hf_dir, s.parameters,

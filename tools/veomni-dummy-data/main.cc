@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/tool.h"
-#include "tools/common/cli.h"
+#include "tools/cli.h"
 #include "data/dummy_data.h"
 
 namespace {

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/tool.h"
+#include "tools/cli.h"
 #include "data/text_preprocess.h"
 
 namespace {
@@ -109,16 +110,12 @@ int run_tokenize(const Arguments& args) {
 int main(int argc, char** argv) {
   return veomni::run_tool(kTool, [&]() -> int {
     CLI::App app{"Turn raw data into veomni datasets (see man veomni-preprocess).", kTool};
-    app.set_version_flag("--version", veomni::version_text(kTool));
+    veomni::add_version_flag(app, kTool);
     app.require_subcommand(1);
     Arguments args;
     CLI::App* tokenize = add_tokenize(app, args);
     CLI::App* text = add_text(app, args);
-    try {
-      app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-      return app.exit(e) == 0 ? veomni::kExitOk : veomni::kExitBadInput;
-    }
+    if (const auto code = veomni::parse_command_line(app, argc, argv)) return *code;
     veomni::init_logging({.tool = kTool, .level = args.log_level});
     if (tokenize->parsed()) return run_tokenize(args);
     return run_text(args, *text);

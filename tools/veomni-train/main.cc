@@ -8,7 +8,7 @@
 #include "dist/communicator.h"
 #include "train/train_config.h"
 #include "train/trainer.h"
-#include "tools/common/cli.h"
+#include "tools/cli.h"
 
 namespace {
 

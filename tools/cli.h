@@ -1,4 +1,4 @@
-// Command-line frame shared by the tools: --version from the build, and CLI11's outcomes mapped to our exit codes.
+// Command-line frame shared by the tools (a header beside the tool folders): --version from the build, and CLI11's outcomes mapped to our exit codes.
 #pragma once
 #include <CLI/CLI.hpp>
 
