@@ -146,6 +146,39 @@ def generate(name, configs_root, out_root, seed):
     print(f"{name}: loss {expected['loss']:.6f} (ce {ce:.6f}, aux {aux:.6f}), adamw losses {losses}")
 
 
+def check_merged(merged_root, fixtures_root, stacked_dir=None):
+    """Loads models written by veomni-ckpt-merge with transformers and records their logits on the toy batch.
+
+    For each merged_root/<name>/model (a trained toy checkpoint merged to HF layout) it writes
+    merged_root/<name>/expected.safetensors ("logits") and expected.json (loss); CI checks that our loader and forward
+    give the same numbers. A stacked-expert merge of the same checkpoint (stacked_dir) must load to the same logits.
+    """
+    for name in sorted(os.listdir(merged_root)):
+        model_dir = os.path.join(merged_root, name, "model")
+        if not os.path.isfile(os.path.join(model_dir, "config.json")):
+            continue
+        with open(os.path.join(fixtures_root, name, "batch.json")) as f:
+            batch = json.load(f)
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
+        model.eval()
+        with torch.no_grad():
+            out = forward(model, batch)
+        logits = out.logits[0].contiguous()
+        if stacked_dir:
+            other = AutoModelForCausalLM.from_pretrained(stacked_dir, dtype=torch.float32, attn_implementation="eager")
+            other.eval()
+            with torch.no_grad():
+                diff = (forward(other, batch).logits[0] - logits).abs().max().item()
+            if diff != 0.0:
+                sys.exit(f"{name}: stacked-expert merge loads to different logits (max diff {diff})")
+            print(f"{name}: stacked-expert merge loads to identical logits")
+        save_file({"logits": logits}, os.path.join(merged_root, name, "expected.safetensors"))
+        with open(os.path.join(merged_root, name, "expected.json"), "w") as f:
+            json.dump({"model": name, "loss": out.loss.item(), "batch": f"tests/fixtures/hf/{name}/batch.json",
+                       "transformers_version": transformers.__version__, "torch_version": torch.__version__}, f, indent=1)
+        print(f"{name}: merged model loads in transformers; loss {out.loss.item():.6f}")
+
+
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -153,8 +186,14 @@ def main():
     parser.add_argument("--out", default=os.path.join(root, "tests", "fixtures", "hf"))
     parser.add_argument("--models", default="qwen3_toy,qwen3_moe_toy,qwen3_toy_tied")
     parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--check-merged", metavar="DIR",
+                        help="instead: load veomni-ckpt-merge outputs DIR/<name>/model and record their logits")
+    parser.add_argument("--stacked", metavar="DIR", help="with --check-merged: a stacked-expert merge to compare")
     args = parser.parse_args()
     torch.use_deterministic_algorithms(True)
+    if args.check_merged:
+        check_merged(args.check_merged, args.out, args.stacked)
+        return
     for name in args.models.split(","):
         generate(name, args.configs, args.out, args.seed)
 
