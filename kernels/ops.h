@@ -108,8 +108,8 @@ void moe_unpermute_backward(const Tensor& dout, const Tensor& y, const Tensor& r
 // ---------------------------------------------------------------- optimizer
 // One AdamW step in torch semantics (decoupled weight decay, bias correction), all f32:
 // p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr * (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps).
-void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, float lr, float beta1,
-                float beta2, float eps, float weight_decay, int64_t step);
+void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, double lr, double beta1,
+                double beta2, double eps, double weight_decay, int64_t step);
 
 // ---------------------------------------------------------------- elementwise and reductions
 double sum(const Tensor& x);          // accumulated in f64, returned to the host

@@ -8,42 +8,14 @@
 #include <charconv>
 #include <cmath>
 
+#include "kernels/adamw_factors.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/vector_loops.h"
 
 namespace veomni::ops::cpu {
 namespace {
 
-// The hyper-parameters come in as floats but were decimals in the config, and torch computes with those decimals as
-// doubles: 0.999f is 0.99900001287, which moves 1 - beta2 by 1.3e-5 relative. The shortest decimal that round-trips
-// the float recovers the value the user wrote.
-double decimal_value(float v) {
-  char buf[32];
-  const auto printed = std::to_chars(buf, buf + sizeof buf, v);
-  double out = v;
-  std::from_chars(buf, printed.ptr, out);
-  return out;
-}
-
-struct Factors {
-  float decay, one_minus_beta1, beta2, one_minus_beta2, bias2_sqrt, eps, neg_step_size;
-};
-
-Factors factors(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step) {
-  const double lr_d = decimal_value(lr);
-  const double b1 = decimal_value(beta1);
-  const double b2 = decimal_value(beta2);
-  const double t = static_cast<double>(step);
-  const double bias1 = 1.0 - std::pow(b1, t);
-  const double bias2 = 1.0 - std::pow(b2, t);
-  return {static_cast<float>(1.0 - lr_d * decimal_value(weight_decay)),
-          static_cast<float>(1.0 - b1),
-          static_cast<float>(b2),
-          static_cast<float>(1.0 - b2),
-          static_cast<float>(std::sqrt(bias2)),
-          static_cast<float>(decimal_value(eps)),
-          static_cast<float>(-(lr_d / bias1))};
-}
+using Factors = AdamWFactors;
 
 // One chunk of the update. torch's lerp(start, end, w) is start + w*(end - start) for |w| < 0.5, else
 // end - (end - start)*(1 - w); the branch is a template parameter so the loop stays branch-free and vectorises.
@@ -66,9 +38,9 @@ constexpr int64_t kChunk = 1 << 14;
 
 }  // namespace
 
-void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, float lr, float beta1,
-                float beta2, float eps, float weight_decay, int64_t step) {
-  const Factors f = factors(lr, beta1, beta2, eps, weight_decay, step);
+void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, double lr, double beta1,
+                double beta2, double eps, double weight_decay, int64_t step) {
+  const Factors f = adamw_factors(lr, beta1, beta2, eps, weight_decay, step);
   const int64_t n = param.numel();
   float* p = param.data<float>();
   const float* g = grad.data<float>();

@@ -6,7 +6,7 @@
 
 namespace veomni::ops::cpu {
 
-void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, float lr, float beta1,
-                float beta2, float eps, float weight_decay, int64_t step);
+void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, double lr, double beta1,
+                double beta2, double eps, double weight_decay, int64_t step);
 
 }  // namespace veomni::ops::cpu

@@ -62,8 +62,8 @@ void moe_unpermute_backward(const Tensor& dout, const Tensor& y, const Tensor& r
                             Tensor& dy, Tensor& dtopk_weight);
 
 // adamw.cu
-void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, float lr, float beta1,
-                float beta2, float eps, float weight_decay, int64_t step);
+void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, double lr, double beta1,
+                double beta2, double eps, double weight_decay, int64_t step);
 
 // elementwise.cu
 double sum(const Tensor& x);

@@ -30,10 +30,8 @@ void AdamW::step(double lr) {
   ++step_;
   for (OptimizerSlot& slot : slots_) {
     if (slot.master.numel() == 0) continue;  // an FSDP rank may own no elements of a tiny parameter
-    ops::adamw_step(slot.master, slot.grad, slot.exp_avg, slot.exp_avg_sq, static_cast<float>(lr),
-                    static_cast<float>(options_.beta1), static_cast<float>(options_.beta2),
-                    static_cast<float>(options_.eps), slot.weight_decay ? static_cast<float>(options_.weight_decay) : 0.0f,
-                    step_);
+    ops::adamw_step(slot.master, slot.grad, slot.exp_avg, slot.exp_avg_sq, lr, options_.beta1, options_.beta2,
+                    options_.eps, slot.weight_decay ? options_.weight_decay : 0.0, step_);
   }
 }
 

@@ -26,8 +26,7 @@ void reference_step(Doubles& p, const Doubles& g, Doubles& m, Doubles& v, const 
 }
 
 void step(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const Hyper& h, int64_t t) {
-  ops::adamw_step(p, g, m, v, static_cast<float>(h.lr), static_cast<float>(h.beta1), static_cast<float>(h.beta2),
-                  static_cast<float>(h.eps), static_cast<float>(h.wd), t);
+  ops::adamw_step(p, g, m, v, h.lr, h.beta1, h.beta2, h.eps, h.wd, t);
 }
 
 }  // namespace
