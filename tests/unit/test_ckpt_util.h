@@ -19,6 +19,7 @@
 #include "dist/communicator.h"
 #include "model/causal_lm.h"
 #include "parallel/shard_spec.h"
+#include "tests/common/scratch_dir.h"
 
 namespace veomni::test {
 
@@ -46,21 +47,7 @@ class LocalCommunicator final : public Communicator {
   void barrier() override {}
 };
 
-// A fresh directory per test, removed afterwards.
-class ScratchDir : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           fmt::format("veomni_ckpt_{}_{}_{}", info->test_suite_name(), info->name(), ::getpid());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
-  fs::path dir_;
-};
+using ScratchDir = veomni::testing::ScratchDir;
 
 template <typename F>
 void expect_input_error(F&& f, std::initializer_list<std::string> fragments) {

@@ -12,31 +12,21 @@
 #include "io/hf_checkpoint.h"
 #include "io/json_file.h"
 #include "io/safetensors.h"
+#include "tests/common/scratch_dir.h"
 
 using namespace veomni;
 namespace fs = std::filesystem;
 
 namespace {
 
-class HfCheckpoint : public ::testing::Test {
+class HfCheckpoint : public veomni::testing::ScratchDir {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / fmt::format("veomni_hf_{}_{}", info->name(), ::getpid());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
   std::vector<std::string> files() const {
     std::vector<std::string> out;
     for (const auto& e : fs::directory_iterator(dir_)) out.push_back(e.path().filename().string());
     std::sort(out.begin(), out.end());
     return out;
   }
-
-  fs::path dir_;
 };
 
 template <typename F>

@@ -12,30 +12,19 @@
 #include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "train/metrics_log.h"
+#include "tests/common/scratch_dir.h"
 
 using namespace veomni;
 namespace fs = std::filesystem;
 
 namespace {
 
-class MetricsLogTest : public ::testing::Test {
+class MetricsLogTest : public veomni::testing::ScratchDir {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           fmt::format("veomni_metrics_{}_{}_{}", info->test_suite_name(), info->name(), ::getpid());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
   std::string write(const std::string& name, const std::string& text) const {
     std::ofstream(path(name), std::ios::binary) << text;
     return path(name);
   }
-
-  fs::path dir_;
 };
 
 std::string slurp(const std::string& path) {

@@ -11,23 +11,15 @@
 #include "core/tensor.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
+#include "tests/common/scratch_dir.h"
 
 using namespace veomni;
 namespace fs = std::filesystem;
 
 namespace {
 
-class Safetensors : public ::testing::Test {
+class Safetensors : public veomni::testing::ScratchDir {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / fmt::format("veomni_st_{}_{}", info->name(), ::getpid());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
   // A file made of an explicit header length (default: the header's), the header text and the data bytes.
   std::string write_raw(const std::string& name, const std::string& header, const std::string& data,
@@ -38,8 +30,6 @@ class Safetensors : public ::testing::Test {
     out << header << data;
     return path(name);
   }
-
-  fs::path dir_;
 };
 
 std::string slurp(const std::string& path) {
