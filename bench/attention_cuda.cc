@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "bench/cuda_timer.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/ops.h"
 
@@ -32,27 +33,7 @@ Tensor random_device_tensor(const Shape& shape, DType dtype, uint64_t seed) {
   return t.to_dtype(dtype).to(Device::cuda(0));
 }
 
-// Median milliseconds of `reps` runs on the compute stream after one warm-up run.
-double time_ms(int reps, const std::function<void()>& fn) {
-  cudaEvent_t start, stop;
-  VEOMNI_CUDA_CHECK(cudaEventCreate(&start));
-  VEOMNI_CUDA_CHECK(cudaEventCreate(&stop));
-  fn();
-  std::vector<double> runs;
-  for (int r = 0; r < reps; ++r) {
-    VEOMNI_CUDA_CHECK(cudaEventRecord(start, cuda_rt::stream()));
-    fn();
-    VEOMNI_CUDA_CHECK(cudaEventRecord(stop, cuda_rt::stream()));
-    VEOMNI_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    VEOMNI_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    runs.push_back(ms);
-  }
-  VEOMNI_CUDA_CHECK(cudaEventDestroy(start));
-  VEOMNI_CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(runs.begin(), runs.end());
-  return runs[runs.size() / 2];
-}
+using veomni::benchmarking::time_ms;
 
 struct Case {
   int64_t seq;

@@ -10,27 +10,14 @@
 #include "data/dataset_files.h"
 #include "data/dataset_reader.h"
 #include "data/dataset_writer.h"
+#include "tests/common/scratch_dir.h"
 
 using namespace veomni;
 namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh directory per test, removed afterwards.
-class DatasetTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::path(::testing::TempDir()) /
-           fmt::format("veomni_{}_{}_{}", test->test_suite_name(), test->name(), getpid());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
-  fs::path dir_;
-};
+using DatasetTest = veomni::testing::ScratchDir;
 
 DatasetInfo text_info() {
   DatasetInfo info;
