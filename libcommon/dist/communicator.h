@@ -43,6 +43,8 @@ bool mpi_is_initialized();
 
 // Communicator over MPI_COMM_WORLD.
 std::shared_ptr<Communicator> mpi_world();
+// This process's rank among the processes on its node (collective over the world): which GPU it drives.
+int mpi_local_rank();
 // Sub-group: ranks of `parent` with the same color, ordered by key (MPI_Comm_split).
 std::shared_ptr<Communicator> mpi_split(const Communicator& parent, int color, int key, const std::string& name);
 

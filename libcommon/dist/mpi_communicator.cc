@@ -189,6 +189,17 @@ std::shared_ptr<Communicator> mpi_world() {
   return std::make_shared<MpiCommunicator>(MPI_COMM_WORLD, "world", false);
 }
 
+int mpi_local_rank() {
+  VEOMNI_CHECK(mpi_is_initialized(), "mpi_local_rank() before mpi_initialize()");
+  MPI_Comm node;
+  check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "comm_split_type",
+            "world");
+  int rank = 0;
+  MPI_Comm_rank(node, &rank);
+  MPI_Comm_free(&node);
+  return rank;
+}
+
 std::shared_ptr<Communicator> mpi_split(const Communicator& parent, int color, int key, const std::string& name) {
   const auto* mpi_parent = dynamic_cast<const MpiCommunicator*>(&parent);
   VEOMNI_CHECK(mpi_parent, "mpi_split of a non-MPI communicator '{}'", parent.name());

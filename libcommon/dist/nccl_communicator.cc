@@ -143,4 +143,14 @@ std::shared_ptr<Communicator> make_nccl_communicator(std::shared_ptr<Communicato
 
 #endif
 
+DeviceMesh with_nccl_groups(const DeviceMesh& mesh) {
+  DeviceMesh out = mesh;
+  // Every rank creates the groups in the same order: NCCL initialisation is collective within each group.
+  out.world = make_nccl_communicator(mesh.world);
+  out.sp = make_nccl_communicator(mesh.sp);
+  out.ep = make_nccl_communicator(mesh.ep);
+  out.ep_fsdp = make_nccl_communicator(mesh.ep_fsdp);
+  return out;
+}
+
 }  // namespace veomni

@@ -16,8 +16,8 @@ Tensor flat_prefix(const Tensor& t, int64_t n) { return t.view({t.numel()}).slic
 
 }  // namespace
 
-Fsdp::Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype)
-    : store_(store), mesh_(mesh), compute_dtype_(compute_dtype) {
+Fsdp::Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType reduce_dtype)
+    : store_(store), mesh_(mesh), compute_dtype_(compute_dtype), reduce_dtype_(reduce_dtype) {
   shards_.reserve(store.all().size());
   for (const auto& owned : store.all()) {
     Parameter* p = owned.get();
@@ -76,13 +76,20 @@ void Fsdp::gather(ParamGroup& group) {
   for (Parameter* p : group.params) {
     ParamShard& s = shard_of(p);
     if (s.aliased || p->value.defined()) continue;  // a shared (tied) parameter may still be materialised
-    Tensor full = gather_rows(s);
-    if (compute_dtype_ != DType::F32) {
-      Tensor cast = Tensor::empty(full.shape(), compute_dtype_, full.device());
-      ops::cast(full, cast);
-      full = cast;
+    if (compute_dtype_ == DType::F32) {
+      p->value = gather_rows(s);
+      continue;
     }
-    p->value = full;
+    // Casting is element-wise, so casting the shard and gathering equals gathering and casting.
+    Tensor shard = Tensor::empty({s.shard_numel}, compute_dtype_, s.master.device());
+    ops::cast(s.master, shard);
+    if (s.group->size() == 1) {  // nothing to gather
+      p->value = flat_prefix(shard, s.local_numel).view(p->local_shape());
+      continue;
+    }
+    Tensor buffer = Tensor::empty({s.shard_numel * s.group->size()}, compute_dtype_, s.master.device());
+    s.group->allgather(shard, buffer);
+    p->value = flat_prefix(buffer, s.local_numel).view(p->local_shape());
   }
 }
 
@@ -96,16 +103,37 @@ void Fsdp::release(ParamGroup& group, bool reduce_grads) {
       if (!reduce_grads) p->value = Tensor();
       continue;
     }
-    if (reduce_grads && p->grad.defined()) {
+    if (reduce_grads && p->grad.defined() && s.group->size() == 1) {
+      p->grad = Tensor();  // a view of s.grad: already accumulated
+    } else if (reduce_grads && p->grad.defined()) {
       const int64_t n = s.group->size();
-      Tensor padded = Tensor::zeros({s.shard_numel * n}, DType::F32, p->grad.device());
-      flat_prefix(padded, s.local_numel).copy_from(p->grad.view({s.local_numel}));
-      Tensor reduced = Tensor::empty({s.shard_numel}, DType::F32, p->grad.device());
+      const Device device = p->grad.device();
+      Tensor padded = Tensor::zeros({s.shard_numel * n}, reduce_dtype_, device);
+      if (reduce_dtype_ == DType::F32) {
+        flat_prefix(padded, s.local_numel).copy_from(p->grad.view({s.local_numel}));
+      } else {
+        Tensor head = flat_prefix(padded, s.local_numel);
+        ops::cast(p->grad.view({s.local_numel}), head);
+      }
+      Tensor reduced = Tensor::empty({s.shard_numel}, reduce_dtype_, device);
       s.group->reduce_scatter_sum(padded, reduced);
+      if (reduce_dtype_ != DType::F32) {
+        Tensor widened = Tensor::empty({s.shard_numel}, DType::F32, device);
+        ops::cast(reduced, widened);
+        reduced = widened;
+      }
       ops::add_(s.grad, reduced);
       p->grad = Tensor();
     }
     p->value = Tensor();
+  }
+}
+
+void Fsdp::attach_unsharded_grads(ParamGroup& group) {
+  for (Parameter* p : group.params) {
+    ParamShard& s = shard_of(p);
+    if (s.aliased || s.group->size() != 1 || p->grad.defined()) continue;
+    p->grad = flat_prefix(s.grad, s.local_numel).view(p->local_shape());
   }
 }
 

@@ -27,12 +27,17 @@ struct ParamShard {
 class Fsdp final : public ParamHooks {
  public:
   // Takes over the parameters' current values (as initialised or loaded: every rank must hold the same full rows)
-  // into the shards and releases the full values (except when aliased).
-  Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype);
+  // into the shards, on the values' device, and releases the full values (except when aliased). Gathers move
+  // compute_dtype (the shard is cast first, so a bf16 run gathers half the bytes); gradients are reduce-scattered
+  // in reduce_dtype and accumulated into the f32 shard gradients.
+  Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType reduce_dtype = DType::F32);
 
   void before_forward(ParamGroup& group) override { gather(group); }
   void after_forward(ParamGroup& group) override { release(group, false); }
-  void before_backward(ParamGroup& group) override { gather(group); }
+  void before_backward(ParamGroup& group) override {
+    gather(group);
+    attach_unsharded_grads(group);
+  }
   void after_backward(ParamGroup& group) override { release(group, true); }
 
   std::vector<ParamShard>& shards() { return shards_; }
@@ -45,12 +50,15 @@ class Fsdp final : public ParamHooks {
  private:
   void gather(ParamGroup& group);
   void release(ParamGroup& group, bool reduce_grads);
+  // A parameter sharded over a group of one: backward accumulates straight into its shard's gradient.
+  void attach_unsharded_grads(ParamGroup& group);
   ParamShard& shard_of(const Parameter* p);
   bool owns(const ParamGroup& group, const Parameter* p) const;
 
   ParamStore& store_;
   DeviceMesh mesh_;
   DType compute_dtype_;
+  DType reduce_dtype_;
   std::vector<ParamShard> shards_;
 };
 

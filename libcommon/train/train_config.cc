@@ -38,6 +38,8 @@ ConfigSchema<TrainConfig> build_schema() {
   VEOMNI_CONFIG_FIELD(s, train.seed, "Seed of weight initialisation and data shuffling.");
   VEOMNI_CONFIG_FIELD(s, train.abort_on_nan, "Stop the run (exit 1) when the loss is not finite (NaN or inf).");
   VEOMNI_CONFIG_FIELD(s, train.log_steps, "Print a progress line every this many steps (metrics are recorded every step).");
+  VEOMNI_CONFIG_FIELD(s, train.device, "Where to train: auto (one GPU per rank, chosen by node-local rank, when the build has CUDA and GPUs are visible; else the CPU), cpu, or cuda (an error without a GPU).", {.choices = {"auto", "cpu", "cuda"}});
+  VEOMNI_CONFIG_FIELD(s, train.precision, "mixed: compute as train.accelerator.fsdp_config.mixed_precision says (bf16 with float32 master weights); fp32: everything in float32 (alignment runs). The CPU backend always computes in float32.", {.choices = {"mixed", "fp32"}});
   VEOMNI_CONFIG_FIELD(s, train.gradient_checkpointing.enable, "Recompute each decoder layer's activations in backward instead of keeping them.");
 
   VEOMNI_CONFIG_FIELD(s, train.optimizer.type, "Optimizer.", {.choices = {"adamw"}});
@@ -57,7 +59,7 @@ ConfigSchema<TrainConfig> build_schema() {
   VEOMNI_CONFIG_FIELD(s, train.accelerator.fsdp_config.mixed_precision.reduce_dtype, "Dtype of gradient reduction under mixed precision.", {.choices = {"float32", "bfloat16"}});
 
   VEOMNI_CONFIG_FIELD(s, train.checkpoint.output_dir, "Run directory: checkpoints/global_step_N, log_dict.json, the saved config.");
-  VEOMNI_CONFIG_FIELD(s, train.checkpoint.save_steps, "Save a checkpoint every this many steps, and at the end of the run; 0: only at the end.");
+  VEOMNI_CONFIG_FIELD(s, train.checkpoint.save_steps, "Save a checkpoint every this many steps, and at the end of the run; 0: only at the end; -1: never (benchmarks; nothing to resume from).");
   VEOMNI_CONFIG_FIELD(s, train.checkpoint.save_total_limit, "Keep only the newest this many checkpoints; 0 keeps all.");
   VEOMNI_CONFIG_FIELD(s, train.checkpoint.load_path, "Checkpoint to resume from: a global_step_N directory (or a directory holding `latest`), or auto: output_dir's latest checkpoint when there is one, else start fresh. Empty: start fresh.");
   return s;
@@ -110,7 +112,7 @@ void validate_accelerator_and_checkpoint(const TrainArgs& t) {
   check(a.ep_size >= 1, fmt::format("train.accelerator.ep_size must be >= 1, got {}", a.ep_size));
   const CheckpointArgs& ck = t.checkpoint;
   check(!ck.output_dir.empty(), "train.checkpoint.output_dir is empty");
-  check(ck.save_steps >= 0, fmt::format("train.checkpoint.save_steps must be >= 0, got {}", ck.save_steps));
+  check(ck.save_steps >= -1, fmt::format("train.checkpoint.save_steps must be >= -1, got {}", ck.save_steps));
   check(ck.save_total_limit >= 0,
         fmt::format("train.checkpoint.save_total_limit must be >= 0, got {}", ck.save_total_limit));
 }
@@ -142,12 +144,12 @@ std::string TrainConfig::resolved_model_config_path() const {
 
 DType TrainConfig::compute_dtype() const {
   const MixedPrecisionArgs& mp = train.accelerator.fsdp_config.mixed_precision;
-  return mp.enable ? dtype_from_name(mp.param_dtype) : DType::F32;
+  return mp.enable && train.precision != "fp32" ? dtype_from_name(mp.param_dtype) : DType::F32;
 }
 
 DType TrainConfig::reduce_dtype() const {
   const MixedPrecisionArgs& mp = train.accelerator.fsdp_config.mixed_precision;
-  return mp.enable ? dtype_from_name(mp.reduce_dtype) : DType::F32;
+  return mp.enable && train.precision != "fp32" ? dtype_from_name(mp.reduce_dtype) : DType::F32;
 }
 
 int64_t TrainConfig::total_train_steps(int64_t steps_per_epoch) const {

@@ -84,6 +84,8 @@ struct TrainArgs {
   int64_t seed = 42;
   bool abort_on_nan = true;
   int64_t log_steps = 1;
+  std::string device = "auto";      // auto (GPU when the build has CUDA and one is visible) | cpu | cuda
+  std::string precision = "mixed";  // mixed (accelerator.fsdp_config.mixed_precision) | fp32 (exact alignment runs)
   GradientCheckpointingArgs gradient_checkpointing;
   OptimizerArgs optimizer;
   AcceleratorArgs accelerator;
@@ -99,7 +101,7 @@ struct TrainConfig {
 
   // The config.json to read: model.config_path, else model.model_path.
   std::string resolved_model_config_path() const;
-  // F32 when mixed precision is off, else param_dtype.
+  // F32 when train.precision is fp32 or mixed precision is off, else param_dtype.
   DType compute_dtype() const;
   DType reduce_dtype() const;
   // Optimizer steps of the whole run for an epoch of steps_per_epoch steps: num_train_epochs × min(steps_per_epoch,

@@ -24,7 +24,9 @@
 #include "data/collator.h"
 #include "data/dataset_reader.h"
 #include "dist/device_mesh.h"
+#include "dist/nccl_communicator.h"
 #include "io/json_file.h"
+#include "kernels/backend.h"
 #include "kernels/ops.h"
 #include "model/causal_lm.h"
 #include "model/hf_loader.h"
@@ -49,7 +51,10 @@ namespace fs = std::filesystem;
 struct StepMetrics {
   double loss = 0, ce_loss = 0, aux_loss = 0, grad_norm = 0, lr = 0;
   int64_t tokens = 0, valid_tokens = 0;
+  double peak_allocated_gib = 0, peak_reserved_gib = 0;  // GPU caching allocator, max over ranks (CUDA only)
 };
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // VEOMNI_FAULT_INJECT="rank=R,step=S[,kill=step|save|commit]": the failure-path tests make one rank fail (throw)
 // or die (SIGKILL) at a chosen point while the others wait.
@@ -99,6 +104,7 @@ class Trainer {
   TrainSummary run();
 
  private:
+  Device select_device();
   void build_mesh_and_model();
   void build_data();
   void build_optimizer();
@@ -108,6 +114,7 @@ class Trainer {
   void log_step(int64_t step, const StepMetrics& m, double seconds, ProgressClock& clock);
   void write_summary(const TrainSummary& summary, const std::string& path) const;
   void maybe_inject_fault(int64_t step) const;
+  void measure_gpu_memory(StepMetrics& m);
   bool is_moe() const { return model_config_.is_moe(); }
 
   // Checkpoints (ckpt/): what this rank saves and restores, resuming, saving.
@@ -124,6 +131,7 @@ class Trainer {
   std::optional<FaultInjection> fault_;
   std::optional<std::string> resume_dir_;  // the checkpoint this run resumes from
   TrainingPosition start_;                 // where this invocation starts (all zero for a fresh run)
+  Device device_;
   DeviceMesh mesh_;
   BatchLayout layout_;
   ModelConfig model_config_;
@@ -138,24 +146,47 @@ class Trainer {
   std::vector<std::vector<StepPlan>> epochs_;
   int64_t total_steps_ = 0;
   double state_bytes_max_ = 0;
+  double peak_gpu_bytes_ = 0;  // max over steps and ranks of the caching allocator's peak
   MetricsLog metrics_;
 };
+
+// One GPU per process, chosen by the process's rank on its node (as torchrun's LOCAL_RANK).
+Device Trainer::select_device() {
+  const std::string& want = config_.train.device;
+  const int gpus = backend::cuda_device_count();
+  if (want == "cpu" || (want == "auto" && gpus == 0)) return Device::cpu();
+  VEOMNI_INPUT_CHECK(gpus > 0, "rank {}: train.device is cuda but {} (hint: --train.device cpu)", world_->rank(),
+                     backend::cuda_built() ? "no GPU is visible" : "this build has no CUDA backend");
+  const int local = mpi_local_rank();
+  VEOMNI_INPUT_CHECK(local < gpus,
+                     "rank {} is process {} on its node, which has {} visible GPU(s): veomni-train runs one process "
+                     "per GPU (hint: mpirun -np <= GPUs per node, or --train.device cpu)",
+                     world_->rank(), local, gpus);
+  backend::use_cuda_device(local);
+  return Device::cuda(local);
+}
 
 void Trainer::build_mesh_and_model() {
   model_config_ = load_model_config(config_.resolved_model_config_path());
   layout_ = resolve_batch_layout(config_, world_->size());
   validate_parallel_layout(config_, model_config_);
+  device_ = select_device();
   const auto& acc = config_.train.accelerator;
   mesh_ = build_device_mesh(world_, acc.ulysses_size, acc.ep_size);
+  if (device_.is_cuda()) mesh_ = with_nccl_groups(mesh_);
   spdlog::info("mesh: {}; global batch {} = {} micro-batches of up to {} tokens", mesh_.shape.describe(),
                layout_.global_batch_size, layout_.global_batch_size / layout_.micro_batch_size,
                layout_.micro_batch_size * config_.data.max_seq_len);
 
   ModelOptions options;
-  options.device = Device::cpu();
-  options.compute_dtype = DType::F32;  // the CPU backend is the fp32 reference
-  if (config_.compute_dtype() != DType::F32)
+  options.device = device_;
+  // The CPU backend is the fp32 reference; the GPU computes in the configured precision.
+  options.compute_dtype = device_.is_cpu() ? DType::F32 : config_.compute_dtype();
+  const DType reduce_dtype = device_.is_cpu() ? DType::F32 : config_.reduce_dtype();
+  if (device_.is_cpu() && config_.compute_dtype() != DType::F32)
     spdlog::info("CPU backend: computing in float32 (mixed precision applies to the CUDA backend)");
+  spdlog::info("device: {}, compute {}, gradient reduction {}, master weights and optimizer state float32",
+               device_.str(), dtype_name(options.compute_dtype), dtype_name(reduce_dtype));
   options.recompute = config_.train.gradient_checkpointing.enable;
   if (acc.ulysses_size > 1) {
     ulysses_ = std::make_unique<UlyssesHooks>(mesh_.sp);
@@ -166,7 +197,8 @@ void Trainer::build_mesh_and_model() {
     options.hooks.experts = expert_parallel_.get();
   }
   model_ = std::make_unique<CausalLM>(model_config_, options);
-  model_->params().materialize_all(options.device, options.compute_dtype);
+  // Initialised or loaded values go into the fp32 masters: stage them in fp32 whatever the compute dtype.
+  model_->params().materialize_all(options.device, DType::F32);
   if (resume_dir_) {
     // The checkpoint overwrites every master and moment once FSDP and AdamW exist: no init, no HF read.
     spdlog::info("model: {} with {} parameters, from checkpoint {}", model_config_.model_type,
@@ -180,7 +212,7 @@ void Trainer::build_mesh_and_model() {
     spdlog::info("model: {} with {} parameters from {}", model_config_.model_type,
                  format_count(static_cast<double>(model_->params().num_elements())), config_.model.model_path);
   }
-  fsdp_ = std::make_unique<Fsdp>(model_->params(), mesh_, options.compute_dtype);
+  fsdp_ = std::make_unique<Fsdp>(model_->params(), mesh_, options.compute_dtype, reduce_dtype);
   model_->set_param_hooks(fsdp_.get());
 }
 
@@ -383,6 +415,18 @@ std::string Trainer::save_checkpoint_at(int64_t global_step, int64_t epoch, int6
   return dir;
 }
 
+// Peak GPU memory of this step (the caching allocator's high-water marks), max over ranks.
+void Trainer::measure_gpu_memory(StepMetrics& m) {
+  if (!device_.is_cuda()) return;
+  const backend::GpuMemory mem = backend::gpu_memory();
+  std::vector<double> peaks{static_cast<double>(mem.peak_allocated), static_cast<double>(mem.peak_reserved)};
+  world_->allreduce_max(peaks);
+  m.peak_allocated_gib = peaks[0] / kGiB;
+  m.peak_reserved_gib = peaks[1] / kGiB;
+  peak_gpu_bytes_ = std::max(peak_gpu_bytes_, peaks[0]);
+  backend::reset_gpu_peak_memory();
+}
+
 StepMetrics Trainer::run_step(const StepPlan& step, int64_t global_step) {
   maybe_inject_fault(global_step);
   std::vector<Batch> batches = collate_my_micro_batches(step);
@@ -421,6 +465,8 @@ StepMetrics Trainer::run_step(const StepPlan& step, int64_t global_step) {
   m.grad_norm = clip_gradients();
   m.lr = schedule_->lr_at(global_step - 1);
   optimizer_->step(m.lr);
+  backend::synchronize();  // the step's time includes its queued GPU work
+  measure_gpu_memory(m);
   return m;
 }
 
@@ -430,11 +476,16 @@ void Trainer::log_step(int64_t step, const StepMetrics& m, double seconds, Progr
   values.insert(values.end(), {{"grad_norm", m.grad_norm}, {"lr", m.lr}, {"tokens", static_cast<double>(m.tokens)},
                                {"tokens_per_sec", seconds > 0 ? static_cast<double>(m.tokens) / seconds : 0.0},
                                {"step_time", seconds}});
+  if (device_.is_cuda())
+    values.insert(values.end(),
+                  {{"max_memory_allocated_gib", m.peak_allocated_gib}, {"max_memory_reserved_gib", m.peak_reserved_gib}});
   metrics_.append(values);
   if (step % std::max<int64_t>(1, config_.train.log_steps) == 0 || step == total_steps_) {
-    spdlog::info("step {}/{} | loss {:.5f} | grad_norm {:.4f} | lr {:.3e} | {} tok/s | ETA {}", step, total_steps_,
+    const std::string memory =
+        device_.is_cuda() ? fmt::format(" | peak mem {:.2f} GiB", m.peak_allocated_gib) : std::string();
+    spdlog::info("step {}/{} | loss {:.5f} | grad_norm {:.4f} | lr {:.3e} | {} tok/s{} | ETA {}", step, total_steps_,
                  m.loss, m.grad_norm, m.lr, format_count(static_cast<double>(m.tokens) / std::max(seconds, 1e-9)),
-                 format_duration(clock.eta_seconds()));
+                 memory, format_duration(clock.eta_seconds()));
   }
 }
 
@@ -450,7 +501,10 @@ void Trainer::write_summary(const TrainSummary& summary, const std::string& path
   j["final_loss"] = summary.final_loss;
   j["mesh"] = {{"world", mesh_.shape.world}, {"dp", mesh_.shape.dp()}, {"ulysses", mesh_.shape.ulysses},
                {"ep", mesh_.shape.ep}};
+  j["device"] = device_.str();
+  j["compute_dtype"] = dtype_name(device_.is_cpu() ? DType::F32 : config_.compute_dtype());
   j["parameters"] = model_->params().num_elements();
+  j["peak_gpu_memory_allocated_bytes"] = peak_gpu_bytes_;
   j["state_bytes_per_rank_max"] = summary.state_bytes_max;
   j["producer"] = version_text("veomni-train");
   write_json_file(path, j);
@@ -490,7 +544,7 @@ TrainSummary Trainer::run() {
       summary.final_loss = m.loss;
       if (world_->rank() == 0) metrics_.write(summary.metrics_path);
       const bool last = e + 1 == epochs_.size() && s + 1 == epoch.size();
-      if ((save_steps > 0 && global_step % save_steps == 0) || last) {
+      if ((save_steps > 0 && global_step % save_steps == 0) || (last && save_steps >= 0)) {
         summary.last_checkpoint =
             save_checkpoint_at(global_step, static_cast<int64_t>(e), static_cast<int64_t>(s) + 1, m.lr);
       }

@@ -31,7 +31,7 @@ train_command() {
   command=(mpirun --oversubscribe -np "$np" "$bin/veomni-train" "configs/$(model_of "$kind").yaml"
     --data.train_path "$work/data.h5" --data.max_seq_len 64 --train.global_batch_size 4 --train.max_steps 8
     --train.checkpoint.save_steps 3 --train.checkpoint.save_total_limit 2 --train.checkpoint.output_dir "$out"
-    --train.accelerator.ulysses_size "$sp" --train.accelerator.ep_size "$ep" --log-level warn)
+    --train.accelerator.ulysses_size "$sp" --train.accelerator.ep_size "$ep" --train.device cpu --log-level warn)
 }
 
 # train KIND NP:SP:EP OUT [overrides...]

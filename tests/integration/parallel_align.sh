@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Trains one toy model under several parallel layouts (mpirun on the CPU, fp32) and checks that every layout's
-# loss, foundation_loss and grad_norm match the first one with veomni-align-check.
-# usage: parallel_align.sh BIN_DIR SOURCE_DIR MODEL RTOL ATOL LAYOUT... (LAYOUT = np:ulysses:ep[:micro_batch_size];
-# a micro_batch_size of 2 packs two samples per micro-batch: the same global batch with half the accumulation steps)
+# Trains one model under several parallel layouts (mpirun; CPU fp32 by default, or GPUs) and checks that every
+# layout's loss, foundation_loss and grad_norm match the first one with veomni-align-check.
+# usage: parallel_align.sh BIN_DIR SOURCE_DIR MODEL RTOL ATOL LAYOUT...
+#   LAYOUT = np:ulysses:ep[:micro_batch_size[:device[:precision]]]; device cpu (default) or cuda; precision fp32
+#   (default) or bf16 (mixed precision: bf16 compute, fp32 masters). A micro_batch_size of 2 packs two samples per
+#   micro-batch: the same global batch with half the accumulation steps.
+# Environment: ALIGN_MODEL_CONFIG (a config.json directory replacing the recipe's), ALIGN_GLOBAL_BATCH (4),
+#   ALIGN_STEPS (3), ALIGN_SEQ_LEN (95: samples are 96 tokens, so SP layouts pad every row), ALIGN_LR (the recipe's).
 set -euo pipefail
 bin=$1 src=$2 model=$3 rtol=$4 atol=$5
 shift 5
@@ -11,22 +15,38 @@ trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 # Oversubscribed ranks must yield the core while they wait in collectives.
 export OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
+global_batch=${ALIGN_GLOBAL_BATCH:-4} steps=${ALIGN_STEPS:-3} seq_len=${ALIGN_SEQ_LEN:-95}
+model_args=()
+[ -n "${ALIGN_MODEL_CONFIG:-}" ] && model_args+=(--model.config_path "$ALIGN_MODEL_CONFIG")
+[ -n "${ALIGN_LR:-}" ] && model_args+=(--train.optimizer.lr "$ALIGN_LR")
 
 cd "$src"  # recipes name their model config relative to the repository root, as VeOmni recipes do
-# Samples are truncated to 95 tokens, so sequence-parallel layouts pad every row (padding must not count).
-"$bin/veomni-dummy-data" --type text --seq-len 96 --num-samples 48 --seed 3 --out "$work/data.h5" >/dev/null
+samples=$((global_batch * steps * 4))
+"$bin/veomni-dummy-data" --type text --seq-len $((seq_len + 1)) --num-samples "$samples" --seed 3 \
+  --out "$work/data.h5" >/dev/null
 
 runs=()
 for layout in "$@"; do
-  IFS=: read -r np sp ep mbs <<<"$layout"
-  mbs=${mbs:-1}
-  run="$work/np${np}_sp${sp}_ep${ep}_mbs${mbs}"
-  echo "== layout np=$np ulysses=$sp ep=$ep micro_batch_size=$mbs"
-  mpirun --oversubscribe -np "$np" "$bin/veomni-train" "$src/configs/$model.yaml" \
-    --data.train_path "$work/data.h5" --data.max_seq_len 95 \
-    --train.global_batch_size 4 --train.micro_batch_size "$mbs" --train.max_steps 3 --train.num_train_epochs 1 \
-    --train.accelerator.ulysses_size "$sp" --train.accelerator.ep_size "$ep" \
-    --train.checkpoint.output_dir "$run" --log-level warn
+  IFS=: read -r np sp ep mbs device precision <<<"$layout"
+  mbs=${mbs:-1} device=${device:-cpu} precision=${precision:-fp32}
+  case "$precision" in
+    fp32) precision_args=(--train.precision fp32) ;;
+    bf16) precision_args=(--train.precision mixed --train.accelerator.fsdp_config.mixed_precision.enable true
+                          --train.accelerator.fsdp_config.mixed_precision.param_dtype bfloat16) ;;
+    *) echo "unknown precision '$precision' in layout $layout" >&2; exit 2 ;;
+  esac
+  run="$work/np${np}_sp${sp}_ep${ep}_mbs${mbs}_${device}_${precision}"
+  echo "== layout np=$np ulysses=$sp ep=$ep micro_batch_size=$mbs device=$device precision=$precision"
+  # GPU ranks have the cores to themselves: let each use its share for weight initialisation.
+  threads=1
+  [ "$device" = cuda ] && threads=$(( $(nproc) / np > 0 ? $(nproc) / np : 1 ))
+  mpirun --oversubscribe -np "$np" -x OMP_NUM_THREADS="$threads" "$bin/veomni-train" "$src/configs/$model.yaml" "${model_args[@]}" \
+    --data.train_path "$work/data.h5" --data.max_seq_len "$seq_len" \
+    --train.global_batch_size "$global_batch" --train.micro_batch_size "$mbs" --train.max_steps "$steps" \
+    --train.num_train_epochs 1 --train.accelerator.ulysses_size "$sp" --train.accelerator.ep_size "$ep" \
+    --train.device "$device" "${precision_args[@]}" \
+    --train.checkpoint.output_dir "$run" --train.checkpoint.save_steps -1 --log-level warn
   runs+=("$run")
 done
 "$bin/veomni-align-check" --rtol "$rtol" --atol "$atol" --keys loss,foundation_loss,grad_norm "${runs[@]}"

@@ -156,7 +156,7 @@ case $case_name in
     cd "$src"
     "$bin/veomni-train" configs/qwen3_toy.yaml --model.config_path configs/model_configs/qwen3_tiny_vocab151k \
       --data.train_path "$work/packed.h5" --data.max_seq_len 24 --train.global_batch_size 1 --train.max_steps 2 \
-      --train.checkpoint.output_dir "$work/run" --train.checkpoint.save_steps 0 --log-level warn \
+      --train.checkpoint.output_dir "$work/run" --train.checkpoint.save_steps 0 --train.device cpu --log-level warn \
       >"$work/out" 2>"$work/err" || { cat "$work/err"; fail "veomni-train failed"; }
     losses=$(tr -d ' \n' <"$work/run/log_dict.json" | sed -n 's/.*"loss":\[\([^]]*\)\].*/\1/p')
     echo "losses: $losses"

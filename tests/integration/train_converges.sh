@@ -12,7 +12,7 @@ cd "$src"
 mpirun --oversubscribe -np 1 "$bin/veomni-train" "configs/$model.yaml" --data.train_path "$work/data.h5" \
   --data.max_seq_len 32 --train.global_batch_size 4 --train.num_train_epochs 25 --train.max_steps -1 \
   --train.optimizer.lr 3e-3 --train.optimizer.lr_warmup_ratio 0.1 --train.optimizer.lr_decay_style cosine \
-  --train.checkpoint.output_dir "$work/run" --train.checkpoint.save_steps 0 --log-level warn
+  --train.checkpoint.output_dir "$work/run" --train.checkpoint.save_steps 0 --train.device cpu --log-level warn
 # log_dict.json: {"loss": [l1, ..., l50], ...}; compare the mean of the first 5 and of the last 5 steps.
 awk 'BEGIN { RS = "]" } /"loss": *\[/ { sub(/.*"loss": *\[/, ""); n = split($0, v, ","); print n, v[1], v[n];
        a = 0; b = 0; for (i = 1; i <= 5; ++i) { a += v[i]; b += v[n - 5 + i] }

@@ -16,7 +16,7 @@ run() {
   local np=$1 want=$2 pattern=$3
   shift 3
   local start=$SECONDS
-  timeout 120 mpirun --oversubscribe -np "$np" "$bin/veomni-train" "$@" >"$work/out" 2>"$work/err"
+  timeout 120 mpirun --oversubscribe -np "$np" "$bin/veomni-train" "$@" --train.device "${RUN_DEVICE:-cpu}" >"$work/out" 2>"$work/err"
   local code=$?
   local took=$((SECONDS - start))
   if [ "$code" -eq 124 ]; then echo "FAIL: hung (killed after 120 s)"; cat "$work/err"; exit 1; fi
@@ -41,10 +41,13 @@ case "$case" in
   bad_layout)  # 4 heads cannot be split over 3 sequence-parallel ranks
     run 3 2 "ulysses_size \(3\) must divide num_attention_heads" configs/qwen3_toy.yaml "${common[@]}" --train.accelerator.ulysses_size 3 \
       --train.checkpoint.output_dir "$work/run" ;;
+  no_gpu)  # train.device cuda with no GPU visible (CUDA_VISIBLE_DEVICES hides them; or a build without CUDA)
+    CUDA_VISIBLE_DEVICES="" RUN_DEVICE=cuda run 2 2 "train.device is cuda but (no GPU is visible|this build has no CUDA)" \
+      configs/qwen3_toy.yaml "${common[@]}" --train.checkpoint.output_dir "$work/run" ;;
   memory_scaling)  # parameters + gradients + optimizer state per rank fall as 1/N (up to shard padding)
     for np in 1 2 4; do
       mpirun --oversubscribe -np "$np" "$bin/veomni-train" configs/qwen3_toy.yaml "${common[@]}" --train.max_steps 1 \
-        --train.checkpoint.output_dir "$work/np$np" --log-level warn || exit 1
+        --train.checkpoint.output_dir "$work/np$np" --train.device cpu --log-level warn || exit 1
       bytes[$np]=$(sed -n 's/.*"state_bytes_per_rank_max": *\([0-9.e+]*\).*/\1/p' "$work/np$np/run_summary.json")
       echo "np=$np state bytes per rank: ${bytes[$np]}"
     done

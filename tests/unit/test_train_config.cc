@@ -151,6 +151,8 @@ TEST(TrainConfig, LoadsEveryKeyFixture) {
   EXPECT_EQ(c.train.max_steps, 100);
   EXPECT_EQ(c.train.seed, 7);
   EXPECT_EQ(c.train.log_steps, 10);
+  EXPECT_EQ(c.train.device, "cpu");
+  EXPECT_EQ(c.train.precision, "fp32");
   EXPECT_EQ(c.train.optimizer.lr, 3e-4);
   EXPECT_EQ(c.train.optimizer.lr_warmup_ratio, 0.05);
   EXPECT_EQ(c.train.optimizer.betas, (std::vector<double>{0.8, 0.99}));
@@ -170,6 +172,26 @@ TEST(TrainConfig, LoadsEveryKeyFixture) {
     if (schema.fields()[i].key != "train.optimizer.type") {  // adamw is the only choice
       EXPECT_NE(values[i], defaults[i]) << schema.fields()[i].key;
     }
+}
+
+TEST(TrainConfig, PrecisionFp32OverridesMixedPrecision) {
+  TrainConfig c;
+  c.train.accelerator.fsdp_config.mixed_precision.enable = true;
+  c.train.accelerator.fsdp_config.mixed_precision.reduce_dtype = "bfloat16";
+  EXPECT_EQ(c.compute_dtype(), DType::BF16);
+  EXPECT_EQ(c.reduce_dtype(), DType::BF16);
+  c.train.precision = "fp32";
+  EXPECT_EQ(c.compute_dtype(), DType::F32);
+  EXPECT_EQ(c.reduce_dtype(), DType::F32);
+}
+
+TEST(TrainConfig, DeviceAndPrecisionChoicesAreChecked) {
+  TrainConfig c;
+  EXPECT_THROW(apply_train_config_overrides(c, {"--train.device", "tpu"}), InputError);
+  EXPECT_THROW(apply_train_config_overrides(c, {"--train.precision", "fp8"}), InputError);
+  apply_train_config_overrides(c, {"--train.device=cuda", "--train.precision", "fp32"});
+  EXPECT_EQ(c.train.device, "cuda");
+  EXPECT_EQ(c.train.precision, "fp32");
 }
 
 TEST(TrainConfig, OverridesBothSyntaxes) {
@@ -380,7 +402,7 @@ TEST(TrainConfig, ValidateErrors) {
       {[](TrainConfig& c) { c.train.accelerator.fsdp_config.mixed_precision.reduce_dtype = "float16"; },
        "train.accelerator.fsdp_config.mixed_precision.reduce_dtype must be one of float32, bfloat16, got 'float16'"},
       {[](TrainConfig& c) { c.train.checkpoint.output_dir.clear(); }, "train.checkpoint.output_dir is empty"},
-      {[](TrainConfig& c) { c.train.checkpoint.save_steps = -1; }, "train.checkpoint.save_steps must be >= 0"},
+      {[](TrainConfig& c) { c.train.checkpoint.save_steps = -2; }, "train.checkpoint.save_steps must be >= -1"},
       {[](TrainConfig& c) { c.train.checkpoint.save_total_limit = -2; }, "train.checkpoint.save_total_limit must be >= 0"},
   };
   for (const Case& test : cases) {

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# End-to-end training throughput of veomni-train on one GPU: synthetic packed text (one sample of SEQ tokens per
+# micro-batch), bf16 compute with fp32 master weights and AdamW, NP processes. Prints tokens/s, MFU (REFERENCE.md's
+# formula against 989 TFLOP/s per GPU) and peak GPU memory, averaged over the steps after the first WARMUP.
+# usage: bench/train_throughput.sh BIN_DIR MODEL_CONFIG_DIR [SEQ=4096] [STEPS=10] [NP=1] [extra veomni-train args...]
+set -euo pipefail
+bin=$1 model=$2 seq=${3:-4096} steps=${4:-10} np=${5:-1}
+shift $(( $# < 5 ? $# : 5 ))
+warmup=3
+work=$(mktemp -d "${TMPDIR:-/tmp}/veomni-throughput-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+total=$((steps + warmup))
+"$bin/veomni-dummy-data" --type text --seq-len $((seq + 1)) --num-samples $((total * np)) --seed 1 \
+  --out "$work/data.h5" >/dev/null
+mpirun -np "$np" "$bin/veomni-train" "$here/configs/qwen3_toy.yaml" --model.config_path "$model" \
+  --data.train_path "$work/data.h5" --data.max_seq_len "$seq" --train.global_batch_size "$np" \
+  --train.micro_batch_size 1 --train.max_steps "$total" --train.device cuda --train.precision mixed \
+  --train.accelerator.fsdp_config.mixed_precision.enable true --train.gradient_checkpointing.enable false \
+  --train.optimizer.lr 1e-4 --train.checkpoint.output_dir "$work/run" --train.checkpoint.save_steps -1 \
+  --log-level warn "$@"
+# MFU from config.json (tokens per GPU per second x FLOPs per token, attention's seq^2 term included).
+python3 - "$model/config.json" "$work/run/log_dict.json" "$seq" "$warmup" "$np" <<'PY'
+import json, sys
+cfg, log = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+seq, warmup, np_ = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+h, L, V = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
+hd = cfg.get("head_dim") or h // cfg["num_attention_heads"]
+q, kv = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
+E = cfg.get("num_experts") or cfg.get("num_local_experts")
+mlp = h * E + 3 * h * cfg["moe_intermediate_size"] * cfg["num_experts_per_tok"] if E else 3 * h * cfg["intermediate_size"]
+N = (mlp + h * (2 * q + 2 * kv)) * L + V * h
+flops = 6 * N * seq + 12 * seq * seq * hd * cfg["num_attention_heads"] * L  # one sample of seq tokens
+times = log["step_time"][warmup:]
+sec = sum(times) / len(times)
+mem = max(log.get("max_memory_allocated_gib", [0])[warmup:] or [0])
+print(json.dumps({"peer": "veomni", "config": sys.argv[1], "seq": seq, "gpus": np_,
+                  "tokens_per_s": round(np_ * seq / sec, 1), "tokens_per_s_per_gpu": round(seq / sec, 1),
+                  "mfu": round(flops / sec / 989e12, 4), "peak_memory_gib": round(mem, 2),
+                  "step_seconds": round(sec, 4), "final_loss": round(log["loss"][-1], 4)}))
+PY

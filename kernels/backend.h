@@ -1,0 +1,29 @@
+// The compute backends as the trainer sees them: whether CUDA is built and usable, device selection and GPU memory
+// figures, without any CUDA header (the CPU-only build answers "no GPU").
+#pragma once
+#include <cstddef>
+
+namespace veomni::backend {
+
+// Whether this build contains the CUDA backend.
+bool cuda_built();
+// Usable GPUs (0 without the CUDA backend, a driver or a device; never throws).
+int cuda_device_count();
+// Binds this process to GPU `index` (its compute stream, cuBLASLt handle and caching allocator). Throws when the
+// index is out of range or the build has no CUDA.
+void use_cuda_device(int index);
+// Waits for all queued GPU work of this process (no-op without CUDA).
+void synchronize();
+
+// Caching-allocator figures of the bound GPU (all zero without CUDA).
+struct GpuMemory {
+  size_t allocated = 0;
+  size_t peak_allocated = 0;  // since the last reset_gpu_peak_memory
+  size_t reserved = 0;
+  size_t peak_reserved = 0;
+  size_t device_mallocs = 0;  // cudaMalloc calls so far
+};
+GpuMemory gpu_memory();
+void reset_gpu_peak_memory();
+
+}  // namespace veomni::backend
