@@ -14,7 +14,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 total=$((steps + warmup))
 "$bin/veomni-dummy-data" --type text --seq-len $((seq + 1)) --num-samples $((total * np)) --seed 1 \
   --out "$work/data.h5" >/dev/null
-mpirun -np "$np" "$bin/veomni-train" "$here/configs/qwen3_toy.yaml" --model.config_path "$model" \
+mpirun --bind-to none -np "$np" "$bin/veomni-train" "$here/configs/qwen3_toy.yaml" --model.config_path "$model" \
   --data.train_path "$work/data.h5" --data.max_seq_len "$seq" --train.global_batch_size "$np" \
   --train.micro_batch_size 1 --train.max_steps "$total" --train.device cuda --train.precision mixed \
   --train.accelerator.fsdp_config.mixed_precision.enable true --train.gradient_checkpointing.enable false \

@@ -13,7 +13,7 @@ trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 cd "$src"
 "$bin/veomni-dummy-data" --type text --seq-len 256 --num-samples 16 --seed 7 --out "$work/data.h5" >/dev/null
-mpirun -np 1 "$bin/veomni-train" configs/qwen3_moe_toy.yaml --model.config_path configs/model_configs/qwen3_moe_mid \
+mpirun --bind-to none -np 1 "$bin/veomni-train" configs/qwen3_moe_toy.yaml --model.config_path configs/model_configs/qwen3_moe_mid \
   --data.train_path "$work/data.h5" --data.max_seq_len 255 --train.global_batch_size 4 --train.max_steps 2 \
   --train.device cuda --train.precision fp32 --train.checkpoint.output_dir "$work/run" --train.checkpoint.save_steps 0 \
   --log-level warn

@@ -12,7 +12,7 @@ cd "$src"
 for device in cpu cuda; do
   precision=(--train.precision fp32)
   [ "$device" = cuda ] && precision=(--train.precision mixed --train.accelerator.fsdp_config.mixed_precision.enable true)
-  mpirun --oversubscribe -np 1 "$bin/veomni-train" "configs/$model.yaml" --data.train_path "$work/data.h5" \
+  mpirun --oversubscribe --bind-to none -np 1 "$bin/veomni-train" "configs/$model.yaml" --data.train_path "$work/data.h5" \
     --data.max_seq_len 64 --train.global_batch_size 8 --train.num_train_epochs 25 --train.max_steps -1 \
     --train.optimizer.lr 2e-3 --train.optimizer.lr_warmup_ratio 0.05 --train.optimizer.lr_decay_style cosine \
     --train.device "$device" "${precision[@]}" \

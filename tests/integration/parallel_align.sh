@@ -40,8 +40,9 @@ for layout in "$@"; do
   echo "== layout np=$np ulysses=$sp ep=$ep micro_batch_size=$mbs device=$device precision=$precision"
   # GPU ranks have the cores to themselves: let each use its share for weight initialisation.
   threads=1
+  # mpirun binds a rank to one core by default (np <= 2), which would serialise these threads: --bind-to none.
   [ "$device" = cuda ] && threads=$(( $(nproc) / np > 0 ? $(nproc) / np : 1 ))
-  mpirun --oversubscribe -np "$np" -x OMP_NUM_THREADS="$threads" "$bin/veomni-train" "$src/configs/$model.yaml" "${model_args[@]}" \
+  mpirun --oversubscribe --bind-to none -np "$np" -x OMP_NUM_THREADS="$threads" "$bin/veomni-train" "$src/configs/$model.yaml" "${model_args[@]}" \
     --data.train_path "$work/data.h5" --data.max_seq_len "$seq_len" \
     --train.global_batch_size "$global_batch" --train.micro_batch_size "$mbs" --train.max_steps "$steps" \
     --train.num_train_epochs 1 --train.accelerator.ulysses_size "$sp" --train.accelerator.ep_size "$ep" \
