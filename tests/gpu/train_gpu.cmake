@@ -47,6 +47,25 @@ if(VEOMNI_HAVE_CUDA AND VEOMNI_MPIEXEC)
   set_tests_properties(gpu.train.peer_veomni_qwen3_moe_toy PROPERTIES
     ENVIRONMENT "ALIGN_MODEL_CONFIG=${peer}/qwen3_moe_toy;ALIGN_GLOBAL_BATCH=8;ALIGN_STEPS=2;ALIGN_SEQ_LEN=1023")
 
+  # Issue "4- and 8-GPU runs": the same layouts on 4 and 8 GPUs against one GPU (skipped with fewer GPUs).
+  set(run4 bash ${CMAKE_CURRENT_SOURCE_DIR}/gpu/train_gpu.sh 4)
+  set(run8 bash ${CMAKE_CURRENT_SOURCE_DIR}/gpu/train_gpu.sh 8)
+  foreach(precision fp32 bf16)
+    if(precision STREQUAL fp32)
+      set(tol 1e-4 1e-6)
+    else()
+      set(tol 2e-2 1e-3)
+    endif()
+    set(p ${precision})
+    add_test(NAME gpu.train.4gpu_${p}_dense COMMAND ${run4} ${align} qwen3_toy ${tol} 1:1:1:1:cuda:${p} 4:1:1:1:cuda:${p} 4:4:1:1:cuda:${p})
+    add_test(NAME gpu.train.4gpu_${p}_moe COMMAND ${run4} ${align} qwen3_moe_toy ${tol} 1:1:1:1:cuda:${p} 4:1:4:1:cuda:${p})
+    add_test(NAME gpu.train.8gpu_${p}_dense COMMAND ${run8} ${align} qwen3_toy ${tol} 1:1:1:1:cuda:${p} 8:1:1:1:cuda:${p} 8:8:1:1:cuda:${p})
+    add_test(NAME gpu.train.8gpu_${p}_moe COMMAND ${run8} ${align} qwen3_moe_toy ${tol} 1:1:1:1:cuda:${p} 8:1:8:1:cuda:${p} 8:2:4:1:cuda:${p})
+    set_tests_properties(gpu.train.4gpu_${p}_dense gpu.train.8gpu_${p}_dense PROPERTIES ENVIRONMENT
+      "ALIGN_GLOBAL_BATCH=8;ALIGN_MODEL_CONFIG=${CMAKE_SOURCE_DIR}/configs/model_configs/qwen3_toy_8heads")
+    set_tests_properties(gpu.train.4gpu_${p}_moe gpu.train.8gpu_${p}_moe PROPERTIES ENVIRONMENT "ALIGN_GLOBAL_BATCH=8")
+  endforeach()
+
   get_property(gpu_train_tests DIRECTORY PROPERTY TESTS)
   list(FILTER gpu_train_tests INCLUDE REGEX "^gpu\\.train\\.")
   set_tests_properties(${gpu_train_tests} PROPERTIES LABELS "gpu;mpi" RESOURCE_LOCK gpu TIMEOUT 900 SKIP_RETURN_CODE 77)

@@ -6,6 +6,17 @@ if(VEOMNI_MPIEXEC)
   add_test(NAME parallel_align_moe
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/parallel_align.sh ${VEOMNI_BIN_DIR} ${CMAKE_SOURCE_DIR}
             qwen3_moe_toy 1e-4 1e-6 1:1:1 2:1:2 4:2:2 4:1:4)
-  set_tests_properties(parallel_align_dense parallel_align_moe PROPERTIES
-    LABELS "integration;mpi" RESOURCE_LOCK mpi TIMEOUT 600)
+  # The 4- and 8-rank layouts of issue "4- and 8-GPU runs" on the CPU: FSDP4, FSDP8, SP4, SP8 (a toy with 8 heads,
+  # so that 8 sequence-parallel ranks split them), SP2 over 8 ranks; EP4, EP8, EP4 x SP2. Global batch 8 (8 ranks).
+  add_test(NAME parallel_align_dense_8ranks
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/parallel_align.sh ${VEOMNI_BIN_DIR} ${CMAKE_SOURCE_DIR}
+            qwen3_toy 1e-4 1e-6 1:1:1 4:1:1 8:1:1 4:4:1 8:8:1 8:2:1)
+  set_tests_properties(parallel_align_dense_8ranks PROPERTIES ENVIRONMENT
+    "ALIGN_GLOBAL_BATCH=8;ALIGN_MODEL_CONFIG=${CMAKE_SOURCE_DIR}/configs/model_configs/qwen3_toy_8heads")
+  add_test(NAME parallel_align_moe_8ranks
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/parallel_align.sh ${VEOMNI_BIN_DIR} ${CMAKE_SOURCE_DIR}
+            qwen3_moe_toy 1e-4 1e-6 1:1:1 4:1:4 8:1:8 8:2:4)
+  set_tests_properties(parallel_align_moe_8ranks PROPERTIES ENVIRONMENT "ALIGN_GLOBAL_BATCH=8")
+  set_tests_properties(parallel_align_dense parallel_align_moe parallel_align_dense_8ranks parallel_align_moe_8ranks
+    PROPERTIES LABELS "integration;mpi" RESOURCE_LOCK mpi TIMEOUT 600)
 endif()
