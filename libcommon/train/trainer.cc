@@ -52,7 +52,18 @@ struct StepMetrics {
   double loss = 0, ce_loss = 0, aux_loss = 0, grad_norm = 0, lr = 0;
   int64_t tokens = 0, valid_tokens = 0;
   double peak_allocated_gib = 0, peak_reserved_gib = 0;  // GPU caching allocator, max over ranks (CUDA only)
+  // Where this rank's step time went (seconds), cut at points where the host already waits for the device: reading
+  // and collating the micro-batches; forward, backward and gradient reduction up to the gradient norm (a host
+  // read); clipping's scale and the optimizer step, finished.
+  double data_seconds = 0, compute_seconds = 0, optimizer_seconds = 0;
 };
+
+double seconds_since(std::chrono::steady_clock::time_point& mark) {
+  const auto now = std::chrono::steady_clock::now();
+  const double seconds = std::chrono::duration<double>(now - mark).count();
+  mark = now;
+  return seconds;
+}
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
@@ -429,7 +440,9 @@ void Trainer::measure_gpu_memory(StepMetrics& m) {
 
 StepMetrics Trainer::run_step(const StepPlan& step, int64_t global_step) {
   maybe_inject_fault(global_step);
+  auto mark = std::chrono::steady_clock::now();
   std::vector<Batch> batches = collate_my_micro_batches(step);
+  const double data_seconds = seconds_since(mark);
   // Every rank counts its targets; the sum over the world is the global batch's (SP slices partition a row).
   std::vector<int64_t> counts{0, 0};
   for (const Batch& b : batches) counts[0] += b.valid_tokens;
@@ -463,9 +476,12 @@ StepMetrics Trainer::run_step(const StepPlan& step, int64_t global_step) {
     throw Error(fmt::format("loss is {} at step {} (train.abort_on_nan is on; lower train.optimizer.lr or check the "
                             "data)", std::isnan(m.loss) ? "NaN" : (m.loss > 0 ? "+inf" : "-inf"), global_step));
   m.grad_norm = clip_gradients();
+  m.data_seconds = data_seconds;
+  m.compute_seconds = seconds_since(mark);
   m.lr = schedule_->lr_at(global_step - 1);
   optimizer_->step(m.lr);
   backend::synchronize();  // the step's time includes its queued GPU work
+  m.optimizer_seconds = seconds_since(mark);
   measure_gpu_memory(m);
   return m;
 }
@@ -475,7 +491,8 @@ void Trainer::log_step(int64_t step, const StepMetrics& m, double seconds, Progr
   if (is_moe()) values.emplace_back("aux_loss", m.aux_loss);
   values.insert(values.end(), {{"grad_norm", m.grad_norm}, {"lr", m.lr}, {"tokens", static_cast<double>(m.tokens)},
                                {"tokens_per_sec", seconds > 0 ? static_cast<double>(m.tokens) / seconds : 0.0},
-                               {"step_time", seconds}});
+                               {"step_time", seconds}, {"data_time", m.data_seconds},
+                               {"compute_time", m.compute_seconds}, {"optimizer_time", m.optimizer_seconds}});
   if (device_.is_cuda())
     values.insert(values.end(),
                   {{"max_memory_allocated_gib", m.peak_allocated_gib}, {"max_memory_reserved_gib", m.peak_reserved_gib}});

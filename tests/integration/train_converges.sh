@@ -18,3 +18,10 @@ awk 'BEGIN { RS = "]" } /"loss": *\[/ { sub(/.*"loss": *\[/, ""); n = split($0, 
        a = 0; b = 0; for (i = 1; i <= 5; ++i) { a += v[i]; b += v[n - 5 + i] }
        printf "steps %d, first-5 mean %.4f, last-5 mean %.4f\n", n, a / 5, b / 5;
        exit !(n == 50 && b / 5 < a / 5 - 2.0) }' "$work/run/log_dict.json"
+# The step-time breakdown is recorded for every step and fits in it: data + compute + optimizer <= step_time;
+# the rest is metrics logging and the progress clock (printed as the coverage).
+series() { tr -d '\n ' <"$work/run/log_dict.json" | sed "s/.*\"$1\":\[\([^]]*\)\].*/\1/" | tr ',' '\n'; }
+paste <(series step_time) <(series data_time) <(series compute_time) <(series optimizer_time) | awk '
+  { n++; parts = $2 + $3 + $4; if (parts > $1 * 1.0001 || $3 <= 0) bad++; total += $1; sum += parts }
+  END { printf "step-time breakdown: %d steps, phases cover %.1f%% of step_time\n", n, 100 * sum / total;
+        exit !(n == 50 && bad == 0) }'
