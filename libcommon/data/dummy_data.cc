@@ -116,7 +116,9 @@ void add_text_keys(Sample& sample, const DummyLayout& layout, Rng& rng) {
   sample["input_ids"] = ids;
   sample["labels"] = labels;
   sample["attention_mask"] = Tensor::full<int64_t>({layout.length}, 1);
-  sample["position_ids"] = arange_rows(layout.type == DummyType::Text ? 1 : 3, layout.length);
+  Tensor positions = arange_rows(layout.type == DummyType::Text ? 1 : 3, layout.length);
+  // The Qwen3-Omni thinker's positions are float (seconds-scaled temporal ids), as veomni-preprocess stores them.
+  sample["position_ids"] = layout.type == DummyType::Qwen3Omni ? positions.to_dtype(DType::F32) : positions;
 }
 
 void add_vision_keys(Sample& sample, const DummyLayout& layout, Rng& rng) {

@@ -66,7 +66,7 @@ case $case_name in
     expect_line "tokens: 3904"
     expect_line "key: input_features f32 [800, 128]"
     expect_line "key: audio_feature_lengths i64 [2]"
-    expect_line "key: position_ids i64 [3, 1952]"
+    expect_line "key: position_ids f32 [3, 1952]"
     expect_line "key: pixel_values f32 [32, 1536]"
     expect_line "key: pixel_values_videos f32 [160, 1536]"
     expect_line "key: audio_mask bool [1952]"

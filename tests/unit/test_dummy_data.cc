@@ -150,7 +150,8 @@ TEST(DummyData, Qwen3OmniLayouts) {
     EXPECT_EQ(sample.at("audio_feature_lengths").to_float_vector(), (std::vector<float>{400, 400}));
     EXPECT_EQ(sample.at("pixel_values").shape(), (Shape{32, 1536}));
     EXPECT_EQ(sample.at("position_ids").shape(), (Shape{3, length}));
-    EXPECT_EQ(sample.at("position_ids").dtype(), DType::I64);
+    EXPECT_EQ(sample.at("position_ids").dtype(), DType::F32);
+    EXPECT_EQ(sample.at("position_ids").item_as_double(2 * length + length - 1), static_cast<double>(length - 1));
   }
   EXPECT_THROW(dummy_layout(DummyType::Qwen3Omni, 247), InputError);
 }

@@ -1,4 +1,5 @@
-// veomni-preprocess: `tokenize` (JSONL text to ids) and `text` (conversations or plain text to a dataset).
+// veomni-preprocess: `tokenize` (JSONL text to ids), `text` (conversations or plain text to a dataset) and, with the
+// media library, `multimodal` (conversations with images, video and audio to a Qwen3-VL / Qwen3-Omni dataset).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
@@ -8,6 +9,9 @@
 #include "core/tool.h"
 #include "tools/cli.h"
 #include "data/text_preprocess.h"
+#ifdef VEOMNI_HAVE_MEDIA
+#include "media/multimodal_preprocess.h"
+#endif
 
 namespace {
 
@@ -19,6 +23,11 @@ struct Arguments {
   std::string truncation = "right";
   std::string system_prompt;
   std::string log_level = "info";
+#ifdef VEOMNI_HAVE_MEDIA
+  veomni::MultimodalPreprocessOptions multimodal;
+  std::string model_type;
+  std::string too_long = "drop";
+#endif
 };
 
 void add_common(CLI::App& sub, std::string& tokenizer, int& threads, std::string& log_level) {
@@ -105,6 +114,72 @@ int run_tokenize(const Arguments& args) {
   return veomni::kExitOk;
 }
 
+
+#ifdef VEOMNI_HAVE_MEDIA
+CLI::App* add_multimodal(CLI::App& app, Arguments& args) {
+  CLI::App* sub = app.add_subcommand(
+      "multimodal", "Conversations with image, video and audio parts to a Qwen3-VL or Qwen3-Omni dataset");
+  veomni::MultimodalPreprocessOptions& m = args.multimodal;
+  add_common(*sub, m.tokenizer_path, m.threads, args.log_level);
+  sub->add_option("--model-type", args.model_type, "qwen3_vl or qwen3_omni_moe")
+      ->required()
+      ->check(CLI::IsMember({"qwen3_vl", "qwen3_omni_moe"}));
+  sub->add_option("--input", m.inputs, "Input JSONL file(s) or JSON array(s); - is stdin")->required();
+  sub->add_option("--out", m.out, "Output dataset (.h5)")->required();
+  sub->add_option("--processor-config", m.processor_config,
+                  "HF preprocessor_config.json (image settings; default: the model's)")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--media-root", m.media_root,
+                  "Directory of relative media paths (default: the directory of each input file)")
+      ->check(CLI::ExistingDirectory);
+  sub->add_option("--system", args.system_prompt,
+                  "System prompt for conversations that do not start with a system message");
+  sub->add_option("--max-seq-len", m.max_seq_len, "Longest sample in tokens (longer ones: see --too-long)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--too-long", args.too_long, "Samples over --max-seq-len: drop (default) or error; never truncated")
+      ->check(CLI::IsMember({"drop", "error"}));
+  sub->add_flag("--skip-bad", m.skip_bad, "Count, report and skip bad records and media instead of failing");
+  sub->add_option("--compression", m.compression_level, "Deflate level 0 (off) to 9 (default 1)")
+      ->check(CLI::Range(0, 9));
+  return sub;
+}
+
+void print_multimodal_summary(const veomni::MultimodalPreprocessSummary& s) {
+  const auto count = [](const char* key, int64_t value) {
+    std::printf("%s: %lld\n", key, static_cast<long long>(value));
+  };
+  count("records", s.records);
+  count("samples", s.samples);
+  count("images", s.images);
+  count("videos", s.videos);
+  count("audio_clips", s.audio_clips);
+  count("tokens", s.tokens);
+  count("trained_tokens", s.trained_tokens);
+  std::printf("dropped: %lld (too long %lld, no assistant token %lld)\n",
+              static_cast<long long>(s.dropped_too_long + s.dropped_no_target),
+              static_cast<long long>(s.dropped_too_long), static_cast<long long>(s.dropped_no_target));
+  count("bad", s.bad);
+  std::printf("tokenizer: %s\n", s.tokenizer.c_str());
+  // The rate leaves out the setup (loading the tokenizer), which does not grow with the data.
+  std::printf("seconds: %.3f (setup %.3f, %.2f samples/s after it)\n", s.seconds, s.setup_seconds,
+              static_cast<double>(s.samples) / (s.seconds - s.setup_seconds));
+  std::printf("bytes: %llu\n", static_cast<unsigned long long>(s.output_bytes));
+  std::printf("file: %s\n", s.file.c_str());
+  for (const veomni::KeyInfo& key : s.keys)
+    std::printf("key: %-22s %s\n", key.name.c_str(), key.describe().c_str());
+}
+
+int run_multimodal(Arguments& args, const CLI::App& sub) {
+  veomni::MultimodalPreprocessOptions& m = args.multimodal;
+  VEOMNI_INPUT_CHECK(m.out != "-", "--out -: a dataset is an HDF5 file, which needs a seekable file; give a path");
+  m.model = veomni::multimodal_model_from_name(args.model_type);
+  m.error_on_too_long = args.too_long == "error";
+  if (sub.count("--system") > 0) m.system_prompt = args.system_prompt;
+  print_multimodal_summary(veomni::preprocess_multimodal(m));
+  return veomni::kExitOk;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -115,9 +190,15 @@ int main(int argc, char** argv) {
     Arguments args;
     CLI::App* tokenize = add_tokenize(app, args);
     CLI::App* text = add_text(app, args);
+#ifdef VEOMNI_HAVE_MEDIA
+    CLI::App* multimodal = add_multimodal(app, args);
+#endif
     if (const auto code = veomni::parse_command_line(app, argc, argv)) return *code;
     veomni::init_logging({.tool = kTool, .level = args.log_level});
     if (tokenize->parsed()) return run_tokenize(args);
+#ifdef VEOMNI_HAVE_MEDIA
+    if (multimodal->parsed()) return run_multimodal(args, *multimodal);
+#endif
     return run_text(args, *text);
   });
 }

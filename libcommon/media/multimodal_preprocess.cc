@@ -1,0 +1,179 @@
+// The multimodal pipeline: records in blocks, media decoded on all threads, samples streamed into the dataset.
+#include "media/multimodal_preprocess.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "data/dataset_writer.h"
+#include "data/text_preprocess_input.h"
+#include "data/text_preprocess_parallel.h"
+#include "data/text_preprocess_record.h"
+#include "media/multimodal_sample.h"
+#include "veomni/version.h"
+
+namespace veomni {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr size_t kBadExamples = 5;
+// Records decoded together per thread: enough to balance uneven media, few enough to bound memory.
+constexpr size_t kRecordsPerThread = 4;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+enum class Outcome { Kept, TooLong, NoTarget, Bad };
+
+struct RecordResult {
+  Outcome outcome = Outcome::Bad;
+  EncodedMultimodal encoded;
+  std::string error;
+};
+
+// Logs records/s and samples at most every few seconds (as the text mode does).
+class Progress {
+ public:
+  explicit Progress(const RecordReader& reader) : reader_(reader), start_(Clock::now()), last_(start_) {}
+  void update(int64_t records, int64_t kept) {
+    const auto now = Clock::now();
+    if (now - last_ < std::chrono::seconds(2)) return;
+    last_ = now;
+    const double seconds = seconds_since(start_);
+    const double total = static_cast<double>(reader_.bytes_total());
+    const double done = static_cast<double>(reader_.bytes_read());
+    const std::string share = total > 0 ? fmt::format(", {:.0f}% of the input read", 100 * done / total) : "";
+    spdlog::info("processed {} records ({} kept), {:.1f} samples/s{}", records, kept, records / seconds, share);
+  }
+
+ private:
+  const RecordReader& reader_;
+  Clock::time_point start_, last_;
+};
+
+std::string media_dir_for(const MultimodalPreprocessOptions& options, const std::string& input) {
+  if (!options.media_root.empty()) return options.media_root;
+  if (input == "-") return "";
+  return std::filesystem::path(input).parent_path().string();
+}
+
+RecordResult encode_record(const MultimodalEncoder& encoder, const RecordRef& ref, const std::string& media_dir,
+                           const MultimodalPreprocessOptions& options) {
+  RecordResult result;
+  try {
+    const nlohmann::json record = ref.value ? *ref.value : parse_record_line(ref.line);
+    result.encoded = encoder.encode(record, media_dir);
+  } catch (const InputError& e) {
+    result.error = e.what();
+    return result;
+  }
+  if (options.max_seq_len > 0 && result.encoded.length > options.max_seq_len) {
+    result.outcome = Outcome::TooLong;
+    result.error = fmt::format("{} tokens, more than --max-seq-len {} (media blocks cannot be truncated)",
+                               result.encoded.length, options.max_seq_len);
+  } else {
+    result.outcome = result.encoded.trained > 0 ? Outcome::Kept : Outcome::NoTarget;
+  }
+  if (result.outcome != Outcome::Kept) result.encoded.sample.clear();
+  return result;
+}
+
+void tally(RecordResult& result, const std::string& location, const MultimodalPreprocessOptions& options,
+           DatasetWriter& writer, MultimodalPreprocessSummary& summary) {
+  switch (result.outcome) {
+    case Outcome::Kept:
+      writer.append(result.encoded.sample);
+      ++summary.samples;
+      summary.images += result.encoded.images;
+      summary.videos += result.encoded.videos;
+      summary.audio_clips += result.encoded.audio_clips;
+      summary.tokens += result.encoded.length;
+      summary.trained_tokens += result.encoded.trained;
+      return;
+    case Outcome::TooLong:
+      VEOMNI_INPUT_CHECK(!options.error_on_too_long, "{}: {}", location, result.error);
+      ++summary.dropped_too_long;
+      return;
+    case Outcome::NoTarget: ++summary.dropped_no_target; return;
+    case Outcome::Bad:
+      if (!options.skip_bad)
+        throw InputError(fmt::format("{}: {} (--skip-bad counts and skips such records)", location, result.error));
+      if (summary.bad_examples.size() < kBadExamples) {
+        summary.bad_examples.push_back(location + ": " + result.error);
+        spdlog::warn("skipped {}: {}", location, result.error);
+      }
+      ++summary.bad;
+      return;
+  }
+}
+
+DatasetInfo dataset_info(const MultimodalPreprocessOptions& options, const Tokenizer& tokenizer) {
+  DatasetInfo info;
+  info.kind = options.model == MultimodalModel::Qwen3VL ? "vl" : "omni";
+  info.producer = "veomni-preprocess";
+  info.producer_version = VEOMNI_VERSION_STRING;
+  info.max_seq_len = options.max_seq_len;
+  info.tokenizer = tokenizer.fingerprint();
+  return info;
+}
+
+}  // namespace
+
+MultimodalPreprocessSummary preprocess_multimodal(const MultimodalPreprocessOptions& options) {
+  const auto start = Clock::now();
+  VEOMNI_INPUT_CHECK(!options.inputs.empty(), "no --input given");
+  const Tokenizer tokenizer = Tokenizer::from_file(options.tokenizer_path);
+  const MultimodalMediaConfig config = options.processor_config.empty()
+                                           ? default_media_config(options.model)
+                                           : media_config_from_json(options.processor_config, options.model);
+  const MultimodalEncoder encoder(tokenizer, config, options.system_prompt);
+  const int threads = resolve_threads(options.threads);
+  MultimodalPreprocessSummary summary;
+  summary.tokenizer = tokenizer.fingerprint();
+  summary.audio_ids_from_tokenizer = encoder.chat().ids().audio_from_tokenizer;
+  if (options.model == MultimodalModel::Qwen3OmniMoe && !summary.audio_ids_from_tokenizer)
+    spdlog::warn("{} has no <|audio_start|>/<|audio_end|>/<|audio_pad|>: using Qwen3-Omni's ids {}/{}/{}",
+                 tokenizer.source(), encoder.chat().ids().audio_start, encoder.chat().ids().audio_end,
+                 encoder.chat().ids().audio_pad);
+  spdlog::info("{} preprocessing with {} ({} ids), {} thread(s)", multimodal_model_name(options.model),
+               tokenizer.fingerprint(), tokenizer.id_limit(), threads);
+
+  summary.setup_seconds = seconds_since(start);
+  DatasetWriterOptions writer_options;
+  writer_options.compression_level = options.compression_level;
+  DatasetWriter writer(options.out, dataset_info(options, tokenizer), writer_options);
+  RecordReader reader(options.inputs);
+  Progress progress(reader);
+  std::vector<RecordRef> block;
+  std::vector<RecordResult> results;
+  const size_t batch = static_cast<size_t>(threads) * kRecordsPerThread;
+  while (reader.next_block(block)) {
+    for (size_t first = 0; first < block.size(); first += batch) {
+      const size_t count = std::min(batch, block.size() - first);
+      results.assign(count, {});
+      parallel_for(count, threads, [&](size_t i) {
+        const RecordRef& ref = block[first + i];
+        results[i] = encode_record(encoder, ref, media_dir_for(options, reader.path(ref.file)), options);
+      });
+      for (size_t i = 0; i < count; ++i)
+        tally(results[i], reader.location(block[first + i]), options, writer, summary);
+      summary.records += static_cast<int64_t>(count);
+      progress.update(summary.records, summary.samples);
+    }
+  }
+  VEOMNI_INPUT_CHECK(summary.samples > 0,
+                     "no sample to write: {} record(s) read, {} bad, {} too long, {} without an assistant token",
+                     summary.records, summary.bad, summary.dropped_too_long, summary.dropped_no_target);
+  summary.keys = writer.keys();
+  writer.close();
+  summary.file = options.out;
+  summary.output_bytes = std::filesystem::file_size(options.out);
+  summary.seconds = seconds_since(start);
+  return summary;
+}
+
+}  // namespace veomni

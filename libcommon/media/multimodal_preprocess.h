@@ -1,0 +1,55 @@
+// veomni-preprocess multimodal: conversation JSONL with image, video and audio parts to a Qwen3-VL / Qwen3-Omni dataset.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/dataset_format.h"
+#include "media/multimodal_record.h"
+
+namespace veomni {
+
+struct MultimodalPreprocessOptions {
+  MultimodalModel model = MultimodalModel::Qwen3VL;
+  std::string tokenizer_path;
+  std::vector<std::string> inputs;  // JSONL files or JSON arrays; "-" is stdin
+  std::string out;                  // one .h5 file
+  std::string processor_config;     // HF preprocessor_config.json; "" for the defaults
+  std::string media_root;           // base of relative media paths; "" for each input file's directory
+  std::optional<std::string> system_prompt;
+  int64_t max_seq_len = 0;          // 0: no limit
+  bool error_on_too_long = false;   // a longer sample is an InputError instead of being dropped
+  int threads = 0;                  // 0: one per hardware thread
+  bool skip_bad = false;            // count and skip bad records (bad media included) instead of failing
+  int compression_level = 1;
+};
+
+struct MultimodalPreprocessSummary {
+  int64_t records = 0;
+  int64_t samples = 0;
+  int64_t images = 0, videos = 0, audio_clips = 0;  // in the kept samples
+  int64_t tokens = 0;
+  int64_t trained_tokens = 0;
+  int64_t dropped_too_long = 0;
+  int64_t dropped_no_target = 0;
+  int64_t bad = 0;
+  std::vector<std::string> bad_examples;  // "file:line: reason" of the first few
+  bool audio_ids_from_tokenizer = true;
+  double seconds = 0;        // the whole run
+  double setup_seconds = 0;  // of which loading the tokenizer and the processor settings
+  uint64_t output_bytes = 0;
+  std::string file;
+  std::string tokenizer;
+  std::vector<KeyInfo> keys;  // the dataset's schema
+};
+
+// Reads the records, processes a few per thread at a time (bounded memory) and streams the samples, in input
+// order, into one dataset (DatasetInfo kind "vl" or "omni", producer veomni-preprocess). A bad record stops the run
+// with an InputError "<file>:<line>: <reason>" (the reason names the media path for bad media) and leaves no
+// output, unless skip_bad. Samples longer than max_seq_len are dropped (or, with error_on_too_long, an InputError):
+// cutting through a media block would leave tokens without their features, so there is no truncation. Samples
+// without an assistant token are dropped and counted. InputError when no sample is left.
+MultimodalPreprocessSummary preprocess_multimodal(const MultimodalPreprocessOptions& options);
+
+}  // namespace veomni

@@ -1,0 +1,155 @@
+// Multimodal conversations to ids: text runs tokenized whole between special tokens, media blocks as placeholders.
+#include "media/multimodal_tokens.h"
+
+#include <array>
+#include <string_view>
+
+#include "core/error.h"
+#include "data/constants.h"
+#include "data/mrope_positions.h"
+
+namespace veomni {
+
+namespace {
+
+// Markers that only media parts may place: in a text part they would break the media/placeholder correspondence.
+constexpr std::array<std::string_view, 7> kMediaMarkers = {"<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
+                                                          "<|video_pad|>",    "<|audio_start|>", "<|audio_end|>",
+                                                          "<|audio_pad|>"};
+
+// Qwen3-Omni's <|audio_end|> (the released tokenizer: <|audio_start|> 151669, <|audio_end|> 151670).
+constexpr int64_t kQwen3OmniAudioEndId = 151670;
+
+int64_t optional_id(const Tokenizer& tokenizer, std::string_view text, int64_t fallback, bool& found) {
+  const std::optional<int32_t> id = tokenizer.token_id(text);
+  found = found && id.has_value();
+  return id ? *id : fallback;
+}
+
+// Builds one sequence from text runs (tokenized when flushed) and special tokens.
+class LayoutBuilder {
+ public:
+  LayoutBuilder(const Tokenizer& tokenizer, MultimodalTokens& out) : tokenizer_(tokenizer), out_(out) {}
+
+  // Starts a message: the header "role\n" opens its first text run and is never trained.
+  void begin_message(const std::string& role, bool assistant) {
+    text_ = role + "\n";
+    header_ = text_.size();
+    assistant_ = assistant;
+  }
+  void text(const std::string& text) { text_ += text; }
+  void special(int64_t id, bool trainable) {
+    flush();
+    push(id, assistant_ && trainable);
+  }
+  void run(int64_t id, int64_t count) {
+    flush();
+    for (int64_t i = 0; i < count; ++i) push(id, false);
+  }
+  void flush() {
+    if (text_.empty()) return;
+    pieces_.ids.clear();
+    pieces_.ends.clear();
+    tokenizer_.encode(text_, pieces_);
+    for (size_t i = 0; i < pieces_.ids.size(); ++i) push(pieces_.ids[i], assistant_ && pieces_.ends[i] > header_);
+    text_.clear();
+    header_ = 0;
+  }
+
+ private:
+  void push(int64_t id, bool trained) {
+    out_.ids.push_back(id);
+    out_.trained.push_back(trained ? 1 : 0);
+  }
+
+  const Tokenizer& tokenizer_;
+  MultimodalTokens& out_;
+  TokenizedText pieces_;
+  std::string text_;
+  size_t header_ = 0;
+  bool assistant_ = false;
+};
+
+void check_text_part(const std::string& text, size_t message, size_t part) {
+  for (std::string_view marker : kMediaMarkers)
+    VEOMNI_INPUT_CHECK(text.find(marker) == std::string::npos,
+                       "message {} part {}: the text holds {}, which only media parts may place", message, part,
+                       marker);
+}
+
+}  // namespace
+
+MultimodalTokenIds multimodal_token_ids(const Tokenizer& tokenizer) {
+  MultimodalTokenIds ids;
+  ids.im_start = tokenizer.require_token_id("<|im_start|>");
+  ids.im_end = tokenizer.require_token_id("<|im_end|>");
+  ids.newline = tokenizer.require_token_id("\n");
+  ids.vision_start = tokenizer.require_token_id("<|vision_start|>");
+  ids.vision_end = tokenizer.require_token_id("<|vision_end|>");
+  ids.image_pad = tokenizer.require_token_id("<|image_pad|>");
+  ids.video_pad = tokenizer.require_token_id("<|video_pad|>");
+  const Qwen3OmniRopeOptions omni;
+  bool found = true;
+  ids.audio_start = optional_id(tokenizer, "<|audio_start|>", omni.audio_start_token_id, found);
+  ids.audio_end = optional_id(tokenizer, "<|audio_end|>", kQwen3OmniAudioEndId, found);
+  ids.audio_pad = optional_id(tokenizer, "<|audio_pad|>", omni.audio_token_id, found);
+  ids.audio_from_tokenizer = found;
+  return ids;
+}
+
+MultimodalTemplate::MultimodalTemplate(const Tokenizer& tokenizer)
+    : tokenizer_(tokenizer), ids_(multimodal_token_ids(tokenizer)) {}
+
+MultimodalTokens MultimodalTemplate::encode(const std::vector<MultimodalMessage>& messages,
+                                            const std::vector<MediaExtent>& media) const {
+  MultimodalTokens out;
+  LayoutBuilder layout(tokenizer_, out);
+  size_t next_media = 0;
+  for (size_t k = 0; k < messages.size(); ++k) {
+    const MultimodalMessage& m = messages[k];
+    const bool assistant = m.role == "assistant";
+    layout.special(ids_.im_start, false);
+    layout.begin_message(m.role, assistant);
+    for (size_t j = 0; j < m.parts.size(); ++j) {
+      const ContentPart& part = m.parts[j];
+      if (part.kind == PartKind::Text) {
+        check_text_part(part.value, k, j);
+        layout.text(part.value);
+        continue;
+      }
+      VEOMNI_CHECK(next_media < media.size(), "{} media parts but only {} extents", next_media + 1, media.size());
+      const MediaExtent& extent = media[next_media++];
+      VEOMNI_CHECK(extent.kind == part.kind, "message {} part {}: a {} part got a {} extent", k, j,
+                   part_kind_name(part.kind), part_kind_name(extent.kind));
+      switch (part.kind) {
+        case PartKind::Image:
+          layout.special(ids_.vision_start, true);
+          layout.run(kImageInputIndex, extent.tokens);
+          layout.special(ids_.vision_end, true);
+          break;
+        case PartKind::Video:
+          VEOMNI_CHECK(extent.block_texts.empty() || static_cast<int64_t>(extent.block_texts.size()) == extent.blocks,
+                       "{} block texts for {} blocks", extent.block_texts.size(), extent.blocks);
+          for (int64_t b = 0; b < extent.blocks; ++b) {
+            if (!extent.block_texts.empty()) layout.text(extent.block_texts[static_cast<size_t>(b)]);
+            layout.special(ids_.vision_start, true);
+            layout.run(kVideoInputIndex, extent.tokens);
+            layout.special(ids_.vision_end, true);
+          }
+          break;
+        case PartKind::Audio:
+          layout.special(ids_.audio_start, true);
+          layout.run(kAudioInputIndex, extent.tokens);
+          layout.special(ids_.audio_end, true);
+          break;
+        case PartKind::Text: break;
+      }
+    }
+    layout.special(ids_.im_end, true);
+    layout.special(ids_.newline, false);
+  }
+  VEOMNI_CHECK(next_media == media.size(), "{} media parts but {} extents", next_media, media.size());
+  return out;
+}
+
+}  // namespace veomni
