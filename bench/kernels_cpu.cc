@@ -1,6 +1,7 @@
-// CPU kernel benchmark: GEMM GFLOP/s at model-like shapes, attention forward/backward and cross-entropy throughput.
+// CPU kernel benchmark: GEMM GFLOP/s at model-like shapes, attention forward/backward, cross-entropy and the
+// encoder ops' throughput.
 // Prints a markdown table (the figures recorded in bench/RESULTS.md); it asserts nothing. Threads: OMP_NUM_THREADS.
-// Usage: bench_kernels_cpu [gemm] [attention] [cross_entropy]   (no argument: all sections)
+// Usage: bench_kernels_cpu [gemm] [attention] [cross_entropy] [encoder]   (no argument: all sections)
 #include <spdlog/fmt/fmt.h>
 
 #include <algorithm>
@@ -118,6 +119,48 @@ void bench_cross_entropy(std::mt19937& rng) {
   }
 }
 
+// Memory-bound encoder ops in GB/s (each input read once, each output written once, f32).
+void bench_encoder(std::mt19937& rng) {
+  auto memory_row = [](const char* name, const std::string& shape, double bytes, const std::function<void()>& fn) {
+    const double s = time_it(3, fn);
+    fmt::print("| {:<28} | {:<34} | {:>9.2f} | {:>8} | {:.1f} GB/s |\n", name, shape, s * 1e3, "-", bytes / s / 1e9);
+  };
+  const int64_t t = 2048, hidden = 1152, inter = 4304;
+  {
+    const Tensor x = random_tensor({t, hidden}, rng), dy = random_tensor({t, hidden}, rng);
+    const Tensor w = random_tensor({hidden}, rng), b = random_tensor({hidden}, rng);
+    Tensor y = Tensor::empty({t, hidden}, DType::F32), mean = Tensor::empty({t}, DType::F32);
+    Tensor rstd = Tensor::empty({t}, DType::F32), dx = Tensor::empty({t, hidden}, DType::F32);
+    Tensor dw = Tensor::zeros({hidden}, DType::F32), db = Tensor::zeros({hidden}, DType::F32);
+    const double act = 4.0 * t * hidden;
+    const std::string shape = fmt::format("[{}, {}]", t, hidden);
+    memory_row("layernorm_forward", shape, 2 * act, [&] { ops::layernorm_forward(x, w, b, 1e-6f, y, mean, rstd); });
+    memory_row("layernorm_backward", shape, 3 * act,
+               [&] { ops::layernorm_backward(dy, x, w, mean, rstd, dx, dw, db); });
+  }
+  {
+    const Tensor x = random_tensor({t, inter}, rng, 3.0f), dy = random_tensor({t, inter}, rng);
+    Tensor y = Tensor::empty({t, inter}, DType::F32), dx = Tensor::empty({t, inter}, DType::F32);
+    Tensor db = Tensor::zeros({inter}, DType::F32);
+    const double act = 4.0 * t * inter;
+    const std::string shape = fmt::format("[{}, {}]", t, inter);
+    memory_row("gelu_forward (tanh)", shape, 2 * act, [&] { ops::gelu_forward(x, ops::GeluKind::Tanh, y); });
+    memory_row("gelu_backward (erf)", shape, 3 * act, [&] { ops::gelu_backward(dy, x, ops::GeluKind::Erf, dx); });
+    memory_row("add_bias_", shape, 2 * act, [&] { ops::add_bias_(y, db); });
+    memory_row("bias_grad", shape, act, [&] { ops::bias_grad(dy, db); });
+  }
+  {
+    // The audio encoder's second stem conv: 480 channels of 64x50, 3x3 kernel, stride 2, padding 1.
+    const int64_t batch = 4, ch = 480, h = 64, w = 50, ho = 32, wo = 25;
+    const Tensor x = random_tensor({batch, ch, h, w}, rng);
+    Tensor cols = Tensor::empty({batch * ho * wo, ch * 9}, DType::F32), dx = Tensor::empty(x.shape(), DType::F32);
+    const std::string shape = fmt::format("[{}, {}, {}, {}] 3x3/2/1", batch, ch, h, w);
+    const double bytes = 4.0 * (x.numel() + cols.numel());
+    memory_row("im2col_2d", shape, bytes, [&] { ops::im2col_2d(x, 3, 3, 2, 1, cols); });
+    memory_row("col2im_2d", shape, bytes, [&] { ops::col2im_2d(cols, 3, 3, 2, 1, dx); });
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -132,5 +175,6 @@ int main(int argc, char** argv) {
   if (selected("gemm")) bench_gemm(rng);
   if (selected("attention")) bench_attention(rng);
   if (selected("cross_entropy")) bench_cross_entropy(rng);
+  if (selected("encoder")) bench_encoder(rng);
   return 0;
 }

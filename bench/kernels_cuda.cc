@@ -2,8 +2,8 @@
 // 151936) and Qwen3-30B-A3B expert shapes (hidden 2048, expert intermediate 768, 128 experts, top-8), and the
 // memory-bound kernels in GB/s, counting each input read once and each output written once (the least traffic the
 // op needs; kernels that read a row twice show it as lower GB/s). Prints markdown tables; asserts nothing.
-// Usage: bench_kernels_cuda [gemm] [memory]   (no argument: both sections); VEOMNI_GROUPED_GEMM=loop runs the expert
-// GEMMs as one cuBLASLt call per expert.
+// Usage: bench_kernels_cuda [gemm] [memory] [encoder]   (no argument: all sections); VEOMNI_GROUPED_GEMM=loop runs
+// the expert GEMMs as one cuBLASLt call per expert.
 #ifdef VEOMNI_WITH_CUDA
 #include <cuda_runtime.h>
 #include <spdlog/fmt/fmt.h>
@@ -241,6 +241,50 @@ void bench_memory(std::mt19937& rng) {
   }
 }
 
+// ---------------------------------------------------------------- encoder ops
+
+// The vision tower's LayerNorm and GELU MLP (hidden 1152, intermediate 4304) and the audio stem's im2col, in GB/s.
+void bench_encoder(std::mt19937& rng) {
+  fmt::print("\nEncoder ops (bf16 activations, f32 statistics and parameter gradients)\n\n");
+  header("GB/s");
+  const DType bf = DType::BF16, f32 = DType::F32;
+  const int64_t t = 4096, hidden = 1152, inter = 4304;
+  {
+    const Tensor x = random_tensor({t, hidden}, bf, rng), dy = random_tensor({t, hidden}, bf, rng);
+    const Tensor w = random_tensor({hidden}, bf, rng), b = random_tensor({hidden}, bf, rng);
+    Tensor y = Tensor::empty({t, hidden}, bf, gpu()), mean = Tensor::empty({t}, f32, gpu());
+    Tensor rstd = Tensor::empty({t}, f32, gpu()), dx = Tensor::empty({t, hidden}, bf, gpu());
+    Tensor dw = Tensor::zeros({hidden}, f32, gpu()), db = Tensor::zeros({hidden}, f32, gpu());
+    const double act = 2.0 * t * hidden;
+    const std::string shape = fmt::format("[{}, {}]", t, hidden);
+    memory_row("layernorm_forward", shape, 2 * act, [&] { ops::layernorm_forward(x, w, b, 1e-6f, y, mean, rstd); });
+    memory_row("layernorm_backward", shape, 3 * act,
+               [&] { ops::layernorm_backward(dy, x, w, mean, rstd, dx, dw, db); });
+  }
+  {
+    const Tensor x = random_tensor({t, inter}, bf, rng, 3.0f), dy = random_tensor({t, inter}, bf, rng);
+    Tensor y = Tensor::empty({t, inter}, bf, gpu()), dx = Tensor::empty({t, inter}, bf, gpu());
+    const Tensor bias = random_tensor({inter}, bf, rng);
+    Tensor db = Tensor::zeros({inter}, f32, gpu());
+    const double act = 2.0 * t * inter;
+    const std::string shape = fmt::format("[{}, {}]", t, inter);
+    memory_row("gelu_forward (tanh)", shape, 2 * act, [&] { ops::gelu_forward(x, ops::GeluKind::Tanh, y); });
+    memory_row("gelu_backward (erf)", shape, 3 * act, [&] { ops::gelu_backward(dy, x, ops::GeluKind::Erf, dx); });
+    memory_row("add_bias_", shape, 2 * act, [&] { ops::add_bias_(y, bias); });
+    memory_row("bias_grad (f32 dbias)", shape, act, [&] { ops::bias_grad(dy, db); });
+  }
+  {
+    // The audio encoder's second stem conv: 480 channels of 64x50, 3x3 kernel, stride 2, padding 1.
+    const int64_t batch = 16, ch = 480, h = 64, w = 50, ho = 32, wo = 25;
+    const Tensor x = random_tensor({batch, ch, h, w}, bf, rng);
+    Tensor cols = Tensor::empty({batch * ho * wo, ch * 9}, bf, gpu()), dx = Tensor::empty(x.shape(), bf, gpu());
+    const std::string shape = fmt::format("[{}, {}, {}, {}] 3x3/2/1", batch, ch, h, w);
+    const double bytes = 2.0 * static_cast<double>(x.numel() + cols.numel());
+    memory_row("im2col_2d", shape, bytes, [&] { ops::im2col_2d(x, 3, 3, 2, 1, cols); });
+    memory_row("col2im_2d", shape, bytes, [&] { ops::col2im_2d(cols, 3, 3, 2, 1, dx); });
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -259,6 +303,7 @@ int main(int argc, char** argv) {
   std::mt19937 rng(2024);
   if (selected("gemm")) bench_gemm(rng);
   if (selected("memory")) bench_memory(rng);
+  if (selected("encoder")) bench_encoder(rng);
   const cuda_rt::MemoryStats stats = cuda_rt::memory_stats();
   fmt::print("\npeak allocated {:.2f} GiB, reserved {:.2f} GiB, cudaMalloc calls {}\n",
              static_cast<double>(stats.peak_allocated) / (1 << 30), static_cast<double>(stats.peak_reserved) / (1 << 30),

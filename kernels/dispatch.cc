@@ -15,6 +15,7 @@
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/encoder_ops.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/moe.h"
 #include "kernels/cpu/norm.h"
@@ -567,6 +568,153 @@ void cast(const Tensor& src, Tensor& dst) {
     c.fail(fmt::format("src {} and dst {} differ in size", src.describe(), dst.describe()));
   c.disjoint(dst, "dst", src, "src");
   VEOMNI_ROUTE(cast, c.device(), src, dst);
+}
+
+// ---------------------------------------------------------------- encoder ops
+
+namespace {
+
+using NamedTensor = std::pair<const Tensor*, const char*>;
+
+// No output overlaps an input or another output (the same tensor passed twice included).
+template <size_t kOutputs, size_t kInputs>
+void check_disjoint_outputs(const Call& c, const NamedTensor (&outputs)[kOutputs],
+                            const NamedTensor (&inputs)[kInputs]) {
+  for (size_t o = 0; o < kOutputs; ++o) {
+    for (const auto& [in, in_name] : inputs) c.disjoint(*outputs[o].first, outputs[o].second, *in, in_name);
+    for (size_t o2 = o + 1; o2 < kOutputs; ++o2)
+      c.disjoint(*outputs[o].first, outputs[o].second, *outputs[o2].first, outputs[o2].second);
+  }
+}
+
+}  // namespace
+
+void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& y, Tensor& mean,
+                       Tensor& rstd) {
+  const Call c("layernorm_forward", x);
+  c.rank(x, "x", 2);
+  const int64_t n = x.dim(0), d = x.dim(1);
+  c.require(d >= 1, "x {} has no columns to normalise", x.describe());
+  c.floats(x, "x", {n, d});
+  c.floats(weight, "weight", {d});
+  c.floats(bias, "bias", {d});
+  c.floats(y, "y", {n, d});
+  c.f32(mean, "mean", {n});
+  c.f32(rstd, "rstd", {n});
+  c.require(eps >= 0.0f && std::isfinite(eps), "eps {} must be finite and not negative", eps);
+  const NamedTensor inputs[] = {{&x, "x"}, {&weight, "weight"}, {&bias, "bias"}};
+  const NamedTensor outputs[] = {{&y, "y"}, {&mean, "mean"}, {&rstd, "rstd"}};
+  check_disjoint_outputs(c, outputs, inputs);
+  VEOMNI_ROUTE(layernorm_forward, c.device(), x, weight, bias, eps, y, mean, rstd);
+}
+
+void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                        const Tensor& rstd, Tensor& dx, Tensor& dweight, Tensor& dbias) {
+  const Call c("layernorm_backward", dy);
+  c.rank(x, "x", 2);
+  const int64_t n = x.dim(0), d = x.dim(1);
+  c.require(d >= 1, "x {} has no columns to normalise", x.describe());
+  c.floats(dy, "dy", {n, d});
+  c.floats(x, "x", {n, d});
+  c.floats(weight, "weight", {d});
+  c.f32(mean, "mean", {n});
+  c.f32(rstd, "rstd", {n});
+  c.floats(dx, "dx", {n, d});
+  c.floats(dweight, "dweight", {d});
+  c.floats(dbias, "dbias", {d});
+  const NamedTensor inputs[] = {{&dy, "dy"}, {&x, "x"}, {&weight, "weight"}, {&mean, "mean"}, {&rstd, "rstd"}};
+  const NamedTensor outputs[] = {{&dx, "dx"}, {&dweight, "dweight"}, {&dbias, "dbias"}};
+  check_disjoint_outputs(c, outputs, inputs);
+  VEOMNI_ROUTE(layernorm_backward, c.device(), dy, x, weight, mean, rstd, dx, dweight, dbias);
+}
+
+namespace {
+
+void check_gelu_kind(const Call& c, GeluKind kind) {
+  c.require(kind == GeluKind::Erf || kind == GeluKind::Tanh, "unknown GeluKind {}", static_cast<int>(kind));
+}
+
+// Same element count as `like` (any shape: GELU is elementwise).
+void check_same_numel(const Call& c, const Tensor& t, const char* name, const Tensor& like, const char* like_name) {
+  c.floats(t, name, t.shape());
+  c.require(t.numel() == like.numel(), "{} {} does not match {} {}", name, t.describe(), like_name, like.describe());
+}
+
+}  // namespace
+
+void gelu_forward(const Tensor& x, GeluKind kind, Tensor& y) {
+  const Call c("gelu_forward", x);
+  check_gelu_kind(c, kind);
+  c.floats(x, "x", x.shape());
+  check_same_numel(c, y, "y", x, "x");
+  c.disjoint(y, "y", x, "x");
+  VEOMNI_ROUTE(gelu_forward, c.device(), x, kind, y);
+}
+
+void gelu_backward(const Tensor& dy, const Tensor& x, GeluKind kind, Tensor& dx) {
+  const Call c("gelu_backward", dy);
+  check_gelu_kind(c, kind);
+  c.floats(x, "x", x.shape());
+  check_same_numel(c, dy, "dy", x, "x");
+  check_same_numel(c, dx, "dx", x, "x");
+  c.disjoint(dx, "dx", dy, "dy");
+  c.disjoint(dx, "dx", x, "x");
+  VEOMNI_ROUTE(gelu_backward, c.device(), dy, x, kind, dx);
+}
+
+void add_bias_(Tensor& y, const Tensor& bias) {
+  const Call c("add_bias_", y);
+  c.rank(y, "y", 2);
+  c.floats(y, "y", y.shape());
+  c.floats(bias, "bias", {y.dim(1)});
+  c.disjoint(y, "y", bias, "bias");
+  VEOMNI_ROUTE(add_bias_, c.device(), y, bias);
+}
+
+void bias_grad(const Tensor& dy, Tensor& dbias) {
+  const Call c("bias_grad", dy);
+  c.rank(dy, "dy", 2);
+  c.floats(dy, "dy", dy.shape());
+  c.floats(dbias, "dbias", {dy.dim(1)});
+  c.disjoint(dbias, "dbias", dy, "dy");
+  VEOMNI_ROUTE(bias_grad, c.device(), dy, dbias);
+}
+
+namespace {
+
+// Kernel, stride and padding of a 2-D convolution over an input of h x w; returns the output size {Ho, Wo}.
+std::pair<int64_t, int64_t> check_conv_geometry(const Call& c, int64_t h, int64_t w, int64_t kh, int64_t kw,
+                                                int64_t stride, int64_t pad) {
+  c.require(kh >= 1 && kw >= 1, "kernel {}x{} must be at least 1x1", kh, kw);
+  c.require(stride >= 1, "stride {} must be positive", stride);
+  c.require(pad >= 0, "padding {} is negative", pad);
+  c.require(h + 2 * pad >= kh && w + 2 * pad >= kw, "kernel {}x{} is larger than the padded input {}x{}", kh, kw,
+            h + 2 * pad, w + 2 * pad);
+  return {(h + 2 * pad - kh) / stride + 1, (w + 2 * pad - kw) / stride + 1};
+}
+
+}  // namespace
+
+void im2col_2d(const Tensor& x, int64_t kh, int64_t kw, int64_t stride, int64_t pad, Tensor& cols) {
+  const Call c("im2col_2d", x);
+  c.rank(x, "x", 4);
+  const int64_t b = x.dim(0), ch = x.dim(1);
+  const auto [ho, wo] = check_conv_geometry(c, x.dim(2), x.dim(3), kh, kw, stride, pad);
+  c.floats(x, "x", x.shape());
+  c.floats(cols, "cols", {b * ho * wo, ch * kh * kw});
+  c.disjoint(cols, "cols", x, "x");
+  VEOMNI_ROUTE(im2col_2d, c.device(), x, kh, kw, stride, pad, cols);
+}
+
+void col2im_2d(const Tensor& dcols, int64_t kh, int64_t kw, int64_t stride, int64_t pad, Tensor& dx) {
+  const Call c("col2im_2d", dcols);
+  c.rank(dx, "dx", 4);
+  const int64_t b = dx.dim(0), ch = dx.dim(1);
+  const auto [ho, wo] = check_conv_geometry(c, dx.dim(2), dx.dim(3), kh, kw, stride, pad);
+  c.floats(dcols, "dcols", {b * ho * wo, ch * kh * kw});
+  c.floats(dx, "dx", dx.shape());
+  c.disjoint(dx, "dx", dcols, "dcols");
+  VEOMNI_ROUTE(col2im_2d, c.device(), dcols, kh, kw, stride, pad, dx);
 }
 
 }  // namespace veomni::ops

@@ -120,4 +120,33 @@ void fill_(Tensor& x, float value);
 // dst = src converted to dst's dtype (f32 <-> bf16 <-> f16), same numel.
 void cast(const Tensor& src, Tensor& dst);
 
+// ---------------------------------------------------------------- encoder ops
+// Building blocks of the vision tower and the audio encoder (kernels/cpu/encoder_ops.cc, kernels/cuda/encoder_ops.cu).
+
+// LayerNorm over the last dim: y = (x - mean) * rstd * weight + bias; x,y [N, D]; mean, rstd [N] f32 (saved).
+// rstd = 1/sqrt(var + eps) with the biased variance (torch.nn.LayerNorm).
+void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& y, Tensor& mean,
+                       Tensor& rstd);
+// dx [N, D] overwritten; dweight, dbias [D] accumulate.
+void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                        const Tensor& rstd, Tensor& dx, Tensor& dweight, Tensor& dbias);
+
+// torch gelu(approximate='none'): 0.5 x (1 + erf(x/sqrt(2))); 'tanh' (HF gelu_pytorch_tanh):
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+enum class GeluKind { Erf, Tanh };
+// x, y (and dy, dx) of any shape with equal numel; outputs may not overlap inputs.
+void gelu_forward(const Tensor& x, GeluKind kind, Tensor& y);
+// dx = dy * gelu'(x), overwritten.
+void gelu_backward(const Tensor& dy, const Tensor& x, GeluKind kind, Tensor& dx);
+
+void add_bias_(Tensor& y, const Tensor& bias);    // y [N, D] += bias [D] per row
+void bias_grad(const Tensor& dy, Tensor& dbias);  // dbias [D] += column sums of dy [N, D]
+
+// Convolution patches, batch-major: x [B, C, H, W] -> cols [B*Ho*Wo, C*kh*kw] (row (b, oy, ox), column (c, ky, kx)),
+// zero padding `pad`, stride `stride`; Ho = (H + 2*pad - kh)/stride + 1, Wo likewise. A Conv2d with weight
+// [O, C, kh, kw] is then matmul(cols, false, weight viewed as [O, C*kh*kw], true, out [B*Ho*Wo, O]).
+void im2col_2d(const Tensor& x, int64_t kh, int64_t kw, int64_t stride, int64_t pad, Tensor& cols);
+// Transpose (backward): dx [B, C, H, W] overwritten with the sum of every column element's contribution.
+void col2im_2d(const Tensor& dcols, int64_t kh, int64_t kw, int64_t stride, int64_t pad, Tensor& dx);
+
 }  // namespace veomni::ops

@@ -12,6 +12,7 @@ struct VisionGrid {
   int64_t t = 1;
   int64_t h = 0;
   int64_t w = 0;
+  int64_t patches() const { return t * h * w; }
 };
 
 // Position ids of one sample as a row-major (3, L) array (rows: temporal, height, width) and its rope delta

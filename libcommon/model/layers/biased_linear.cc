@@ -1,0 +1,45 @@
+// Biased linear forward and backward through ops::matmul, add_bias_ and bias_grad.
+#include "model/layers/biased_linear.h"
+
+#include "kernels/ops.h"
+#include "model/layers/common.h"
+
+namespace veomni {
+
+Tensor BiasedLinear::rows(const Tensor& full) const {
+  if (row_begin_ == 0 && row_end_ < 0) return full;
+  return full.slice(row_begin_, row_end_ < 0 ? full.dim(0) : row_end_);
+}
+
+Tensor BiasedLinear::forward(const Tensor& x, bool save) {
+  const Tensor w = rows(weight_->value);
+  Tensor y = empty_like(x, {x.dim(0), w.dim(0)});
+  ops::matmul(x, false, w, true, y);
+  ops::add_bias_(y, rows(bias_->value));
+  if (save) x_ = x;
+  return y;
+}
+
+void BiasedLinear::parameter_grads(const Tensor& dy) {
+  VEOMNI_CHECK(x_.defined(), "backward of '{}' without a saved forward input", weight_->name);
+  Tensor dw = rows(grad_of(*weight_));
+  ops::matmul(dy, true, x_, false, dw, 1.0f, 1.0f);
+  Tensor db = rows(grad_of(*bias_));
+  ops::bias_grad(dy, db);
+  x_ = Tensor();
+}
+
+Tensor BiasedLinear::backward(const Tensor& dy) {
+  const Tensor w = rows(weight_->value);
+  Tensor dx = empty_like(dy, {dy.dim(0), w.dim(1)});
+  ops::matmul(dy, false, w, false, dx);
+  parameter_grads(dy);
+  return dx;
+}
+
+void BiasedLinear::backward_accumulate(const Tensor& dy, Tensor& dx) {
+  ops::matmul(dy, false, rows(weight_->value), false, dx, 1.0f, 1.0f);
+  parameter_grads(dy);
+}
+
+}  // namespace veomni

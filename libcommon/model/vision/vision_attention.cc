@@ -1,0 +1,73 @@
+// Vision attention forward and backward through the op API.
+#include "model/vision/vision_attention.h"
+
+#include <cmath>
+
+#include "kernels/ops.h"
+#include "model/layers/common.h"
+
+namespace veomni {
+
+namespace {
+
+Parameter* add_weight(ParamStore& store, const std::string& name, int64_t out, int64_t in) {
+  return store.add(name + ".weight", {out, in});
+}
+Parameter* add_bias(ParamStore& store, const std::string& name, int64_t out) { return store.add(name + ".bias", {out}); }
+
+}  // namespace
+
+VisionAttention::VisionAttention(ParamStore& store, const VisionConfig& c, const std::string& prefix)
+    : num_heads_(c.num_heads),
+      head_dim_(c.head_dim()),
+      scale_(static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim())))),
+      q_(add_weight(store, prefix + "qkv", 3 * c.hidden_size, c.hidden_size), add_bias(store, prefix + "qkv", 3 * c.hidden_size),
+         0, c.hidden_size),
+      k_(store.find(prefix + "qkv.weight"), store.find(prefix + "qkv.bias"), c.hidden_size, 2 * c.hidden_size),
+      v_(store.find(prefix + "qkv.weight"), store.find(prefix + "qkv.bias"), 2 * c.hidden_size, 3 * c.hidden_size),
+      proj_(add_weight(store, prefix + "proj", c.hidden_size, c.hidden_size), add_bias(store, prefix + "proj", c.hidden_size)) {}
+
+Tensor VisionAttention::forward(const Tensor& x, const VisionLayerInputs& in, bool save) {
+  const int64_t n = x.dim(0);
+  Tensor q = q_.forward(x, save).view({n, num_heads_, head_dim_});
+  Tensor k = k_.forward(x, save).view({n, num_heads_, head_dim_});
+  Tensor v = v_.forward(x, save).view({n, num_heads_, head_dim_});
+  ops::rope_apply(q, in.cos, in.sin, false);
+  ops::rope_apply(k, in.cos, in.sin, false);
+  Tensor out = empty_like(q, q.shape());
+  Tensor lse = Tensor::empty({num_heads_, n}, DType::F32, q.device());
+  ops::attention_forward(q, k, v, in.cu_seqlens, false, scale_, out, lse);
+  if (save) {
+    q_saved_ = q;
+    k_saved_ = k;
+    v_saved_ = v;
+    out_ = out;
+    lse_ = lse;
+  }
+  return proj_.forward(out.view({n, num_heads_ * head_dim_}), save);
+}
+
+Tensor VisionAttention::backward(const Tensor& dy, const VisionLayerInputs& in) {
+  VEOMNI_CHECK(q_saved_.defined(), "vision attention backward without a saved forward");
+  const int64_t n = dy.dim(0);
+  Tensor dout = proj_.backward(dy).view({n, num_heads_, head_dim_});
+  Tensor dq = empty_like(q_saved_, q_saved_.shape());
+  Tensor dk = empty_like(k_saved_, k_saved_.shape());
+  Tensor dv = empty_like(v_saved_, v_saved_.shape());
+  ops::attention_backward(dout, q_saved_, k_saved_, v_saved_, out_, lse_, in.cu_seqlens, false, scale_, dq, dk, dv);
+  q_saved_ = k_saved_ = v_saved_ = out_ = lse_ = Tensor();
+  ops::rope_apply(dq, in.cos, in.sin, true);
+  ops::rope_apply(dk, in.cos, in.sin, true);
+  const int64_t hidden = num_heads_ * head_dim_;
+  Tensor dx = q_.backward(dq.view({n, hidden}));
+  k_.backward_accumulate(dk.view({n, hidden}), dx);
+  v_.backward_accumulate(dv.view({n, hidden}), dx);
+  return dx;
+}
+
+void VisionAttention::release() {
+  q_saved_ = k_saved_ = v_saved_ = out_ = lse_ = Tensor();
+  for (BiasedLinear* layer : {&q_, &k_, &v_, &proj_}) layer->release();
+}
+
+}  // namespace veomni

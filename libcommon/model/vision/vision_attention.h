@@ -1,0 +1,39 @@
+// Vision self-attention: fused qkv projection with bias, 2-D rotary, non-causal attention bounded per frame, proj.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/param.h"
+#include "model/layers/biased_linear.h"
+#include "model/vision/vision_config.h"
+
+namespace veomni {
+
+// What every block of one vision forward shares.
+struct VisionLayerInputs {
+  Tensor cos, sin;                  // [N, head_dim] f32 (vision_rope_tables)
+  std::vector<int32_t> cu_seqlens;  // one segment per frame (frame_cu_seqlens)
+};
+
+class VisionAttention {
+ public:
+  // Registers `{prefix}qkv.{weight,bias}` ([3*hidden, hidden]: q rows, then k, then v) and `{prefix}proj.*`.
+  VisionAttention(ParamStore& store, const VisionConfig& config, const std::string& prefix);
+
+  // x [N, hidden] (normalised) -> [N, hidden].
+  Tensor forward(const Tensor& x, const VisionLayerInputs& in, bool save);
+  Tensor backward(const Tensor& dy, const VisionLayerInputs& in);
+  void release();
+
+ private:
+  int64_t num_heads_;
+  int64_t head_dim_;
+  float scale_;
+  BiasedLinear q_, k_, v_;  // row blocks of the fused qkv parameters
+  BiasedLinear proj_;
+  Tensor q_saved_, k_saved_, v_saved_, out_, lse_;
+};
+
+}  // namespace veomni

@@ -1,0 +1,253 @@
+// Vision tower: patch embedding + interpolated positions, blocks with per-frame attention, deepstack and final
+// mergers; FSDP gathers each parameter group around its use through ParamHooks.
+#include "model/vision/vision_tower.h"
+
+#include <string>
+
+#include "kernels/ops.h"
+#include "model/init.h"
+#include "model/layers/common.h"
+#include "model/vision/vision_block.h"
+#include "model/vision/vision_merger.h"
+#include "model/vision/vision_pos_embed.h"
+#include "model/vision/vision_rotary.h"
+
+namespace veomni {
+
+namespace {
+
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool is_layer_norm_weight(const std::string& name) {
+  for (const char* suffix : {"norm1.weight", "norm2.weight", ".norm.weight", ".ln_q.weight"})
+    if (ends_with(name, suffix)) return true;
+  return false;
+}
+
+// Merger j of deepstack_visual_indexes for block `block`, or -1: the first entry naming the block (list.index()).
+int64_t deepstack_merger_of(const VisionConfig& c, int64_t block) {
+  for (size_t j = 0; j < c.deepstack_visual_indexes.size(); ++j)
+    if (c.deepstack_visual_indexes[j] == block) return static_cast<int64_t>(j);
+  return -1;
+}
+
+}  // namespace
+
+struct VisionTower::Impl {
+  VisionConfig config;
+  VisionOptions options;
+  ParamStore& store;
+  std::vector<size_t> groups;  // embed, blocks..., deepstack..., merger
+  size_t embed_group = 0, merger_group = 0;
+  std::vector<size_t> block_groups, deepstack_groups;
+  Parameter* patch_weight = nullptr;
+  Parameter* patch_bias = nullptr;
+  std::unique_ptr<VisionPosEmbed> pos_embed;
+  std::vector<std::unique_ptr<VisionBlock>> blocks;
+  std::vector<std::unique_ptr<VisionMerger>> deepstack_mergers;
+  std::unique_ptr<VisionMerger> merger;
+
+  // Saved by forward.
+  bool saved = false;
+  Tensor patches;  // [N, patch_dim] compute dtype
+  VisionLayerInputs inputs;
+
+  Impl(ParamStore& s, const VisionConfig& c, const VisionOptions& o);
+  size_t begin_group(const std::string& name);
+  ParamGroup& group(size_t index) { return store.groups()[index]; }
+  Tensor embed_forward(const Tensor& pixel_values, const std::vector<VisionGrid>& grids, bool save);
+  void embed_backward(const Tensor& dh);
+  VisionOutput forward(const Tensor& pixel_values, const std::vector<VisionGrid>& grids, bool save);
+  void backward(const Tensor& d_merged, const std::vector<Tensor>& d_deepstack);
+  void zero_grads_of_idle_mergers();
+  void release();
+
+  void before_forward(size_t g) { if (options.params) options.params->before_forward(group(g)); }
+  void after_forward(size_t g) { if (options.params) options.params->after_forward(group(g)); }
+  void before_backward(size_t g) { if (options.params) options.params->before_backward(group(g)); }
+  void after_backward(size_t g) { if (options.params) options.params->after_backward(group(g)); }
+};
+
+size_t VisionTower::Impl::begin_group(const std::string& name) {
+  store.begin_group(name);
+  groups.push_back(store.groups().size() - 1);
+  return groups.back();
+}
+
+VisionTower::Impl::Impl(ParamStore& s, const VisionConfig& c, const VisionOptions& o)
+    : config(c), options(o), store(s) {
+  validate_vision_config(config, "vision config");
+  const std::string& p = config.param_prefix;
+  embed_group = begin_group("visual.embed");
+  patch_weight = store.add(p + "patch_embed.proj.weight", {config.hidden_size, config.in_channels,
+                                                          config.temporal_patch_size, config.patch_size,
+                                                          config.patch_size});
+  patch_bias = store.add(p + "patch_embed.proj.bias", {config.hidden_size});
+  Parameter* table = store.add(p + "pos_embed.weight", {config.num_position_embeddings, config.hidden_size});
+  pos_embed = std::make_unique<VisionPosEmbed>(table, config.grid_side(), config.spatial_merge_size);
+  for (int64_t i = 0; i < config.depth; ++i) {
+    block_groups.push_back(begin_group("visual.blocks." + std::to_string(i)));
+    blocks.push_back(std::make_unique<VisionBlock>(store, config, i));
+  }
+  const std::string list = config.flavor == VisionFlavor::Qwen3Omni ? "merger_list." : "deepstack_merger_list.";
+  for (size_t j = 0; j < config.deepstack_visual_indexes.size(); ++j) {
+    deepstack_groups.push_back(begin_group("visual.deepstack." + std::to_string(j)));
+    deepstack_mergers.push_back(std::make_unique<VisionMerger>(store, config, p + list + std::to_string(j), true));
+  }
+  merger_group = begin_group("visual.merger");
+  merger = std::make_unique<VisionMerger>(store, config, p + "merger", false);
+}
+
+// Conv3d with kernel == stride over [C, T, P, P] patches is y = x W^T + b with W viewed [hidden, patch_dim].
+Tensor VisionTower::Impl::embed_forward(const Tensor& pixel_values, const std::vector<VisionGrid>& grids, bool save) {
+  Tensor x = converted(pixel_values.to(options.device), options.compute_dtype);
+  before_forward(embed_group);
+  const Tensor w = patch_weight->value.view({config.hidden_size, config.patch_dim()});
+  Tensor h = empty_like(x, {x.dim(0), config.hidden_size});
+  ops::matmul(x, false, w, true, h);
+  ops::add_bias_(h, patch_bias->value);
+  ops::add_(h, pos_embed->forward(grids, save));
+  after_forward(embed_group);
+  if (save) patches = x;
+  return h;
+}
+
+void VisionTower::Impl::embed_backward(const Tensor& dh) {
+  before_backward(embed_group);
+  Tensor dw = grad_of(*patch_weight).view({config.hidden_size, config.patch_dim()});
+  ops::matmul(dh, true, patches, false, dw, 1.0f, 1.0f);
+  ops::bias_grad(dh, grad_of(*patch_bias));
+  pos_embed->backward(dh);
+  patches = Tensor();
+  after_backward(embed_group);
+}
+
+VisionOutput VisionTower::Impl::forward(const Tensor& pixel_values, const std::vector<VisionGrid>& grids, bool save) {
+  validate_vision_input(pixel_values, grids, config);
+  release();
+  vision_rope_tables(patch_coords(grids, config.spatial_merge_size), config.head_dim(), config.rope_theta,
+                     options.device, inputs.cos, inputs.sin);
+  inputs.cu_seqlens = frame_cu_seqlens(grids);
+
+  VisionOutput out;
+  Tensor h = embed_forward(pixel_values, grids, save);
+  for (int64_t i = 0; i < config.depth; ++i) {
+    const size_t bi = static_cast<size_t>(i);
+    before_forward(block_groups[bi]);
+    h = blocks[bi]->forward(h, inputs, save);
+    after_forward(block_groups[bi]);
+    const int64_t j = deepstack_merger_of(config, i);
+    if (j < 0) continue;
+    const size_t dj = static_cast<size_t>(j);
+    before_forward(deepstack_groups[dj]);
+    out.deepstack.push_back(deepstack_mergers[dj]->forward(h, save));
+    after_forward(deepstack_groups[dj]);
+  }
+  before_forward(merger_group);
+  out.merged = merger->forward(h, save);
+  after_forward(merger_group);
+  saved = save;
+  if (!save) release();
+  return out;
+}
+
+void VisionTower::Impl::backward(const Tensor& d_merged, const std::vector<Tensor>& d_deepstack) {
+  VEOMNI_CHECK(saved, "vision backward without a preceding forward that kept its activations (save = true)");
+  int64_t features = 0;
+  for (int64_t i = 0; i < config.depth; ++i) features += deepstack_merger_of(config, i) >= 0;
+  VEOMNI_CHECK(static_cast<int64_t>(d_deepstack.size()) == features, "{} deepstack gradients for {} features",
+               d_deepstack.size(), features);
+  before_backward(merger_group);
+  Tensor dh = merger->backward(converted(d_merged, options.compute_dtype));
+  after_backward(merger_group);
+  for (int64_t i = config.depth; i-- > 0;) {
+    const size_t bi = static_cast<size_t>(i);
+    const int64_t j = deepstack_merger_of(config, i);
+    if (j >= 0) {
+      const size_t dj = static_cast<size_t>(j);
+      const Tensor& grad = d_deepstack[static_cast<size_t>(--features)];
+      before_backward(deepstack_groups[dj]);
+      if (grad.defined()) {
+        ops::add_(dh, deepstack_mergers[dj]->backward(converted(grad, options.compute_dtype)));
+      } else {
+        // An unused feature: its merger's gradients are zero, but they exist, as every group's after_backward
+        // (FSDP's reduce-scatter) expects.
+        for (Parameter* param : group(deepstack_groups[dj]).params) grad_of(*param);
+        deepstack_mergers[dj]->release();
+      }
+      after_backward(deepstack_groups[dj]);
+    }
+    before_backward(block_groups[bi]);
+    dh = blocks[bi]->backward(dh, inputs);
+    after_backward(block_groups[bi]);
+  }
+  embed_backward(dh);
+  zero_grads_of_idle_mergers();
+  release();
+}
+
+// Mergers listed for blocks that do not exist never run (as in transformers); their gradients are zeros so that
+// every group of the tower goes through FSDP's gradient reduction each step.
+void VisionTower::Impl::zero_grads_of_idle_mergers() {
+  for (size_t j = 0; j < config.deepstack_visual_indexes.size(); ++j) {
+    const int64_t block = config.deepstack_visual_indexes[j];
+    if (block >= 0 && block < config.depth && deepstack_merger_of(config, block) == static_cast<int64_t>(j)) continue;
+    before_backward(deepstack_groups[j]);
+    for (Parameter* param : group(deepstack_groups[j]).params) grad_of(*param);
+    after_backward(deepstack_groups[j]);
+  }
+}
+
+void VisionTower::Impl::release() {
+  saved = false;
+  patches = Tensor();
+  inputs = VisionLayerInputs();
+  pos_embed->release();
+  for (auto& block : blocks) block->release();
+  for (auto& m : deepstack_mergers) m->release();
+  merger->release();
+}
+
+VisionTower::VisionTower(ParamStore& store, const VisionConfig& config, const VisionOptions& options)
+    : impl_(std::make_unique<Impl>(store, config, options)) {}
+
+VisionTower::~VisionTower() = default;
+
+const VisionConfig& VisionTower::config() const { return impl_->config; }
+
+const std::vector<size_t>& VisionTower::group_indices() const { return impl_->groups; }
+
+void VisionTower::set_param_hooks(ParamHooks* hooks) { impl_->options.params = hooks; }
+
+int64_t VisionTower::num_deepstack_features() const {
+  int64_t n = 0;
+  for (int64_t i = 0; i < impl_->config.depth; ++i) n += deepstack_merger_of(impl_->config, i) >= 0;
+  return n;
+}
+
+void VisionTower::init_weights(uint64_t seed) {
+  for (size_t g : impl_->groups)
+    for (Parameter* p : impl_->group(g).params) {
+      if (ends_with(p->name, ".bias")) {
+        p->value.zero_();
+        continue;
+      }
+      const bool ones = is_layer_norm_weight(p->name);
+      init_parameter(*p, InitSpec{ones ? InitSpec::Kind::Ones : InitSpec::Kind::Normal, impl_->config.initializer_range},
+                     seed);
+    }
+}
+
+VisionOutput VisionTower::forward(const Tensor& pixel_values, const std::vector<VisionGrid>& grids, bool save) {
+  return impl_->forward(pixel_values, grids, save);
+}
+
+void VisionTower::backward(const Tensor& d_merged, const std::vector<Tensor>& d_deepstack) {
+  impl_->backward(d_merged, d_deepstack);
+}
+
+void VisionTower::release() { impl_->release(); }
+
+}  // namespace veomni

@@ -1,0 +1,65 @@
+// The Qwen3-VL / Qwen3-VL-MoE / Qwen3-Omni vision tower: explicit forward and backward from pixel patches to merged
+// embeddings and deepstack features.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/param.h"
+#include "model/parallel_hooks.h"
+#include "model/vision/vision_config.h"
+#include "model/vision/vision_grid.h"
+
+namespace veomni {
+
+struct VisionOptions {
+  Device device = Device::cpu();
+  DType compute_dtype = DType::F32;  // of the parameters and activations (bf16 on GPU mixed precision)
+  ParamHooks* params = nullptr;      // FSDP; null: the store's values stay materialised
+};
+
+struct VisionOutput {
+  Tensor merged;  // [patches / merge_unit, out_hidden_size], compute dtype: the image / video token embeddings
+  // One feature [patches / merge_unit, out_hidden_size] per block named in deepstack_visual_indexes, in block order
+  // (transformers' deepstack_features; the LM adds feature k after its decoder layer k).
+  std::vector<Tensor> deepstack;
+};
+
+class VisionTower {
+ public:
+  // Registers every parameter under config.param_prefix with transformers 5.17's names and shapes, in groups
+  // "visual.embed" (patch_embed.proj.{weight,bias}, pos_embed.weight), "visual.blocks.{i}", "visual.merger" and
+  // "visual.deepstack.{j}" (deepstack_merger_list.j, or merger_list.j for Qwen3-Omni). The patch embedding keeps the
+  // Conv3d shape [hidden, in_channels, temporal_patch_size, patch_size, patch_size], so checkpoints load and save
+  // unchanged; compute views it as the [hidden, patch_dim] matrix of a linear layer (kernel == stride). The store's
+  // owner materialises the values (ParamStore::materialize_all) unless FSDP hooks own them.
+  VisionTower(ParamStore& store, const VisionConfig& config, const VisionOptions& options);
+  ~VisionTower();
+
+  const VisionConfig& config() const;
+  // The store indices of the tower's groups, in forward order of first use (embed, blocks, deepstack, merger).
+  const std::vector<size_t>& group_indices() const;
+  void set_param_hooks(ParamHooks* hooks);
+  // How many deepstack features forward returns: entries of deepstack_visual_indexes naming an existing block.
+  int64_t num_deepstack_features() const;
+
+  // HF init: normal(0, initializer_range) for linear, Conv3d and embedding weights, zeros for biases, ones for
+  // LayerNorm weights; deterministic per (seed, name) like the LM's init_weights.
+  void init_weights(uint64_t seed);
+
+  // pixel_values [patches, patch_dim] (any float dtype, any device: converted to the compute dtype), grids in the
+  // order of pixel_values' rows. Bad grids or shapes are InputErrors. Keeps what backward needs when save.
+  VisionOutput forward(const Tensor& pixel_values, const std::vector<VisionGrid>& grids, bool save = true);
+  // Backward of the last forward. d_merged like merged; d_deepstack has num_deepstack_features() entries, where an
+  // undefined tensor means a zero gradient (that feature was not used). Parameter gradients accumulate; the
+  // gradient of pixel_values is not formed.
+  void backward(const Tensor& d_merged, const std::vector<Tensor>& d_deepstack);
+  void release();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace veomni
