@@ -25,17 +25,23 @@ void check_token_range(const Tensor& ids, int64_t vocab, bool allow_ignore, cons
   }
 }
 
-void validate_batch(const Batch& b, int64_t sp_size, int64_t vocab) {
+void validate_batch(const Batch& b, int64_t sp_size, int64_t vocab, bool mrope) {
   VEOMNI_INPUT_CHECK(b.input_ids.defined() && b.input_ids.dtype() == DType::I64 && b.input_ids.ndim() == 1 &&
                          b.input_ids.numel() > 0,
                      "batch input_ids must be a non-empty i64 [S] tensor, got {}", b.input_ids.describe());
   const int64_t s = b.input_ids.numel();
   VEOMNI_INPUT_CHECK(b.target_ids.defined() && b.target_ids.dtype() == DType::I64 && b.target_ids.shape() == Shape{s},
                      "batch target_ids must be i64 [{}], got {}", s, b.target_ids.describe());
-  VEOMNI_INPUT_CHECK(b.position_ids.defined() && b.position_ids.ndim() == 1 && b.position_ids.numel() == s,
-                     "batch position_ids must be [{}] for a text model (M-RoPE [3, S] positions belong to VL/Omni "
-                     "models), got {}",
-                     s, b.position_ids.describe());
+  if (mrope) {
+    VEOMNI_INPUT_CHECK(b.position_ids.defined() && b.position_ids.shape() == (Shape{3, s}),
+                       "batch position_ids must be [3, {}] (M-RoPE) for a multimodal model, got {}", s,
+                       b.position_ids.describe());
+  } else {
+    VEOMNI_INPUT_CHECK(b.position_ids.defined() && b.position_ids.ndim() == 1 && b.position_ids.numel() == s,
+                       "batch position_ids must be [{}] for a text model (M-RoPE [3, S] positions belong to VL/Omni "
+                       "models), got {}",
+                       s, b.position_ids.describe());
+  }
   VEOMNI_INPUT_CHECK(b.cu_seqlens.size() >= 2 && b.cu_seqlens.front() == 0 && b.cu_seqlens.back() == s * sp_size,
                      "batch cu_seqlens must run from 0 to {} (local length {} x sp size {})", s * sp_size, s, sp_size);
   check_token_range(b.input_ids, vocab, false, "input_ids");
@@ -55,7 +61,10 @@ int64_t count_valid_targets(const Tensor& targets) {
 struct CausalLM::Impl {
   ModelConfig config;
   ModelOptions options;
-  ParamStore store;
+  ParamStore owned_store;  // unused when a larger model owns the store
+  ParamStore& store;
+  size_t first_group = 0;      // the embedding group's index in the store
+  size_t first_param = 0;      // index in store.all() of the first parameter this model registered
   Parameter* embed = nullptr;
   Parameter* lm_head = nullptr;  // the embedding when tied
   std::vector<std::unique_ptr<DecoderLayer>> layers;
@@ -68,13 +77,18 @@ struct CausalLM::Impl {
   std::vector<double> router_slots;  // global (token, slot) counts per expert over all MoE layers
   double router_rows = 0;            // global routed tokens over all MoE layers
 
-  Impl(const ModelConfig& c, const ModelOptions& o);
-  ParamGroup& group(size_t index) { return store.groups()[index]; }
-  ParamGroup& head_group() { return store.groups().back(); }
+  Impl(const ModelConfig& c, const ModelOptions& o, ParamStore* external_store);
+  ParamGroup& group(size_t index) { return store.groups()[first_group + index]; }
+  ParamGroup& head_group() { return group(layers.size() + 1); }
   bool aux_enabled() const { return config.is_moe() && config.output_router_logits; }
 
   ForwardStats forward(const Batch& batch, bool only_loss, Tensor* logits_out);
+  Tensor embed_tokens(const Tensor& ids);
+  ForwardStats forward_embeds(const Batch& batch, const Tensor& inputs_embeds, const LayerCallback& after_layer,
+                              bool only_loss, Tensor* logits_out);
   void backward(float ce_grad_scale, float aux_grad_scale);
+  Tensor backward_embeds(float ce_grad_scale, float aux_grad_scale, const LayerCallback& layer_output_grad);
+  void embed_tokens_backward(const Tensor& ids, const Tensor& d_embeds);
   Tensor head_forward(const Tensor& h, bool save);
   Tensor head_backward(float ce_grad_scale);
   double aux_loss_from_router_stats();
@@ -87,24 +101,31 @@ struct CausalLM::Impl {
   void after_backward(ParamGroup& g) { if (options.hooks.params) options.hooks.params->after_backward(g); }
 };
 
-CausalLM::Impl::Impl(const ModelConfig& c, const ModelOptions& o) : config(c), options(o) {
+CausalLM::Impl::Impl(const ModelConfig& c, const ModelOptions& o, ParamStore* external_store)
+    : config(c), options(o), store(external_store ? *external_store : owned_store) {
   validate_model_config(config, "model config");
+  first_group = store.groups().size();
+  first_param = store.all().size();
+  const std::string& prefix = options.param_prefix;
   store.begin_group("embed");
-  embed = store.add("model.embed_tokens.weight", {config.vocab_size, config.hidden_size});
+  embed = store.add(prefix + "embed_tokens.weight", {config.vocab_size, config.hidden_size});
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
     store.begin_group("layers." + std::to_string(i));
-    layers.push_back(std::make_unique<DecoderLayer>(store, config, i, options.hooks.experts, options.recompute));
+    layers.push_back(
+        std::make_unique<DecoderLayer>(store, config, i, options.hooks.experts, options.recompute, prefix));
   }
   store.begin_group("head");
-  final_norm = std::make_unique<RmsNorm>(store.add("model.norm.weight", {config.hidden_size}), config.rms_norm_eps);
+  final_norm = std::make_unique<RmsNorm>(store.add(prefix + "norm.weight", {config.hidden_size}), config.rms_norm_eps);
   if (config.tie_word_embeddings) {
     store.add_shared(embed);
     lm_head = embed;
   } else {
-    lm_head = store.add("lm_head.weight", {config.vocab_size, config.hidden_size});
+    lm_head = store.add(options.lm_head_name, {config.vocab_size, config.hidden_size});
   }
   // Under FSDP the parameter hooks own the storage (shards and gathered copies).
-  if (!options.hooks.params) store.materialize_all(options.device, options.compute_dtype);
+  if (!options.hooks.params)
+    for (size_t i = first_param; i < store.all().size(); ++i)
+      store.all()[i]->value = Tensor::zeros(store.all()[i]->local_shape(), options.compute_dtype, options.device);
 }
 
 // Final norm and logits in the compute dtype (HF's lm_head), returned as f32 for the loss.
@@ -121,11 +142,33 @@ Tensor CausalLM::Impl::head_forward(const Tensor& h, bool save) {
 
 ForwardStats CausalLM::Impl::forward(const Batch& batch, bool only_loss, Tensor* logits_out) {
   SequenceHooks* sequence = options.hooks.sequence;
-  validate_batch(batch, sequence ? sequence->sp_size() : 1, config.vocab_size);
+  validate_batch(batch, sequence ? sequence->sp_size() : 1, config.vocab_size, !options.mrope_section.empty());
+  release();
+  Tensor ids = batch.input_ids.to(options.device);
+  ForwardStats stats = forward_embeds(batch, embed_tokens(ids), {}, only_loss, logits_out);
+  if (!only_loss) input_ids = ids;
+  return stats;
+}
+
+Tensor CausalLM::Impl::embed_tokens(const Tensor& ids) {
+  before_forward(group(0));
+  Tensor h = Tensor::empty({ids.numel(), config.hidden_size}, options.compute_dtype, options.device);
+  ops::embedding_forward(ids.to(options.device), embed->value, h);
+  after_forward(group(0));
+  return h;
+}
+
+ForwardStats CausalLM::Impl::forward_embeds(const Batch& batch, const Tensor& inputs_embeds,
+                                            const LayerCallback& after_layer, bool only_loss, Tensor* logits_out) {
+  SequenceHooks* sequence = options.hooks.sequence;
+  validate_batch(batch, sequence ? sequence->sp_size() : 1, config.vocab_size, !options.mrope_section.empty());
+  const int64_t s = batch.input_ids.numel();
+  VEOMNI_CHECK(inputs_embeds.shape() == (Shape{s, config.hidden_size}) &&
+                   inputs_embeds.dtype() == options.compute_dtype,
+               "input embeddings {} for {} tokens of hidden size {}", inputs_embeds.describe(), s, config.hidden_size);
   release();
   const bool save = !only_loss;
   const Device device = options.device;
-  const int64_t s = batch.input_ids.numel();
 
   inputs.cu_seqlens = batch.cu_seqlens;
   inputs.real_rows = batch.local_real_tokens();
@@ -133,17 +176,15 @@ ForwardStats CausalLM::Impl::forward(const Batch& batch, bool only_loss, Tensor*
   inputs.experts = options.hooks.experts;
   inputs.cos = Tensor::empty({s, config.head_dim}, DType::F32, device);
   inputs.sin = Tensor::empty({s, config.head_dim}, DType::F32, device);
-  ops::rope_tables(batch.position_ids.to(device), config.head_dim, config.rope_theta, {}, inputs.cos, inputs.sin);
+  ops::rope_tables(batch.position_ids.to(device), config.head_dim, config.rope_theta, options.mrope_section,
+                   inputs.cos, inputs.sin);
 
-  Tensor ids = batch.input_ids.to(device);
-  before_forward(group(0));
-  Tensor h = Tensor::empty({s, config.hidden_size}, options.compute_dtype, device);
-  ops::embedding_forward(ids, embed->value, h);
-  after_forward(group(0));
+  Tensor h = inputs_embeds;
   for (size_t i = 0; i < layers.size(); ++i) {
     before_forward(group(i + 1));
     h = layers[i]->forward(h, inputs, save);
     after_forward(group(i + 1));
+    if (after_layer) after_layer(i, h);
   }
 
   Tensor logits = head_forward(h, save);
@@ -159,7 +200,6 @@ ForwardStats CausalLM::Impl::forward(const Batch& batch, bool only_loss, Tensor*
   stats.valid_tokens = count_valid_targets(batch.target_ids);
   stats.aux_loss = aux_enabled() ? aux_loss_from_router_stats() : 0.0;
   if (save) {
-    input_ids = ids;
     dlogits = dlogits_out;
     saved = true;
   } else {
@@ -215,18 +255,32 @@ Tensor CausalLM::Impl::head_backward(float ce_grad_scale) {
 }
 
 void CausalLM::Impl::backward(float ce_grad_scale, float aux_grad_scale) {
+  VEOMNI_CHECK(saved && input_ids.defined(),
+               "backward without a preceding forward that kept its activations (only_loss = false)");
+  Tensor ids = input_ids;
+  Tensor dh = backward_embeds(ce_grad_scale, aux_grad_scale, {});
+  embed_tokens_backward(ids, dh);
+}
+
+Tensor CausalLM::Impl::backward_embeds(float ce_grad_scale, float aux_grad_scale,
+                                       const LayerCallback& layer_output_grad) {
   VEOMNI_CHECK(saved, "backward without a preceding forward that kept its activations (only_loss = false)");
   Tensor dh = head_backward(ce_grad_scale);
   const std::vector<float> aux_dprobs = aux_prob_gradients(aux_grad_scale);
   for (size_t i = layers.size(); i-- > 0;) {
+    if (layer_output_grad) layer_output_grad(i, dh);
     before_backward(group(i + 1));
     dh = layers[i]->backward(dh, inputs, aux_dprobs);
     after_backward(group(i + 1));
   }
-  before_backward(group(0));
-  ops::embedding_backward(input_ids, dh, grad_of(*embed));
-  after_backward(group(0));
   release();
+  return dh;
+}
+
+void CausalLM::Impl::embed_tokens_backward(const Tensor& ids, const Tensor& d_embeds) {
+  before_backward(group(0));
+  ops::embedding_backward(ids.to(options.device), d_embeds, grad_of(*embed));
+  after_backward(group(0));
 }
 
 void CausalLM::Impl::release() {
@@ -238,7 +292,10 @@ void CausalLM::Impl::release() {
 }
 
 CausalLM::CausalLM(const ModelConfig& config, const ModelOptions& options)
-    : impl_(std::make_unique<Impl>(config, options)) {}
+    : impl_(std::make_unique<Impl>(config, options, nullptr)) {}
+
+CausalLM::CausalLM(const ModelConfig& config, const ModelOptions& options, ParamStore& store)
+    : impl_(std::make_unique<Impl>(config, options, &store)) {}
 
 CausalLM::~CausalLM() = default;
 
@@ -249,8 +306,9 @@ ParamStore& CausalLM::params() { return impl_->store; }
 void CausalLM::set_param_hooks(ParamHooks* hooks) { impl_->options.hooks.params = hooks; }
 
 void CausalLM::init_weights(uint64_t seed) {
-  for (const auto& param : impl_->store.all())
-    if (param->value.defined()) init_parameter(*param, hf_init_spec(param->name, impl_->config), seed);
+  const auto& all = impl_->store.all();
+  for (size_t i = impl_->first_param; i < all.size(); ++i)
+    if (all[i]->value.defined()) init_parameter(*all[i], hf_init_spec(all[i]->name, impl_->config), seed);
 }
 
 ForwardStats CausalLM::forward(const Batch& batch, bool only_loss, Tensor* logits_out) {
@@ -258,5 +316,20 @@ ForwardStats CausalLM::forward(const Batch& batch, bool only_loss, Tensor* logit
 }
 
 void CausalLM::backward(float ce_grad_scale, float aux_grad_scale) { impl_->backward(ce_grad_scale, aux_grad_scale); }
+
+Tensor CausalLM::embed_tokens(const Tensor& input_ids) { return impl_->embed_tokens(input_ids); }
+
+ForwardStats CausalLM::forward_embeds(const Batch& batch, const Tensor& inputs_embeds, const LayerCallback& after_layer,
+                                      bool only_loss, Tensor* logits_out) {
+  return impl_->forward_embeds(batch, inputs_embeds, after_layer, only_loss, logits_out);
+}
+
+Tensor CausalLM::backward_embeds(float ce_grad_scale, float aux_grad_scale, const LayerCallback& layer_output_grad) {
+  return impl_->backward_embeds(ce_grad_scale, aux_grad_scale, layer_output_grad);
+}
+
+void CausalLM::embed_tokens_backward(const Tensor& input_ids, const Tensor& d_embeds) {
+  impl_->embed_tokens_backward(input_ids, d_embeds);
+}
 
 }  // namespace veomni

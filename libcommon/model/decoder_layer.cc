@@ -9,23 +9,27 @@ namespace veomni {
 
 namespace {
 
-std::string layer_prefix(int64_t index) { return "model.layers." + std::to_string(index) + "."; }
+std::string layer_prefix(const std::string& model_prefix, int64_t index) {
+  return model_prefix + "layers." + std::to_string(index) + ".";
+}
 
 }  // namespace
 
 DecoderLayer::DecoderLayer(ParamStore& store, const ModelConfig& config, int64_t index, const ExpertHooks* experts,
-                           bool recompute)
+                           bool recompute, const std::string& model_prefix)
     : recompute_(recompute),
-      input_norm_(store.add(layer_prefix(index) + "input_layernorm.weight", {config.hidden_size}),
+      input_norm_(store.add(layer_prefix(model_prefix, index) + "input_layernorm.weight", {config.hidden_size}),
                   config.rms_norm_eps),
-      attention_(store, config, layer_prefix(index)),
-      mlp_(config.layer_is_sparse(index)
-               ? nullptr
-               : std::make_unique<Mlp>(store, layer_prefix(index), config.hidden_size, config.intermediate_size)),
-      moe_(config.layer_is_sparse(index) ? std::make_unique<MoeBlock>(store, config, layer_prefix(index), experts)
-                                         : nullptr),
-      post_attention_norm_(store.add(layer_prefix(index) + "post_attention_layernorm.weight", {config.hidden_size}),
-                           config.rms_norm_eps) {}
+      attention_(store, config, layer_prefix(model_prefix, index)),
+      mlp_(config.layer_is_sparse(index) ? nullptr
+                                         : std::make_unique<Mlp>(store, layer_prefix(model_prefix, index),
+                                                                 config.hidden_size, config.intermediate_size)),
+      moe_(config.layer_is_sparse(index)
+               ? std::make_unique<MoeBlock>(store, config, layer_prefix(model_prefix, index), experts)
+               : nullptr),
+      post_attention_norm_(
+          store.add(layer_prefix(model_prefix, index) + "post_attention_layernorm.weight", {config.hidden_size}),
+          config.rms_norm_eps) {}
 
 Tensor DecoderLayer::compute(const Tensor& h, const LayerInputs& in, bool save) {
   Tensor h1 = attention_.forward(input_norm_.forward(h, save), in, save);

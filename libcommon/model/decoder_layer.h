@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -17,9 +18,9 @@ namespace veomni {
 
 class DecoderLayer {
  public:
-  // Registers `model.layers.{index}.*` in the store's current group.
+  // Registers `{model_prefix}layers.{index}.*` in the store's current group.
   DecoderLayer(ParamStore& store, const ModelConfig& config, int64_t index, const ExpertHooks* experts,
-               bool recompute);
+               bool recompute, const std::string& model_prefix = "model.");
 
   // h [S_local, hidden] -> h + attn(...) + mlp(...). With save and recompute only h is kept.
   Tensor forward(const Tensor& h, const LayerInputs& in, bool save);

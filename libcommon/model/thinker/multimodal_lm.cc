@@ -1,0 +1,242 @@
+// The multimodal LM: encoders -> media rows of the input embeddings -> LM with deepstack -> loss, and back.
+#include "model/thinker/multimodal_lm.h"
+
+#include <string>
+
+#include "core/error.h"
+#include "kernels/ops.h"
+#include "model/audio/audio_layout.h"
+#include "model/thinker/media_rows.h"
+#include "model/vision/vision_grid.h"
+
+namespace veomni {
+
+namespace {
+
+ModelOptions text_options(const ThinkerConfig& config, const MultimodalOptions& options) {
+  ModelOptions lm = options.lm;
+  lm.param_prefix = config.text_prefix;
+  lm.lm_head_name = config.lm_head_name;
+  lm.mrope_section = config.mrope_section;
+  return lm;
+}
+
+// Rows [begin, begin + rows) of `out` take `part` (both [*, D] on one device).
+void copy_rows_into(Tensor& out, int64_t begin, const Tensor& part) {
+  if (part.numel() == 0) return;
+  Tensor target = out.slice(begin, begin + part.dim(0));
+  target.copy_from(part);
+}
+
+// Images then videos as one tower input: every grid is encoded independently, so one call equals two.
+Tensor concat_patches(const Tensor& images, const Tensor& videos, int64_t patch_dim, Device device) {
+  const int64_t ni = images.defined() ? images.dim(0) : 0;
+  const int64_t nv = videos.defined() ? videos.dim(0) : 0;
+  if (nv == 0) return images;
+  if (ni == 0) return videos;
+  VEOMNI_INPUT_CHECK(images.ndim() == 2 && videos.ndim() == 2 && images.dim(1) == patch_dim &&
+                         videos.dim(1) == patch_dim && images.dtype() == videos.dtype(),
+                     "batch pixel_values {} and pixel_values_videos {} must both be [*, {}] of one dtype",
+                     images.describe(), videos.describe(), patch_dim);
+  Tensor both = Tensor::empty({ni + nv, patch_dim}, images.dtype(), device);
+  copy_rows_into(both, 0, images.to(device));
+  copy_rows_into(both, ni, videos.to(device));
+  return both;
+}
+
+void check_disjoint(const std::vector<int64_t>& a, const std::vector<int64_t>& b, const char* a_name,
+                    const char* b_name) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    VEOMNI_INPUT_CHECK(a[i] != b[j], "batch {} and {} both mark token {}", a_name, b_name, a[i]);
+    if (a[i] < b[j]) ++i;
+    else ++j;
+  }
+}
+
+}  // namespace
+
+struct MultimodalLM::Impl {
+  ThinkerConfig config;
+  MultimodalOptions options;
+  ParamStore store;
+  std::unique_ptr<VisionTower> vision;
+  std::unique_ptr<AudioEncoder> audio;
+  std::unique_ptr<CausalLM> lm;
+
+  // What the last forward kept for backward.
+  bool saved = false;
+  Tensor input_ids;
+  Tensor visual_positions, audio_positions, media_positions;  // i64 on the device
+  bool vision_ran = false, audio_ran = false;
+  std::vector<Tensor> deepstack;      // the features added after the first layers
+  std::vector<Tensor> d_deepstack;    // their gradients, filled by backward
+
+  Impl(const ThinkerConfig& c, const MultimodalOptions& o);
+  ForwardStats forward(const MultimodalBatch& batch, bool only_loss, Tensor* logits_out);
+  void backward(float ce_grad_scale, float aux_grad_scale);
+  Tensor encode_visual(const MultimodalBatch& batch, int64_t image_rows, int64_t video_rows, bool save);
+  void release();
+};
+
+MultimodalLM::Impl::Impl(const ThinkerConfig& c, const MultimodalOptions& o) : config(c), options(o) {
+  VisionOptions vision_options;
+  vision_options.device = options.lm.device;
+  vision_options.compute_dtype = options.lm.compute_dtype;
+  vision = std::make_unique<VisionTower>(store, config.vision, vision_options);
+  for (size_t index : vision->group_indices())
+    for (Parameter* p : store.groups()[index].params)
+      p->value = Tensor::zeros(p->local_shape(), options.lm.compute_dtype, options.lm.device);
+  if (config.has_audio) {
+    AudioEncoderOptions audio_options;
+    audio_options.device = options.lm.device;
+    audio_options.compute_dtype = options.lm.compute_dtype;
+    audio = std::make_unique<AudioEncoder>(store, config.audio, audio_options);
+  }
+  lm = std::make_unique<CausalLM>(config.text, text_options(config, options), store);
+}
+
+// The merged embeddings of the images, then of the videos; the deepstack features likewise.
+Tensor MultimodalLM::Impl::encode_visual(const MultimodalBatch& batch, int64_t image_rows, int64_t video_rows,
+                                         bool save) {
+  std::vector<VisionGrid> grids = batch.image_grids;
+  grids.insert(grids.end(), batch.video_grids.begin(), batch.video_grids.end());
+  VEOMNI_INPUT_CHECK(batch.image_grids.empty() || batch.pixel_values.defined(),
+                     "batch has {} image grids but no pixel_values", batch.image_grids.size());
+  VEOMNI_INPUT_CHECK(batch.video_grids.empty() || batch.pixel_values_videos.defined(),
+                     "batch has {} video grids but no pixel_values_videos", batch.video_grids.size());
+  Tensor pixels = concat_patches(batch.image_grids.empty() ? Tensor() : batch.pixel_values,
+                                 batch.video_grids.empty() ? Tensor() : batch.pixel_values_videos,
+                                 config.vision.patch_dim(), options.lm.device);
+  VisionOutput out = vision->forward(pixels, grids, save);
+  VEOMNI_CHECK(out.merged.dim(0) == image_rows + video_rows, "vision tower gave {} rows for {} + {} visual tokens",
+               out.merged.dim(0), image_rows, video_rows);
+  deepstack = std::move(out.deepstack);
+  return out.merged;
+}
+
+ForwardStats MultimodalLM::Impl::forward(const MultimodalBatch& batch, bool only_loss, Tensor* logits_out) {
+  release();
+  const Batch& text = batch.text;
+  VEOMNI_INPUT_CHECK(text.input_ids.defined() && text.input_ids.ndim() == 1,
+                     "batch input_ids must be an i64 [S] tensor, got {}", text.input_ids.describe());
+  const int64_t s = text.input_ids.numel();
+  const Device device = options.lm.device;
+  const bool save = !only_loss;
+
+  const std::vector<int64_t> image_pos = mask_positions(batch.image_mask, s, "image_mask");
+  const std::vector<int64_t> video_pos = mask_positions(batch.video_mask, s, "video_mask");
+  const std::vector<int64_t> audio_pos = mask_positions(batch.audio_mask, s, "audio_mask");
+  check_disjoint(image_pos, video_pos, "image_mask", "video_mask");
+  check_disjoint(image_pos, audio_pos, "image_mask", "audio_mask");
+  check_disjoint(video_pos, audio_pos, "video_mask", "audio_mask");
+
+  const int64_t merge = config.vision.merge_unit();
+  const int64_t image_rows = total_patches(batch.image_grids) / merge;
+  const int64_t video_rows = total_patches(batch.video_grids) / merge;
+  VEOMNI_INPUT_CHECK(static_cast<int64_t>(image_pos.size()) == image_rows,
+                     "batch image_mask marks {} tokens but the image grids give {} merged patches", image_pos.size(),
+                     image_rows);
+  VEOMNI_INPUT_CHECK(static_cast<int64_t>(video_pos.size()) == video_rows,
+                     "batch video_mask marks {} tokens but the video grids give {} merged patches", video_pos.size(),
+                     video_rows);
+  int64_t audio_rows = 0;
+  if (!batch.audio_feature_lengths.empty()) {
+    VEOMNI_INPUT_CHECK(audio != nullptr, "batch has audio features but model type {} has no audio encoder",
+                       config.model_type);
+    audio_rows = audio_layout(batch.audio_feature_lengths, config.audio).num_tokens();
+  }
+  VEOMNI_INPUT_CHECK(static_cast<int64_t>(audio_pos.size()) == audio_rows,
+                     "batch audio_mask marks {} tokens but the audio features give {} audio tokens", audio_pos.size(),
+                     audio_rows);
+
+  std::vector<int64_t> visual = image_pos;
+  visual.insert(visual.end(), video_pos.begin(), video_pos.end());
+  std::vector<int64_t> media = visual;
+  media.insert(media.end(), audio_pos.begin(), audio_pos.end());
+  visual_positions = positions_tensor(visual, device);
+  audio_positions = positions_tensor(audio_pos, device);
+  media_positions = positions_tensor(media, device);
+
+  Tensor ids = text.input_ids.to(device);
+  Tensor h = lm->embed_tokens(ids);
+  zero_rows(h, media_positions);
+  if (!visual.empty()) {
+    vision_ran = true;
+    add_rows(h, visual_positions, encode_visual(batch, image_rows, video_rows, save && !options.freeze_vit));
+  }
+  if (audio_rows > 0) {
+    audio_ran = true;
+    add_rows(h, audio_positions,
+             audio->forward(batch.input_features, batch.audio_feature_lengths, save && !options.freeze_audio_tower));
+  }
+
+  auto add_deepstack = [this](size_t layer, Tensor& hidden) {
+    if (layer < deepstack.size()) add_rows(hidden, visual_positions, deepstack[layer]);
+  };
+  ForwardStats stats = lm->forward_embeds(text, h, add_deepstack, only_loss, logits_out);
+  deepstack.clear();  // the features are inputs of additions only: backward needs none of them
+  if (save) {
+    input_ids = ids;
+    saved = true;
+  } else {
+    release();
+  }
+  return stats;
+}
+
+void MultimodalLM::Impl::backward(float ce_grad_scale, float aux_grad_scale) {
+  VEOMNI_CHECK(saved, "backward without a preceding forward that kept its activations (only_loss = false)");
+  const bool vision_trains = vision_ran && !options.freeze_vit;
+  const bool audio_trains = audio_ran && !options.freeze_audio_tower;
+  d_deepstack.assign(vision_trains ? static_cast<size_t>(vision->num_deepstack_features()) : 0, Tensor());
+  auto collect_deepstack = [this](size_t layer, Tensor& dh) {
+    if (layer < d_deepstack.size()) d_deepstack[layer] = gather_rows(dh, visual_positions);
+  };
+  Tensor d_embeds = lm->backward_embeds(ce_grad_scale, aux_grad_scale, collect_deepstack);
+  Tensor d_visual = vision_trains ? gather_rows(d_embeds, visual_positions) : Tensor();
+  Tensor d_audio = audio_trains ? gather_rows(d_embeds, audio_positions) : Tensor();
+  // The media rows were overwritten: the token embeddings there did not reach the loss.
+  zero_rows(d_embeds, media_positions);
+  lm->embed_tokens_backward(input_ids, d_embeds);
+  d_embeds = Tensor();
+  if (vision_trains) vision->backward(d_visual, d_deepstack);
+  if (audio_trains) audio->backward(d_audio);
+  release();
+}
+
+void MultimodalLM::Impl::release() {
+  saved = vision_ran = audio_ran = false;
+  input_ids = visual_positions = audio_positions = media_positions = Tensor();
+  deepstack.clear();
+  d_deepstack.clear();
+  vision->release();
+  if (audio) audio->release();
+}
+
+MultimodalLM::MultimodalLM(const ThinkerConfig& config, const MultimodalOptions& options)
+    : impl_(std::make_unique<Impl>(config, options)) {}
+
+MultimodalLM::~MultimodalLM() = default;
+
+const ThinkerConfig& MultimodalLM::config() const { return impl_->config; }
+ParamStore& MultimodalLM::params() { return impl_->store; }
+CausalLM& MultimodalLM::language_model() { return *impl_->lm; }
+VisionTower& MultimodalLM::vision() { return *impl_->vision; }
+AudioEncoder* MultimodalLM::audio() { return impl_->audio.get(); }
+
+void MultimodalLM::init_weights(uint64_t seed) {
+  impl_->vision->init_weights(seed);
+  if (impl_->audio) impl_->audio->init_weights(seed);
+  impl_->lm->init_weights(seed);
+}
+
+ForwardStats MultimodalLM::forward(const MultimodalBatch& batch, bool only_loss, Tensor* logits_out) {
+  return impl_->forward(batch, only_loss, logits_out);
+}
+
+void MultimodalLM::backward(float ce_grad_scale, float aux_grad_scale) {
+  impl_->backward(ce_grad_scale, aux_grad_scale);
+}
+
+}  // namespace veomni
