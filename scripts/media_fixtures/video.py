@@ -61,16 +61,21 @@ def read_frames(media_dir, stem):
     return frames, meta
 
 
-def run_case(media_dir, out_dir, name, stem, init_kwargs):
-    frames, meta = read_frames(media_dir, stem)
-    processor = Qwen3VLVideoProcessor(**init_kwargs)
-    metadata = VideoMetadata(
+def video_metadata(meta):
+    """HF's VideoMetadata for a clip described by its .json dump (the decoder's frame count, rate and size)."""
+    return VideoMetadata(
         total_num_frames=meta["num_frames"],
         fps=meta["fps"],
         width=meta["width"],
         height=meta["height"],
         duration=meta["num_frames"] / meta["fps"],
     )
+
+
+def run_case(media_dir, out_dir, name, stem, init_kwargs):
+    frames, meta = read_frames(media_dir, stem)
+    processor = Qwen3VLVideoProcessor(**init_kwargs)
+    metadata = video_metadata(meta)
     out = processor(
         videos=[frames],
         video_metadata=[metadata],

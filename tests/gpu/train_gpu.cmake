@@ -13,6 +13,9 @@ if(VEOMNI_HAVE_CUDA AND VEOMNI_MPIEXEC)
   add_test(NAME gpu.train.cpu_fp32_vs_gpu_bf16_dense COMMAND ${run1} ${align} qwen3_toy 2e-2 1e-3 1:1:1:1:cpu:fp32 1:1:1:1:cuda:bf16)
   add_test(NAME gpu.train.cpu_fp32_vs_gpu_bf16_moe COMMAND ${run1} ${align} qwen3_moe_toy 2e-2 1e-3 1:1:1:1:cpu:fp32 1:1:1:1:cuda:bf16)
   add_test(NAME gpu.train.bf16_curve_200_steps COMMAND ${run1} ${CMAKE_CURRENT_SOURCE_DIR}/gpu/train_curve.sh ${VEOMNI_BIN_DIR} ${CMAKE_SOURCE_DIR} qwen3_toy 2e-2)
+  # The Qwen3-0.6B shape (151,936-token vocab), 200 steps at seq 512: its fp32 reference runs on the GPU.
+  add_test(NAME gpu.train.bf16_curve_200_steps_0p6b COMMAND ${run1} ${CMAKE_CURRENT_SOURCE_DIR}/gpu/train_curve.sh
+    ${VEOMNI_BIN_DIR} ${CMAKE_SOURCE_DIR} qwen3_toy 2e-2 ${CMAKE_SOURCE_DIR}/configs/model_configs/qwen3_0p6b cuda 512 3e-4)
 
   # One GPU against two: FSDP2, SP2, EP2 and EP2 x SP2. The mid-size MoE trains at lr 1e-4: AdamW's first steps move
   # every weight by about lr x sign(grad), so gradients that are zero up to rounding (their sum order differs between
