@@ -3,6 +3,8 @@
 # micro-batch), bf16 compute with fp32 master weights and AdamW, NP processes. Prints tokens/s, MFU (REFERENCE.md's
 # formula against 989 TFLOP/s per GPU) and peak GPU memory, averaged over the steps after the first WARMUP.
 # usage: bench/train_throughput.sh BIN_DIR MODEL_CONFIG_DIR [SEQ=4096] [STEPS=10] [NP=1] [extra veomni-train args...]
+# PROFILE=1 bench/train_throughput.sh ... also prints rank 0's op profile (VEOMNI_PROFILE_OPS=1, man veomni-train:
+# per-op CUDA-event times over all steps, warm-up included) after the JSON line; the timed run is then a little slower.
 set -euo pipefail
 bin=$1 model=$2 seq=${3:-4096} steps=${4:-10} np=${5:-1}
 shift $(( $# < 5 ? $# : 5 ))
@@ -12,6 +14,7 @@ trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 total=$((steps + warmup))
+if [[ ${PROFILE:-0} == 1 ]]; then export VEOMNI_PROFILE_OPS=1 VEOMNI_PROFILE_OPS_OUT="$work/ops"; fi
 "$bin/veomni-dummy-data" --type text --seq-len $((seq + 1)) --num-samples $((total * np)) --seed 1 \
   --out "$work/data.h5" >/dev/null
 mpirun --bind-to none -np "$np" "$bin/veomni-train" "$here/configs/qwen3_toy.yaml" --model.config_path "$model" \
@@ -40,3 +43,4 @@ print(json.dumps({"peer": "veomni", "config": sys.argv[1], "seq": seq, "gpus": n
                   "mfu": round(flops / sec / 989e12, 4), "peak_memory_gib": round(mem, 2),
                   "step_seconds": round(sec, 4), "final_loss": round(log["loss"][-1], 4)}))
 PY
+if [[ ${PROFILE:-0} == 1 ]]; then cat "$work/ops.rank0"; fi

@@ -21,6 +21,7 @@
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/swiglu.h"
+#include "kernels/op_profiler.h"
 
 #if defined(VEOMNI_WITH_CUDA) && __has_include("kernels/cuda/ops_cuda.h")
 #include "kernels/cuda/ops_cuda.h"
@@ -43,11 +44,19 @@ template <typename Result>
 
 // Runs backend::op(args...) for the device the call's tensors live on.
 #ifdef VEOMNI_HAVE_CUDA_OPS
-#define VEOMNI_ROUTE(op, device, ...) ((device).is_cuda() ? cuda::op(__VA_ARGS__) : cpu::op(__VA_ARGS__))
+#define VEOMNI_BACKEND(op, device, ...) ((device).is_cuda() ? cuda::op(__VA_ARGS__) : cpu::op(__VA_ARGS__))
 #else
-#define VEOMNI_ROUTE(op, device, ...) \
+#define VEOMNI_BACKEND(op, device, ...) \
   ((device).is_cuda() ? no_cuda_backend<decltype(cpu::op(__VA_ARGS__))>(#op, device) : cpu::op(__VA_ARGS__))
 #endif
+
+// The backend call, timed under `key_expr` (an OpKey, built only when VEOMNI_PROFILE_OPS is on).
+#define VEOMNI_ROUTE_KEYED(key_expr, op, device, ...)                       \
+  ::veomni::op_profile_timed(                                              \
+      device, [&]() -> OpKey { return key_expr; },                          \
+      [&]() -> decltype(auto) { return VEOMNI_BACKEND(op, device, __VA_ARGS__); })
+// The backend call, timed under the op's name.
+#define VEOMNI_ROUTE(fn, device, ...) VEOMNI_ROUTE_KEYED(OpKey{.op = #fn}, fn, device, __VA_ARGS__)
 
 namespace {
 
@@ -133,6 +142,30 @@ void check_qkv(const Call& c, const Tensor& q, const Tensor& k, const Tensor& v)
   c.require(hkv > 0 && hq % hkv == 0, "{} query heads are not a multiple of {} kv heads", hq, hkv);
 }
 
+// Profiler keys of the ops worth splitting by shape: GEMMs by (m, n, k) and transposes, attention by its heads.
+OpKey matmul_key(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k) {
+  static constexpr const char* kNames[2][2] = {{"matmul NN", "matmul NT"}, {"matmul TN", "matmul TT"}};
+  return {kNames[trans_a][trans_b], {m, n, k, 0}, 3, 2.0 * static_cast<double>(m) * static_cast<double>(n) *
+                                                         static_cast<double>(k), 0.0};
+}
+
+OpKey grouped_key(const char* op, int64_t rows, int64_t n, int64_t k, int64_t groups) {
+  return {op, {rows, n, k, groups}, 4, 2.0 * static_cast<double>(rows) * static_cast<double>(n) *
+                                           static_cast<double>(k), 0.0};
+}
+
+// Forward FLOPs 4 * (query, key) pairs * Hq * D (causal pairs only); the backward counts 2.5x that (five GEMMs to two).
+OpKey attention_key(const char* op, double flops_per_pair, const Tensor& q, const Tensor& k,
+                    const std::vector<int32_t>& cu_seqlens, bool causal) {
+  double pairs = 0.0;
+  for (size_t b = 0; b + 1 < cu_seqlens.size(); ++b) {
+    const double len = cu_seqlens[b + 1] - cu_seqlens[b];
+    pairs += causal ? len * (len + 1) / 2 : len * len;
+  }
+  return {op, {q.dim(0), q.dim(1), k.dim(1), q.dim(2)}, 4,
+          flops_per_pair * pairs * static_cast<double>(q.dim(1)) * static_cast<double>(q.dim(2)), 0.0};
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- GEMM
@@ -151,7 +184,8 @@ void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor
   c.floats(out, "out", {m, n});
   c.disjoint(out, "out", a, "a");
   c.disjoint(out, "out", b, "b");
-  VEOMNI_ROUTE(matmul, c.device(), a, trans_a, b, trans_b, out, alpha, beta);
+  VEOMNI_ROUTE_KEYED(matmul_key(trans_a, trans_b, m, n, k), matmul, c.device(), a, trans_a, b, trans_b, out, alpha,
+                     beta);
 }
 
 void grouped_matmul(const Tensor& x, const Tensor& w, bool trans_w, const std::vector<int64_t>& group_sizes,
@@ -166,7 +200,8 @@ void grouped_matmul(const Tensor& x, const Tensor& w, bool trans_w, const std::v
   check_groups(c, group_sizes, g, t);
   c.disjoint(out, "out", x, "x");
   c.disjoint(out, "out", w, "w");
-  VEOMNI_ROUTE(grouped_matmul, c.device(), x, w, trans_w, group_sizes, out);
+  VEOMNI_ROUTE_KEYED(grouped_key(trans_w ? "grouped_matmul NT" : "grouped_matmul NN", t, n, k, g), grouped_matmul,
+                     c.device(), x, w, trans_w, group_sizes, out);
 }
 
 void grouped_matmul_weight_grad(const Tensor& dy, const Tensor& x, const std::vector<int64_t>& group_sizes, Tensor& dw,
@@ -182,7 +217,8 @@ void grouped_matmul_weight_grad(const Tensor& dy, const Tensor& x, const std::ve
   check_groups(c, group_sizes, g, t);
   c.disjoint(dw, "dw", dy, "dy");
   c.disjoint(dw, "dw", x, "x");
-  VEOMNI_ROUTE(grouped_matmul_weight_grad, c.device(), dy, x, group_sizes, dw, accumulate);
+  VEOMNI_ROUTE_KEYED(grouped_key("grouped_matmul_weight_grad", t, n, k, g), grouped_matmul_weight_grad, c.device(), dy,
+                     x, group_sizes, dw, accumulate);
 }
 
 // ---------------------------------------------------------------- normalisation
@@ -327,7 +363,8 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
     c.disjoint(out, "out", *in, name);
     c.disjoint(lse, "lse", *in, name);
   }
-  VEOMNI_ROUTE(attention_forward, c.device(), q, k, v, cu_seqlens, causal, scale, out, lse);
+  VEOMNI_ROUTE_KEYED(attention_key("attention_forward", 4.0, q, k, cu_seqlens, causal), attention_forward, c.device(),
+                     q, k, v, cu_seqlens, causal, scale, out, lse);
 }
 
 void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
@@ -351,7 +388,8 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
     for (const auto& [o2, o2name] : outputs)
       if (o2 != o) c.disjoint(*o, oname, *o2, o2name);
   }
-  VEOMNI_ROUTE(attention_backward, c.device(), dout, q, k, v, out, lse, cu_seqlens, causal, scale, dq, dk, dv);
+  VEOMNI_ROUTE_KEYED(attention_key("attention_backward", 10.0, q, k, cu_seqlens, causal), attention_backward,
+                     c.device(), dout, q, k, v, out, lse, cu_seqlens, causal, scale, dq, dk, dv);
 }
 
 // ---------------------------------------------------------------- loss

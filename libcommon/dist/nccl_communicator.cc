@@ -2,11 +2,13 @@
 #include "dist/nccl_communicator.h"
 
 #include <cstring>
+#include <optional>
 
 #ifdef VEOMNI_WITH_CUDA
 #include <nccl.h>
 
 #include "kernels/cuda/runtime.h"
+#include "kernels/op_profiler.h"
 #endif
 
 namespace veomni {
@@ -19,6 +21,11 @@ void check_nccl(ncclResult_t code, const char* what, const std::string& group) {
   if (code == ncclSuccess) return;
   throw Error(fmt::format("NCCL {} failed on group '{}': {} ({})", what, group, ncclGetErrorString(code),
                           ncclGetLastError(nullptr) ? ncclGetLastError(nullptr) : ""));
+}
+
+// The profiler's key of one collective: split by element count, with the bytes one rank sends or receives.
+OpKey collective_key(const char* op, const Tensor& t, double bytes) {
+  return {op, {t.numel(), 0, 0, 0}, 1, 0.0, bytes};
 }
 
 ncclDataType_t nccl_type(DType dtype) {
@@ -55,9 +62,13 @@ class NcclCommunicator final : public Communicator {
 
   void allreduce_sum(Tensor& t) override {
     if (t.is_cpu()) return mpi_->allreduce_sum(t);
-    check_nccl(ncclAllReduce(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), ncclSum,
-                             comm_, cuda_rt::stream()),
-               "allreduce", name());
+    op_profile_timed(
+        t.device(), [&] { return collective_key("nccl_allreduce", t, static_cast<double>(t.nbytes())); },
+        [&] {
+          check_nccl(ncclAllReduce(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()),
+                                   ncclSum, comm_, cuda_rt::stream()),
+                     "allreduce", name());
+        });
   }
   void allreduce_sum(std::vector<double>& v) override { mpi_->allreduce_sum(v); }
   void allreduce_sum(std::vector<int64_t>& v) override { mpi_->allreduce_sum(v); }
@@ -67,9 +78,13 @@ class NcclCommunicator final : public Communicator {
     if (local.is_cpu()) return mpi_->allgather(local, out);
     VEOMNI_CHECK(out.numel() == local.numel() * size() && out.dtype() == local.dtype() && !out.is_cpu(),
                  "allgather {} into {}", local.describe(), out.describe());
-    check_nccl(ncclAllGather(local.raw_data(), out.raw_data(), static_cast<size_t>(local.numel()),
-                             nccl_type(local.dtype()), comm_, cuda_rt::stream()),
-               "allgather", name());
+    op_profile_timed(
+        local.device(), [&] { return collective_key("nccl_allgather", out, static_cast<double>(out.nbytes())); },
+        [&] {
+          check_nccl(ncclAllGather(local.raw_data(), out.raw_data(), static_cast<size_t>(local.numel()),
+                                   nccl_type(local.dtype()), comm_, cuda_rt::stream()),
+                     "allgather", name());
+        });
   }
   void allgather(const std::vector<int64_t>& local, std::vector<int64_t>& out) override { mpi_->allgather(local, out); }
 
@@ -77,9 +92,13 @@ class NcclCommunicator final : public Communicator {
     if (in.is_cpu()) return mpi_->reduce_scatter_sum(in, out);
     VEOMNI_CHECK(in.numel() == out.numel() * size() && in.dtype() == out.dtype() && !out.is_cpu(),
                  "reduce_scatter {} into {}", in.describe(), out.describe());
-    check_nccl(ncclReduceScatter(in.raw_data(), out.raw_data(), static_cast<size_t>(out.numel()), nccl_type(in.dtype()),
-                                 ncclSum, comm_, cuda_rt::stream()),
-               "reduce_scatter", name());
+    op_profile_timed(
+        in.device(), [&] { return collective_key("nccl_reduce_scatter", in, static_cast<double>(in.nbytes())); },
+        [&] {
+          check_nccl(ncclReduceScatter(in.raw_data(), out.raw_data(), static_cast<size_t>(out.numel()),
+                                       nccl_type(in.dtype()), ncclSum, comm_, cuda_rt::stream()),
+                     "reduce_scatter", name());
+        });
   }
 
   void all_to_all_rows(const Tensor& send, const std::vector<int64_t>& send_rows, Tensor& recv,
@@ -94,6 +113,10 @@ class NcclCommunicator final : public Communicator {
     const auto* sp = static_cast<const char*>(send.numel() ? send.raw_data() : nullptr);
     auto* rp = static_cast<char*>(recv.numel() ? recv.raw_data() : nullptr);
     size_t soff = 0, roff = 0;
+    std::optional<OpTimer> timer;  // brackets the whole group on the stream when profiling
+    if (op_profile_enabled())
+      timer.emplace(OpKey{.op = "nccl_all_to_all", .bytes = static_cast<double>(send.nbytes() + recv.nbytes())},
+                    send.device());  // not split by size: the row counts change every step
     check_nccl(ncclGroupStart(), "group_start", name());
     for (int r = 0; r < p; ++r) {
       const size_t sb = static_cast<size_t>(send_rows[r]) * row_bytes, rb = static_cast<size_t>(recv_rows[r]) * row_bytes;
@@ -109,9 +132,13 @@ class NcclCommunicator final : public Communicator {
 
   void broadcast(Tensor& t, int root) override {
     if (t.is_cpu()) return mpi_->broadcast(t, root);
-    check_nccl(ncclBroadcast(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), root,
-                             comm_, cuda_rt::stream()),
-               "broadcast", name());
+    op_profile_timed(
+        t.device(), [&] { return collective_key("nccl_broadcast", t, static_cast<double>(t.nbytes())); },
+        [&] {
+          check_nccl(ncclBroadcast(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()),
+                                   root, comm_, cuda_rt::stream()),
+                     "broadcast", name());
+        });
   }
   void broadcast(std::string& text, int root) override { mpi_->broadcast(text, root); }
   void barrier() override {
