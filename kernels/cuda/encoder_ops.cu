@@ -53,8 +53,10 @@ __global__ void layernorm_dx_rows(ConstFloats dy, ConstFloats x, ConstFloats w, 
   const int64_t base = row * d;
   const float mu = mean[row], r = rstd[row];
   float sum_g = 0.0f, sum_gx = 0.0f;
+  // g is rounded to float (__fmul_rn) before each use: contracted into an FMA in one place and not in the other,
+  // g - mean(g) would leave the product's rounding error where the exact result is 0 (e.g. a row of width 1).
   for (int64_t i = lane; i < d; i += kWarp) {
-    const float g = dy[base + i] * w[i];
+    const float g = __fmul_rn(dy[base + i], w[i]);
     sum_g += g;
     sum_gx += g * (x[base + i] - mu) * r;
   }
@@ -62,7 +64,7 @@ __global__ void layernorm_dx_rows(ConstFloats dy, ConstFloats x, ConstFloats w, 
   const float mean_gx = warp_sum(sum_gx) / static_cast<float>(d);
   for (int64_t i = lane; i < d; i += kWarp) {
     const float xhat = (x[base + i] - mu) * r;
-    dx.store(base + i, r * (dy[base + i] * w[i] - mean_g - xhat * mean_gx));
+    dx.store(base + i, r * (__fmul_rn(dy[base + i], w[i]) - mean_g - xhat * mean_gx));
   }
 }
 
@@ -152,16 +154,24 @@ constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
 constexpr float kSqrt2OverPi = 0.79788456080286535588f;
 constexpr float kGeluCubic = 0.044715f;
 
-__device__ __forceinline__ float gelu(float x, bool tanh_form) {
-  if (!tanh_form) return 0.5f * x * (1.0f + erff(x * kSqrtHalf));
-  return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + kGeluCubic * x * x * x)));
+// The CDF factors in forms that keep their precision where they approach 0 (x very negative): Phi(x) as
+// erfc(-x/sqrt 2)/2 rather than (1 + erf)/2, and the tanh form's (1 + tanh u)/2 as the logistic s(2u). In float,
+// 1 + erf or 1 + tanh cancels to 0 well before the true value underflows, and the CPU twin (double) does not.
+__device__ __forceinline__ float phi_cdf(float x) { return 0.5f * erfcf(-x * kSqrtHalf); }
+__device__ __forceinline__ float tanh_gate(float x) {  // (1 + tanh(sqrt(2/pi) (x + c x^3))) / 2
+  return 1.0f / (1.0f + expf(-2.0f * kSqrt2OverPi * (x + kGeluCubic * x * x * x)));
 }
 
-// Erf: Phi(x) + x phi(x). Tanh: 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 c x^2).
+__device__ __forceinline__ float gelu(float x, bool tanh_form) {
+  return x * (tanh_form ? tanh_gate(x) : phi_cdf(x));
+}
+
+// Erf: Phi(x) + x phi(x). Tanh: s + 2 x s (1 - s) sqrt(2/pi) (1 + 3 c x^2) with s = (1 + t) / 2, since
+// (1 - t^2) / 2 = 2 s (1 - s).
 __device__ __forceinline__ float gelu_slope(float x, bool tanh_form) {
-  if (!tanh_form) return 0.5f * (1.0f + erff(x * kSqrtHalf)) + x * kInvSqrt2Pi * expf(-0.5f * x * x);
-  const float t = tanhf(kSqrt2OverPi * (x + kGeluCubic * x * x * x));
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * x * x);
+  if (!tanh_form) return phi_cdf(x) + x * kInvSqrt2Pi * expf(-0.5f * x * x);
+  const float s = tanh_gate(x);
+  return s + 2.0f * x * s * (1.0f - s) * kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * x * x);
 }
 
 __global__ void gelu_kernel(ConstFloats x, bool tanh_form, Floats y, int64_t n) {

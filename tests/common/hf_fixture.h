@@ -59,4 +59,28 @@ inline double relative_error(const Tensor& ours, const Tensor& ref) {
   return diff / scale;
 }
 
+// A key projection's bias shifts all scores of a query row by the same q.b, which softmax cancels: its exact
+// gradient is 0, and both implementations return rounding noise there (which AdamW then normalises into steps of
+// noise). Such a gradient is checked to be at noise level against its layer's k_proj.weight gradient instead of
+// against the other implementation's noise.
+inline bool gradient_is_zero_in_exact_arithmetic(const std::string& name) {
+  const std::string suffix = "k_proj.bias";
+  return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+inline std::string matching_weight_name(const std::string& bias_name) {
+  return bias_name.substr(0, bias_name.size() - 4) + "weight";
+}
+
+// max |grad| / max |weight_grad|: how far above rounding noise a gradient that should be 0 is.
+inline double noise_level(const Tensor& grad, const Tensor& weight_grad) {
+  const std::vector<float> w = weight_grad.to(Device::cpu()).to_dtype(DType::F32).to_float_vector();
+  double scale = 1e-30;
+  for (float v : w) scale = std::max(scale, std::fabs(static_cast<double>(v)));
+  const std::vector<float> g = grad.to(Device::cpu()).to_dtype(DType::F32).to_float_vector();
+  double top = 0;
+  for (float v : g) top = std::max(top, std::fabs(static_cast<double>(v)));
+  return top / scale;
+}
+
 }  // namespace veomni::testing

@@ -526,7 +526,7 @@ TEST(AudioEncoder, NoClipsStillPassesEveryGroup) {
 // tests/fixtures/audio_encoder/, written by scripts/gen_audio_encoder_fixtures.py with transformers 5.17 (CPU fp32).
 // Disabled until that script has run on the GPU machine and its output is committed (issue "omni-modal training");
 // run it meanwhile with --gtest_also_run_disabled_tests.
-TEST(AudioEncoderHfFixture, DISABLED_ForwardAndBackwardMatchTransformers) {
+TEST(AudioEncoderHfFixture, ForwardAndBackwardMatchTransformers) {
   const std::string dir = std::string(VEOMNI_FIXTURES_DIR) + "/audio_encoder";
   for (const char* file : {"config.json", "weights.safetensors", "inputs.safetensors", "expected.safetensors",
                            "expected.json"})
@@ -563,7 +563,12 @@ TEST(AudioEncoderHfFixture, DISABLED_ForwardAndBackwardMatchTransformers) {
   for (const Parameter* p : encoder.parameters()) {
     const std::string key = "grad." + p->name;
     ASSERT_TRUE(expected.contains(key)) << "fixture has no gradient for " << p->name;
-    const double err = veomni::testing::relative_error(p->grad, expected.read(key));
+    double err = veomni::testing::relative_error(p->grad, expected.read(key));
+    if (veomni::testing::gradient_is_zero_in_exact_arithmetic(p->name)) {
+      const Tensor weight_grad = expected.read("grad." + veomni::testing::matching_weight_name(p->name));
+      err = std::max(veomni::testing::noise_level(p->grad, weight_grad),
+                     veomni::testing::noise_level(expected.read(key), weight_grad));
+    }
     EXPECT_LE(err, kRelTol) << "gradient of " << p->name;
     if (err > worst) worst = err, worst_name = p->name;
   }

@@ -132,7 +132,11 @@ void check_forward_backward(const CaseName& name) {
   for (const auto& p : model->params().all()) {
     const std::string key = "grad." + p->name;
     ASSERT_TRUE(grads.contains(key)) << name.name() << ": the fixture has no gradient for " << p->name;
-    const double err = testing::relative_error(p->grad, grads.read(key));
+    double err = testing::relative_error(p->grad, grads.read(key));
+    if (testing::gradient_is_zero_in_exact_arithmetic(p->name)) {
+      const Tensor weight_grad = grads.read("grad." + testing::matching_weight_name(p->name));
+      err = std::max(testing::noise_level(p->grad, weight_grad), testing::noise_level(grads.read(key), weight_grad));
+    }
     EXPECT_LE(err, kRelTol) << name.name() << " gradient of " << p->name;
     if (err >= worst) worst = err, worst_name = p->name;
   }
@@ -188,6 +192,13 @@ void check_adamw_steps(const CaseName& name) {
     const double ref_abs = ref["abs_sum"].get<double>(), ref_delta_abs = ref["delta_abs_sum"].get<double>();
     expect_checksum(abs_sum, ref_abs, ref_abs, p->name + " abs-sum");
     expect_checksum(sum, ref["sum"].get<double>(), ref_abs, p->name + " sum");
+    // A gradient that is 0 in exact arithmetic (gradient_is_zero_in_exact_arithmetic) is rounding noise in both
+    // implementations, and AdamW divides it by its own root mean square: the updates are noise-sized on both sides
+    // (below 1e-6 of the parameter here) but not comparable to each other. The values still are (above).
+    if (testing::gradient_is_zero_in_exact_arithmetic(p->name)) {
+      EXPECT_LE(delta_abs_sum, 1e-6 * std::max(abs_sum, 1.0)) << name.name() << " " << p->name << " moved";
+      continue;
+    }
     expect_checksum(delta_abs_sum, ref_delta_abs, ref_delta_abs, p->name + " update abs-sum");
     expect_checksum(delta_sum, ref["delta_sum"].get<double>(), ref_delta_abs, p->name + " update sum");
   }
@@ -206,7 +217,7 @@ const CaseName kCases[] = {
 
 // Disabled until the lead has run scripts/gen_thinker_fixtures.py on the GPU machine and committed
 // tests/fixtures/thinker/models/*/weights.safetensors and cases/; enabling is this line without "DISABLED_".
-INSTANTIATE_TEST_SUITE_P(DISABLED_Transformers, ThinkerHfFixture, ::testing::ValuesIn(kCases),
+INSTANTIATE_TEST_SUITE_P(Transformers, ThinkerHfFixture, ::testing::ValuesIn(kCases),
                          [](const ::testing::TestParamInfo<CaseName>& param_info) { return param_info.param.name(); });
 
 }  // namespace

@@ -364,7 +364,7 @@ TEST(VisionRotaryTest, RowAndColumnAngles) {
 // run it meanwhile with --gtest_also_run_disabled_tests.
 class VisionHfFixtureTest : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(VisionHfFixtureTest, DISABLED_ForwardAndEveryGradientMatchTransformers) {
+TEST_P(VisionHfFixtureTest, ForwardAndEveryGradientMatchTransformers) {
   const std::string dir = std::string(VEOMNI_FIXTURES_DIR) + "/vision/" + GetParam();
   for (const char* file : {"config.json", "weights.safetensors", "io.safetensors", "grads.safetensors"})
     ASSERT_TRUE(std::filesystem::exists(dir + "/" + file))
