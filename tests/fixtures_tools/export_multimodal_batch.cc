@@ -104,8 +104,9 @@ int run(int argc, char** argv) {
                      reader.num_samples() - 1);
   const veomni::Sample sample = reader.read(index);
   const std::string context = dataset + " sample " + std::to_string(index);
-  const Tensor& stored_ids = veomni::sample_key(sample, "input_ids", context);
-  const Tensor& labels = veomni::sample_key(sample, "labels", context);
+  // Copies (shared handles), not references: GCC 13 cannot see that sample_key returns into `sample`.
+  const Tensor stored_ids = veomni::sample_key(sample, "input_ids", context);
+  const Tensor labels = veomni::sample_key(sample, "labels", context);
   const int64_t s = stored_ids.numel();
 
   std::vector<std::pair<std::string, Tensor>> tensors;
