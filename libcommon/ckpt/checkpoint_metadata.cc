@@ -201,6 +201,7 @@ nlohmann::ordered_json checkpoint_metadata_to_json(const CheckpointMetadata& m) 
   out["position"] = position_to_json(m.position);
   out["data_plan"] = m.data_plan ? data_plan_to_json(*m.data_plan) : nlohmann::ordered_json(nullptr);
   out["model_config"] = nlohmann::ordered_json::parse(model_config_to_json(m.model_config).dump());
+  if (!m.hf_config_json.empty()) out["hf_config"] = nlohmann::ordered_json::parse(m.hf_config_json);
   out["train_config"] =
       m.train_config_yaml.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(m.train_config_yaml);
   out["tokenizer_path"] = m.tokenizer_path;
@@ -231,6 +232,10 @@ CheckpointMetadata checkpoint_metadata_from_json(const json& root, const std::st
   if (f.has("data_plan")) m.data_plan = data_plan_from_json(f.object("data_plan"));
   f.object("model_config");  // an object, or an error naming the key
   m.model_config = model_config_from_json(f.at("model_config"), source + " (model_config)");
+  if (f.has("hf_config")) {
+    f.object("hf_config");  // an object, or an error naming the key
+    m.hf_config_json = f.at("hf_config").dump();
+  }
   if (f.has("train_config")) m.train_config_yaml = f.string("train_config");
   m.tokenizer_path = f.string("tokenizer_path");
   if (f.has("metrics_log")) {

@@ -65,6 +65,9 @@ struct CheckpointMetadata {
   TrainingPosition position;
   std::optional<DataPlanInfo> data_plan;  // absent in checkpoints made by veomni-ckpt-shard
   ModelConfig model_config;
+  // A multimodal model's whole config.json as text (key "hf_config"; model_config is then its text model only),
+  // written by veomni-ckpt-merge in place of model_config's; "" for a text model.
+  std::string hf_config_json;
   std::string train_config_yaml;  // the run's effective config; "" when made by veomni-ckpt-shard
   std::string tokenizer_path;     // the run's model.tokenizer_path ("" when it names none)
   std::vector<CheckpointParam> params;

@@ -22,6 +22,8 @@ struct CheckpointSaveRequest {
   TrainingPosition position;
   std::optional<DataPlanInfo> data_plan;
   ModelConfig model_config;
+  // A multimodal model's whole config.json (model_config is then its text model only); "" for a text model.
+  std::string hf_config_json;
   std::string train_config_yaml;
   std::string tokenizer_path;
   std::string producer;

@@ -9,6 +9,7 @@
 #include "ckpt/checkpoint_reader.h"
 #include "ckpt/staged_directory.h"
 #include "io/hf_checkpoint.h"
+#include "io/json_file.h"
 #include "model/model_config.h"
 
 namespace veomni {
@@ -87,9 +88,16 @@ MergeSummary merge_checkpoint_to_hf(const std::string& checkpoint, const std::st
   summary.out_dir = out_dir;
   StagedDirectory staged(out_dir, options.overwrite);
 
-  ModelConfig config = reader.metadata().model_config;
-  config.dtype = hf_dtype_name(options.dtype);
-  save_model_config(config, staged.file("config.json"));
+  if (reader.metadata().hf_config_json.empty()) {
+    ModelConfig config = reader.metadata().model_config;
+    config.dtype = hf_dtype_name(options.dtype);
+    save_model_config(config, staged.file("config.json"));
+  } else {
+    // A multimodal model: its own config.json, with the dtype of the weights written.
+    nlohmann::ordered_json config = nlohmann::ordered_json::parse(reader.metadata().hf_config_json);
+    config["dtype"] = hf_dtype_name(options.dtype);
+    write_json_file(staged.file("config.json"), config);
+  }
   write_weights(reader, staged.temp_path(), options, summary);
   const std::string tokenizer =
       options.tokenizer_path.empty() ? reader.metadata().tokenizer_path : options.tokenizer_path;

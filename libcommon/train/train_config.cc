@@ -40,6 +40,10 @@ ConfigSchema<TrainConfig> build_schema() {
   VEOMNI_CONFIG_FIELD(s, train.log_steps, "Print a progress line every this many steps (metrics are recorded every step).");
   VEOMNI_CONFIG_FIELD(s, train.device, "Where to train: auto (one GPU per rank, chosen by node-local rank, when the build has CUDA and GPUs are visible; else the CPU), cpu, or cuda (an error without a GPU).", {.choices = {"auto", "cpu", "cuda"}});
   VEOMNI_CONFIG_FIELD(s, train.precision, "mixed: compute as train.accelerator.fsdp_config.mixed_precision says (bf16 with float32 master weights); fp32: everything in float32 (alignment runs). The CPU backend always computes in float32.", {.choices = {"mixed", "fp32"}});
+  VEOMNI_CONFIG_FIELD(s, train.freeze_vit, "Multimodal models: freeze the vision tower (Qwen3-Omni: all of it but visual.merger, as VeOmni). Frozen parameters are not updated and not counted in the gradient norm.");
+  VEOMNI_CONFIG_FIELD(s, train.freeze_audio_tower, "Qwen3-Omni: freeze the audio encoder but audio_tower.proj1 (as VeOmni).");
+  VEOMNI_CONFIG_FIELD(s, train.vit_lr, "Multimodal models: peak learning rate of the vision tower's parameters (VeOmni's vit_lr; it follows the schedule of train.optimizer.lr, scaled).");
+  VEOMNI_CONFIG_FIELD(s, train.audio_lr, "Qwen3-Omni: peak learning rate of the audio encoder's parameters, scaled like vit_lr. -1 (or null): train.optimizer.lr (VeOmni trains the audio encoder with the language model's group).", minus_one_when_null);
   VEOMNI_CONFIG_FIELD(s, train.gradient_checkpointing.enable, "Recompute each decoder layer's activations in backward instead of keeping them.");
 
   VEOMNI_CONFIG_FIELD(s, train.optimizer.type, "Optimizer.", {.choices = {"adamw"}});
@@ -104,6 +108,11 @@ void validate_optimizer(const OptimizerArgs& o) {
   check(o.betas.size() == 2 && o.betas[0] >= 0 && o.betas[0] < 1 && o.betas[1] >= 0 && o.betas[1] < 1,
         fmt::format("train.optimizer.betas must be two values in [0, 1), got [{}]", fmt::join(o.betas, ", ")));
   check(o.eps > 0, fmt::format("train.optimizer.eps must be positive, got {}", o.eps));
+}
+
+void validate_tower_learning_rates(const TrainArgs& t) {
+  check(t.vit_lr >= 0, fmt::format("train.vit_lr must be >= 0, got {}", t.vit_lr));
+  check(t.audio_lr == -1 || t.audio_lr >= 0, fmt::format("train.audio_lr must be >= 0 or -1, got {}", t.audio_lr));
 }
 
 void validate_accelerator_and_checkpoint(const TrainArgs& t) {
@@ -187,6 +196,7 @@ void validate_train_config(const TrainConfig& config) {
   validate_steps_and_batch(config.train);
   validate_optimizer(config.train.optimizer);
   validate_accelerator_and_checkpoint(config.train);
+  validate_tower_learning_rates(config.train);
   validate_choices(config);
 }
 

@@ -86,6 +86,12 @@ struct TrainArgs {
   int64_t log_steps = 1;
   std::string device = "auto";      // auto (GPU when the build has CUDA and one is visible) | cpu | cuda
   std::string precision = "mixed";  // mixed (accelerator.fsdp_config.mixed_precision) | fp32 (exact alignment runs)
+  // Multimodal models (VeOmni's VLM trainer arguments). Frozen parameters keep their values exactly: no update, no
+  // weight decay, no part in the gradient norm.
+  bool freeze_vit = false;          // the vision tower (Qwen3-Omni: all but visual.merger, as VeOmni)
+  bool freeze_audio_tower = false;  // the audio encoder but audio_tower.proj1 (as VeOmni)
+  double vit_lr = 1e-6;             // peak learning rate of the vision tower's parameters (VeOmni's default)
+  double audio_lr = -1;             // peak learning rate of the audio encoder's; -1: optimizer.lr (VeOmni has none)
   GradientCheckpointingArgs gradient_checkpointing;
   OptimizerArgs optimizer;
   AcceleratorArgs accelerator;

@@ -23,12 +23,12 @@
 #include "data/batch_plan.h"
 #include "data/collator.h"
 #include "data/dataset_reader.h"
+#include "data/multimodal_collator.h"
 #include "dist/device_mesh.h"
 #include "dist/nccl_communicator.h"
 #include "io/json_file.h"
 #include "kernels/backend.h"
 #include "kernels/ops.h"
-#include "model/causal_lm.h"
 #include "model/hf_loader.h"
 #include "model/model_config.h"
 #include "model/weight_source.h"
@@ -40,6 +40,7 @@
 #include "train/loss_scale.h"
 #include "train/metrics_log.h"
 #include "train/progress.h"
+#include "train/train_model.h"
 
 namespace veomni {
 
@@ -107,6 +108,16 @@ TokenSample token_sample(const Sample& sample, const std::string& context) {
   return t;
 }
 
+// One AdamW per learning-rate group (VeOmni's param groups: the LM, the vision tower at vit_lr, the audio encoder
+// at audio_lr); frozen parameters sit in a group that never steps, so their values stay exact and their (zero)
+// moments still go into checkpoints.
+struct OptimizerGroup {
+  std::string name;
+  double peak_lr = 0;   // the schedule's value scaled by peak_lr / train.optimizer.lr
+  bool frozen = false;
+  std::unique_ptr<AdamW> adamw;
+};
+
 class Trainer {
  public:
   Trainer(const TrainConfig& config, std::shared_ptr<Communicator> world)
@@ -119,7 +130,10 @@ class Trainer {
   void build_mesh_and_model();
   void build_data();
   void build_optimizer();
-  std::vector<Batch> collate_my_micro_batches(const StepPlan& step);
+  std::vector<MultimodalBatch> collate_my_micro_batches(const StepPlan& step);
+  MultimodalBatch collate_micro_batch(const std::vector<int64_t>& sample_indices);
+  OptimizerGroup& optimizer_group_of(const Parameter& p);
+  void step_optimizers(double lr);
   StepMetrics run_step(const StepPlan& step, int64_t global_step);
   double clip_gradients();
   void log_step(int64_t step, const StepMetrics& m, double seconds, ProgressClock& clock);
@@ -148,9 +162,14 @@ class Trainer {
   ModelConfig model_config_;
   std::unique_ptr<UlyssesHooks> ulysses_;
   std::unique_ptr<ExpertParallel> expert_parallel_;
-  std::unique_ptr<CausalLM> model_;
+  std::optional<ThinkerConfig> thinker_;  // set for a multimodal model; model_config_ is then its text model
+  std::string hf_config_json_;            // a multimodal model's config.json, kept in checkpoints
+  std::unique_ptr<TrainModel> model_;
   std::unique_ptr<Fsdp> fsdp_;
-  std::unique_ptr<AdamW> optimizer_;
+  std::vector<OptimizerGroup> optimizers_;   // LM first
+  // The (group, slot) of each FSDP shard, in shard order.
+  std::vector<std::pair<size_t, size_t>> shard_slots_;
+  std::vector<bool> shard_frozen_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<DatasetReader> dataset_;
   BatchPlanOptions plan_options_;
@@ -178,7 +197,14 @@ Device Trainer::select_device() {
 }
 
 void Trainer::build_mesh_and_model() {
-  model_config_ = load_model_config(config_.resolved_model_config_path());
+  const std::string config_path = config_.resolved_model_config_path();
+  if (is_multimodal_config(config_path)) {
+    thinker_ = load_thinker_config(config_path);
+    model_config_ = thinker_->text;
+    hf_config_json_ = config_json_text(config_path);
+  } else {
+    model_config_ = load_model_config(config_path);
+  }
   layout_ = resolve_batch_layout(config_, world_->size());
   validate_parallel_layout(config_, model_config_);
   device_ = select_device();
@@ -207,20 +233,22 @@ void Trainer::build_mesh_and_model() {
     expert_parallel_ = std::make_unique<ExpertParallel>(mesh_.ep, model_config_.num_experts);
     options.hooks.experts = expert_parallel_.get();
   }
-  model_ = std::make_unique<CausalLM>(model_config_, options);
+  model_ = thinker_ ? std::make_unique<TrainModel>(*thinker_, options, config_.train.freeze_vit)
+                   : std::make_unique<TrainModel>(model_config_, options);
+  const std::string model_type = thinker_ ? thinker_->model_type : model_config_.model_type;
   // Initialised or loaded values go into the fp32 masters: stage them in fp32 whatever the compute dtype.
   model_->params().materialize_all(options.device, DType::F32);
   if (resume_dir_) {
     // The checkpoint overwrites every master and moment once FSDP and AdamW exist: no init, no HF read.
-    spdlog::info("model: {} with {} parameters, from checkpoint {}", model_config_.model_type,
+    spdlog::info("model: {} with {} parameters, from checkpoint {}", model_type,
                  format_count(static_cast<double>(model_->params().num_elements())), *resume_dir_);
   } else if (config_.model.model_path.empty()) {
     model_->init_weights(static_cast<uint64_t>(config_.train.seed));
-    spdlog::info("model: {} with {} parameters, random init (seed {})", model_config_.model_type,
+    spdlog::info("model: {} with {} parameters, random init (seed {})", model_type,
                  format_count(static_cast<double>(model_->params().num_elements())), config_.train.seed);
   } else {
     load_hf_weights(model_->params(), HfCheckpointSource(config_.model.model_path));
-    spdlog::info("model: {} with {} parameters from {}", model_config_.model_type,
+    spdlog::info("model: {} with {} parameters from {}", model_type,
                  format_count(static_cast<double>(model_->params().num_elements())), config_.model.model_path);
   }
   fsdp_ = std::make_unique<Fsdp>(model_->params(), mesh_, options.compute_dtype, reduce_dtype);
@@ -264,8 +292,26 @@ void Trainer::build_optimizer() {
   adam.beta2 = o.betas[1];
   adam.eps = o.eps;
   adam.weight_decay = o.weight_decay;
-  optimizer_ = std::make_unique<AdamW>(adam);
-  for (ParamShard& s : fsdp_->shards()) optimizer_->add_slot(s.param->name, s.master, s.grad);
+  const auto& t = config_.train;
+  auto add_group = [&](const std::string& name, double peak_lr, bool frozen) {
+    optimizers_.push_back({name, peak_lr, frozen, std::make_unique<AdamW>(adam)});
+  };
+  add_group("language model", o.lr, false);
+  if (thinker_) {
+    add_group("vision tower", t.vit_lr, false);
+    if (thinker_->has_audio) add_group("audio encoder", t.audio_lr < 0 ? o.lr : t.audio_lr, false);
+    add_group("frozen", 0.0, true);
+  }
+  for (ParamShard& s : fsdp_->shards()) {
+    OptimizerGroup& group = optimizer_group_of(*s.param);
+    group.adamw->add_slot(s.param->name, s.master, s.grad);
+    shard_slots_.emplace_back(static_cast<size_t>(&group - optimizers_.data()), group.adamw->slots().size() - 1);
+    shard_frozen_.push_back(group.frozen);
+  }
+  for (const OptimizerGroup& g : optimizers_)
+    if (thinker_ && !g.adamw->slots().empty())
+      spdlog::info("optimizer: {} parameter tensors in the {} group{}", g.adamw->slots().size(), g.name,
+                   g.frozen ? " (not updated)" : fmt::format(" (peak lr {:g})", g.peak_lr));
 
   LrScheduleOptions sched;
   sched.lr = o.lr;
@@ -284,25 +330,68 @@ void Trainer::build_optimizer() {
                format_count(bytes), format_count(all[0]));
 }
 
-std::vector<Batch> Trainer::collate_my_micro_batches(const StepPlan& step) {
+OptimizerGroup& Trainer::optimizer_group_of(const Parameter& p) {
+  if (!thinker_) return optimizers_.front();
+  const auto& t = config_.train;
+  if (param_frozen(p.name, thinker_->model_type, t.freeze_vit, t.freeze_audio_tower)) return optimizers_.back();
+  switch (param_role(p.name)) {
+    case ParamRole::Vision: return optimizers_[1];
+    case ParamRole::Audio: return thinker_->has_audio ? optimizers_[2] : optimizers_.front();
+    case ParamRole::LanguageModel: break;
+  }
+  return optimizers_.front();
+}
+
+// Every group follows the one schedule, scaled to its peak learning rate (as torch's LambdaLR scales each group).
+void Trainer::step_optimizers(double lr) {
+  const double base = config_.train.optimizer.lr;
+  for (OptimizerGroup& g : optimizers_)
+    if (!g.frozen && !g.adamw->slots().empty()) g.adamw->step(lr * g.peak_lr / base);
+}
+
+MultimodalBatch Trainer::collate_micro_batch(const std::vector<int64_t>& sample_indices) {
+  std::vector<Sample> samples;
+  std::vector<std::string> contexts;
+  for (int64_t index : sample_indices) {
+    samples.push_back(dataset_->read(index));
+    contexts.push_back(fmt::format("{} sample {}", config_.data.train_path, index));
+  }
+  if (thinker_) {
+    MultimodalCollateOptions collate;
+    collate.max_seq_len = config_.data.max_seq_len;
+    collate.sp_size = mesh_.shape.ulysses;
+    collate.sp_rank = mesh_.sp_rank();
+    collate.merge_unit = thinker_->vision.merge_unit();
+    collate.has_audio = thinker_->has_audio;
+    collate.position_dtype = thinker_->has_audio ? DType::F32 : DType::I64;
+    std::vector<NamedSample> named;
+    for (size_t k = 0; k < samples.size(); ++k) named.push_back({&samples[k], contexts[k]});
+    return collate_multimodal(named, collate);
+  }
   CollateOptions collate;
   collate.max_seq_len = config_.data.max_seq_len;
   collate.sp_size = mesh_.shape.ulysses;
-  std::vector<Batch> mine;
+  std::vector<TokenSample> tokens;
+  for (size_t k = 0; k < samples.size(); ++k) tokens.push_back(token_sample(samples[k], contexts[k]));
+  MultimodalBatch batch;
+  batch.text = slice_for_sp_rank(pack_samples(tokens, collate), mesh_.shape.ulysses, mesh_.sp_rank());
+  return batch;
+}
+
+std::vector<MultimodalBatch> Trainer::collate_my_micro_batches(const StepPlan& step) {
+  std::vector<MultimodalBatch> mine;
   const auto dp = static_cast<size_t>(mesh_.shape.dp());
-  for (size_t i = static_cast<size_t>(mesh_.dp_rank()); i < step.micro_batches.size(); i += dp) {
-    std::vector<TokenSample> samples;
-    for (int64_t index : step.micro_batches[i].samples)
-      samples.push_back(token_sample(dataset_->read(index), fmt::format("{} sample {}", config_.data.train_path, index)));
-    const PackedRow row = pack_samples(samples, collate);
-    mine.push_back(slice_for_sp_rank(row, mesh_.shape.ulysses, mesh_.sp_rank()));
-  }
+  for (size_t i = static_cast<size_t>(mesh_.dp_rank()); i < step.micro_batches.size(); i += dp)
+    mine.push_back(collate_micro_batch(step.micro_batches[i].samples));
   return mine;
 }
 
 double Trainer::clip_gradients() {
+  // Frozen parameters are not part of the norm (torch clips the parameters that have gradients).
+  std::vector<ParamShard>& shards = fsdp_->shards();
   double local = 0;
-  for (ParamShard& s : fsdp_->shards()) local += ops::sum_squares(s.grad);
+  for (size_t i = 0; i < shards.size(); ++i)
+    if (!shard_frozen_[i]) local += ops::sum_squares(shards[i].grad);
   std::vector<double> total{local};
   world_->allreduce_sum(total);
   const double norm = std::sqrt(total[0]);
@@ -311,7 +400,8 @@ double Trainer::clip_gradients() {
   if (max_norm > 0 && std::isfinite(norm)) {
     const double coef = max_norm / (norm + 1e-6);
     if (coef < 1.0)
-      for (ParamShard& s : fsdp_->shards()) ops::scale_(s.grad, static_cast<float>(coef));
+      for (size_t i = 0; i < shards.size(); ++i)
+        if (!shard_frozen_[i]) ops::scale_(shards[i].grad, static_cast<float>(coef));
   }
   return norm;
 }
@@ -342,12 +432,14 @@ std::optional<std::string> Trainer::agree_on_resume_checkpoint() {
 std::vector<ParamShardState> Trainer::shard_states() {
   std::vector<ParamShardState> states;
   std::vector<ParamShard>& shards = fsdp_->shards();
-  std::vector<OptimizerSlot>& slots = optimizer_->slots();
-  VEOMNI_CHECK(shards.size() == slots.size(), "{} FSDP shards but {} optimizer slots", shards.size(), slots.size());
+  VEOMNI_CHECK(shards.size() == shard_slots_.size(), "{} FSDP shards but {} optimizer slots", shards.size(),
+               shard_slots_.size());
   for (size_t i = 0; i < shards.size(); ++i) {
     const Parameter& p = *shards[i].param;
-    VEOMNI_CHECK(slots[i].name == p.name, "optimizer slot {} is '{}', FSDP shard '{}'", i, slots[i].name, p.name);
-    states.push_back({p.name, p.shape, p.is_expert, shards[i].master, slots[i].exp_avg, slots[i].exp_avg_sq});
+    const auto [group, index] = shard_slots_[i];
+    const OptimizerSlot& slot = optimizers_[group].adamw->slots()[index];
+    VEOMNI_CHECK(slot.name == p.name, "optimizer slot {} is '{}', FSDP shard '{}'", i, slot.name, p.name);
+    states.push_back({p.name, p.shape, p.is_expert, shards[i].master, slot.exp_avg, slot.exp_avg_sq});
   }
   return states;
 }
@@ -364,7 +456,7 @@ void Trainer::resume_from(const std::string& dir) {
   check_checkpoint_model(reader, model_config_, states);
   restore_param_shards(reader, mesh_.shape, mesh_.rank, states);
   start_ = saved.position;
-  optimizer_->set_steps_taken(start_.optimizer_steps);
+  for (OptimizerGroup& g : optimizers_) g.adamw->set_steps_taken(start_.optimizer_steps);
   metrics_ = reader.metrics();
   VEOMNI_INPUT_CHECK(metrics_.num_steps() == 0 || static_cast<int64_t>(metrics_.num_steps()) == start_.global_step,
                      "{}: its metrics log has {} steps, the checkpoint is at step {}", dir, metrics_.num_steps(),
@@ -406,10 +498,11 @@ std::string Trainer::save_checkpoint_at(int64_t global_step, int64_t epoch, int6
   request.output_dir = config_.train.checkpoint.output_dir;
   request.save_total_limit = config_.train.checkpoint.save_total_limit;
   request.mesh = mesh_.shape;
-  request.position = {global_step, optimizer_->steps_taken(), epoch, next_step_in_epoch, config_.train.seed,
+  request.position = {global_step, optimizers_.front().adamw->steps_taken(), epoch, next_step_in_epoch, config_.train.seed,
                       total_steps_, last_lr};
   request.data_plan = data_plan_info();
   request.model_config = model_config_;
+  request.hf_config_json = hf_config_json_;
   request.train_config_yaml = train_config_to_yaml(config_);
   request.tokenizer_path = config_.model.tokenizer_path;
   request.producer = version_text("veomni-train");
@@ -441,11 +534,11 @@ void Trainer::measure_gpu_memory(StepMetrics& m) {
 StepMetrics Trainer::run_step(const StepPlan& step, int64_t global_step) {
   maybe_inject_fault(global_step);
   auto mark = std::chrono::steady_clock::now();
-  std::vector<Batch> batches = collate_my_micro_batches(step);
+  std::vector<MultimodalBatch> batches = collate_my_micro_batches(step);
   const double data_seconds = seconds_since(mark);
   // Every rank counts its targets; the sum over the world is the global batch's (SP slices partition a row).
   std::vector<int64_t> counts{0, 0};
-  for (const Batch& b : batches) counts[0] += b.valid_tokens;
+  for (const MultimodalBatch& b : batches) counts[0] += b.text.valid_tokens;
   for (size_t i = static_cast<size_t>(mesh_.dp_rank()); i < step.micro_batches.size();
        i += static_cast<size_t>(mesh_.shape.dp()))
     if (mesh_.sp_rank() == 0) counts[1] += step.micro_batches[i].tokens;
@@ -458,7 +551,7 @@ StepMetrics Trainer::run_step(const StepPlan& step, int64_t global_step) {
 
   fsdp_->zero_grads();
   std::vector<double> sums{0, 0};  // ce_sum, aux_sum (aux counted once per SP group)
-  for (const Batch& batch : batches) {
+  for (const MultimodalBatch& batch : batches) {
     const ForwardStats stats = model_->forward(batch);
     model_->backward(scale.ce_grad_scale(), scale.aux_grad_scale());
     sums[0] += stats.ce_sum;
@@ -479,7 +572,7 @@ StepMetrics Trainer::run_step(const StepPlan& step, int64_t global_step) {
   m.data_seconds = data_seconds;
   m.compute_seconds = seconds_since(mark);
   m.lr = schedule_->lr_at(global_step - 1);
-  optimizer_->step(m.lr);
+  step_optimizers(m.lr);
   backend::synchronize();  // the step's time includes its queued GPU work
   m.optimizer_seconds = seconds_since(mark);
   measure_gpu_memory(m);

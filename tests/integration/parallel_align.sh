@@ -6,7 +6,9 @@
 #   (default) or bf16 (mixed precision: bf16 compute, fp32 masters). A micro_batch_size of 2 packs two samples per
 #   micro-batch: the same global batch with half the accumulation steps.
 # Environment: ALIGN_MODEL_CONFIG (a config.json directory replacing the recipe's), ALIGN_GLOBAL_BATCH (4),
-#   ALIGN_STEPS (3), ALIGN_SEQ_LEN (95: samples are 96 tokens, so SP layouts pad every row), ALIGN_LR (the recipe's).
+#   ALIGN_STEPS (3), ALIGN_SEQ_LEN (95: samples are 96 tokens, so SP layouts pad every row), ALIGN_LR (the recipe's),
+#   ALIGN_DATA_TYPE (text; qwen3vl or qwen3omni: veomni-dummy-data's multimodal samples of --seq-len ALIGN_SEQ_LEN,
+#   which are shorter than that, for the multimodal recipes).
 set -euo pipefail
 bin=$1 src=$2 model=$3 rtol=$4 atol=$5
 shift 5
@@ -23,7 +25,10 @@ model_args=()
 
 cd "$src"  # recipes name their model config relative to the repository root, as VeOmni recipes do
 samples=$((global_batch * steps * 4))
-"$bin/veomni-dummy-data" --type text --seq-len $((seq_len + 1)) --num-samples "$samples" --seed 3 \
+data_type=${ALIGN_DATA_TYPE:-text}
+data_seq_len=$seq_len
+[ "$data_type" = text ] && data_seq_len=$((seq_len + 1))
+"$bin/veomni-dummy-data" --type "$data_type" --seq-len "$data_seq_len" --num-samples "$samples" --seed 3 \
   --out "$work/data.h5" >/dev/null
 
 runs=()

@@ -526,59 +526,5 @@ TEST(MultimodalLmInputs, OverlappingMasksAndAudioWithoutEncoder) {
   EXPECT_THROW(vl_model->forward(with_audio), InputError);
 }
 
-// ------------------------------------------------------------------------------------------ transformers fixture
-
-// tests/fixtures/thinker/qwen3_vl_toy, written by scripts/gen_thinker_fixtures.py (transformers 5.17, CPU, fp32):
-// Qwen3VLForConditionalGeneration on one sample with a real token layout (vision_start, image pads, vision_end,
-// text) and transformers' own get_rope_index positions. Disabled until the lead has run the script on the GPU
-// machine and committed its output; run it meanwhile with --gtest_also_run_disabled_tests.
-TEST(MultimodalLmHfFixture, DISABLED_Qwen3VlLogitsLossAndEveryGradientMatchTransformers) {
-  const std::string dir = std::string(VEOMNI_FIXTURES_DIR) + "/thinker/qwen3_vl_toy";
-  for (const char* file : {"config.json", "weights.safetensors", "inputs.safetensors", "outputs.safetensors",
-                           "grads.safetensors", "expected.json"})
-    ASSERT_TRUE(std::filesystem::exists(dir + "/" + file))
-        << "missing fixture " << dir << "/" << file
-        << ": run scripts/gen_thinker_fixtures.py where transformers 5.17 is";
-  const ThinkerConfig c = load_thinker_config(dir);
-  SafetensorsReader weights(dir + "/weights.safetensors"), inputs(dir + "/inputs.safetensors"),
-      outputs(dir + "/outputs.safetensors"), grads(dir + "/grads.safetensors");
-  const nlohmann::json expected = read_json_file(dir + "/expected.json");
-
-  MultimodalLM model(c, {});
-  std::set<std::string> ours, theirs;
-  for (const auto& p : model.params().all()) ours.insert(p->name);
-  for (const auto& e : weights.entries()) theirs.insert(e.name);
-  ASSERT_EQ(ours, theirs) << "our HF names differ from what transformers saved";
-  for (const auto& p : model.params().all()) {
-    ASSERT_EQ(weights.entry(p->name).shape, p->shape) << p->name;
-    weights.read_into(p->name, p->value);
-  }
-
-  MultimodalBatch batch;
-  batch.text.input_ids = inputs.read("input_ids");
-  batch.text.target_ids = inputs.read("target_ids");
-  batch.text.position_ids = inputs.read("position_ids");
-  const int64_t s = batch.text.input_ids.numel();
-  batch.text.cu_seqlens = {0, static_cast<int32_t>(s)};
-  batch.image_mask = inputs.read("image_mask");
-  batch.pixel_values = inputs.read("pixel_values");
-  batch.image_grids = grids_from_tensor(inputs.read("image_grid_thw"));
-
-  model.params().zero_grads();
-  Tensor logits;
-  const ForwardStats stats = model.forward(batch, false, &logits);
-  const double loss = stats.ce_sum / static_cast<double>(stats.valid_tokens);
-  EXPECT_NEAR(loss, expected["loss"].get<double>(), 1e-4 * std::fabs(expected["loss"].get<double>()));
-  EXPECT_LE(testing::relative_error(logits, outputs.read("logits")), 1e-4);
-  model.backward(1.0f / static_cast<float>(stats.valid_tokens), 0.0f);
-  double worst = 0;
-  for (const auto& p : model.params().all()) {
-    const double err = testing::relative_error(p->grad, grads.read("grad." + p->name));
-    EXPECT_LE(err, 1e-4) << "gradient of " << p->name;
-    worst = std::max(worst, err);
-  }
-  std::printf("[thinker qwen3_vl_toy] loss %.6f, worst gradient rel err %.3g\n", loss, worst);
-}
-
 }  // namespace
 }  // namespace veomni

@@ -190,8 +190,10 @@ void AudioEncoder::Impl::backward(const Tensor& d_out) {
                      "audio encoder output gradient must be [{}, {}], got {}", layout.num_tokens(), config.output_dim,
                      d_out.describe());
   if (layout.num_tokens() == 0) {
+    // Zero gradients, reduced like real ones, so that every rank's reduce-scatters line up.
     for (size_t i = layers.size() + 2; i-- > 0;) {
       before_backward(group(i));
+      for (Parameter* param : group(i).params) grad_of(*param);
       after_backward(group(i));
     }
     release();

@@ -7,6 +7,7 @@
 #include "kernels/ops.h"
 #include "model/audio/audio_layout.h"
 #include "model/thinker/media_rows.h"
+#include "model/thinker/sp_rows.h"
 #include "model/vision/vision_grid.h"
 
 namespace veomni {
@@ -54,6 +55,25 @@ void check_disjoint(const std::vector<int64_t>& a, const std::vector<int64_t>& b
   }
 }
 
+// Output rows [begin, begin + count) of one encoder output, as row indices offset by `base`.
+void append_sources(std::vector<int64_t>& sources, int64_t base, int64_t begin, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) sources.push_back(base + begin + i);
+}
+
+// A batch's mask marks `marked` of an encoder's `rows` outputs starting at `begin`: all of them for a whole row,
+// a contiguous run for an SP slice.
+void check_mask_rows(int64_t marked, int64_t begin, int64_t rows, bool whole_row, const char* mask,
+                     const char* source) {
+  if (whole_row) {
+    VEOMNI_INPUT_CHECK(begin == 0 && marked == rows, "batch {} marks {} tokens but {} give {}", mask, marked, source,
+                       rows);
+    return;
+  }
+  VEOMNI_INPUT_CHECK(begin >= 0 && begin + marked <= rows,
+                     "batch {} marks {} tokens from output row {} but {} give only {}", mask, marked, begin, source,
+                     rows);
+}
+
 }  // namespace
 
 struct MultimodalLM::Impl {
@@ -67,15 +87,22 @@ struct MultimodalLM::Impl {
   // What the last forward kept for backward.
   bool saved = false;
   Tensor input_ids;
-  Tensor visual_positions, audio_positions, media_positions;  // i64 on the device
+  Tensor visual_positions, audio_positions, media_positions;  // i64 on the device: rows of this batch's tokens
+  Tensor visual_sources, audio_sources;  // i64: the encoder output row each of those rows takes
+  int64_t visual_rows = 0;               // rows of the vision tower's output (whole micro-batch)
+  // The tower ran split over the SP group (its output gathered): those hooks, and the gathered rows (padding
+  // included). Null / 0 otherwise.
+  SequenceHooks* vision_split = nullptr;
+  int64_t visual_rows_padded = 0;
   bool vision_ran = false, audio_ran = false;
-  std::vector<Tensor> deepstack;      // the features added after the first layers
+  std::vector<Tensor> deepstack;      // the features added after the first layers (this batch's visual rows)
   std::vector<Tensor> d_deepstack;    // their gradients, filled by backward
 
   Impl(const ThinkerConfig& c, const MultimodalOptions& o);
   ForwardStats forward(const MultimodalBatch& batch, bool only_loss, Tensor* logits_out);
   void backward(float ce_grad_scale, float aux_grad_scale);
   Tensor encode_visual(const MultimodalBatch& batch, int64_t image_rows, int64_t video_rows, bool save);
+  Tensor reduce_visual_grad(Tensor d_full);
   void release();
 };
 
@@ -108,12 +135,28 @@ Tensor MultimodalLM::Impl::encode_visual(const MultimodalBatch& batch, int64_t i
   Tensor pixels = concat_patches(batch.image_grids.empty() ? Tensor() : batch.pixel_values,
                                  batch.video_grids.empty() ? Tensor() : batch.pixel_values_videos,
                                  config.vision.patch_dim(), options.lm.device);
-  VisionOutput out = vision->forward(pixels, grids, save);
-  VEOMNI_CHECK(out.merged.dim(0) == image_rows + video_rows, "vision tower gave {} rows for {} + {} visual tokens",
-               out.merged.dim(0), image_rows, video_rows);
-  deepstack = std::move(out.deepstack);
-  return out.merged;
+  SequenceHooks* sequence = options.lm.hooks.sequence;
+  // The tower's heads must split over the group too; otherwise every rank encodes all patches (exact as well).
+  const bool split = options.vision_sequence_parallel && sequence && sequence->sp_size() > 1 && !grids.empty() &&
+                     config.vision.num_heads % sequence->sp_size() == 0;
+  const int64_t local = batch.text.input_ids.numel();
+  const VisionSpSlice slice{sequence, local > 0 ? batch.text.sp_offset / local : 0};
+  VisionOutput out = vision->forward(pixels, grids, save, split ? &slice : nullptr);
+  if (split) {
+    // Gather the slices (the padding's rows come last, past every row the sources name).
+    vision_split = sequence;
+    out.merged = sp_gather_rows(*sequence, out.merged);
+    for (Tensor& feature : out.deepstack) feature = sp_gather_rows(*sequence, feature);
+    visual_rows_padded = out.merged.dim(0);
+  }
+  VEOMNI_CHECK(split ? out.merged.dim(0) >= image_rows + video_rows : out.merged.dim(0) == image_rows + video_rows,
+               "vision tower gave {} rows for {} + {} visual tokens", out.merged.dim(0), image_rows, video_rows);
+  deepstack.clear();
+  for (const Tensor& feature : out.deepstack) deepstack.push_back(gather_rows(feature, visual_sources));
+  return gather_rows(out.merged, visual_sources);
 }
+
+Tensor MultimodalLM::Impl::reduce_visual_grad(Tensor d_full) { return sp_reduce_scatter_rows(*vision_split, d_full); }
 
 ForwardStats MultimodalLM::Impl::forward(const MultimodalBatch& batch, bool only_loss, Tensor* logits_out) {
   release();
@@ -134,41 +177,49 @@ ForwardStats MultimodalLM::Impl::forward(const MultimodalBatch& batch, bool only
   const int64_t merge = config.vision.merge_unit();
   const int64_t image_rows = total_patches(batch.image_grids) / merge;
   const int64_t video_rows = total_patches(batch.video_grids) / merge;
-  VEOMNI_INPUT_CHECK(static_cast<int64_t>(image_pos.size()) == image_rows,
-                     "batch image_mask marks {} tokens but the image grids give {} merged patches", image_pos.size(),
-                     image_rows);
-  VEOMNI_INPUT_CHECK(static_cast<int64_t>(video_pos.size()) == video_rows,
-                     "batch video_mask marks {} tokens but the video grids give {} merged patches", video_pos.size(),
-                     video_rows);
+  const bool whole = batch.whole_row();
+  const auto n_image = static_cast<int64_t>(image_pos.size());
+  const auto n_video = static_cast<int64_t>(video_pos.size());
+  const auto n_audio = static_cast<int64_t>(audio_pos.size());
+  check_mask_rows(n_image, batch.image_row_begin, image_rows, whole, "image_mask", "the image grids' merged patches");
+  check_mask_rows(n_video, batch.video_row_begin, video_rows, whole, "video_mask", "the video grids' merged patches");
   int64_t audio_rows = 0;
   if (!batch.audio_feature_lengths.empty()) {
     VEOMNI_INPUT_CHECK(audio != nullptr, "batch has audio features but model type {} has no audio encoder",
                        config.model_type);
     audio_rows = audio_layout(batch.audio_feature_lengths, config.audio).num_tokens();
   }
-  VEOMNI_INPUT_CHECK(static_cast<int64_t>(audio_pos.size()) == audio_rows,
-                     "batch audio_mask marks {} tokens but the audio features give {} audio tokens", audio_pos.size(),
-                     audio_rows);
+  check_mask_rows(n_audio, batch.audio_row_begin, audio_rows, whole, "audio_mask", "the audio features' tokens");
 
   std::vector<int64_t> visual = image_pos;
   visual.insert(visual.end(), video_pos.begin(), video_pos.end());
   std::vector<int64_t> media = visual;
   media.insert(media.end(), audio_pos.begin(), audio_pos.end());
+  std::vector<int64_t> visual_src, audio_src;
+  append_sources(visual_src, 0, batch.image_row_begin, n_image);
+  append_sources(visual_src, image_rows, batch.video_row_begin, n_video);
+  append_sources(audio_src, 0, batch.audio_row_begin, n_audio);
   visual_positions = positions_tensor(visual, device);
   audio_positions = positions_tensor(audio_pos, device);
   media_positions = positions_tensor(media, device);
+  visual_sources = positions_tensor(visual_src, device);
+  audio_sources = positions_tensor(audio_src, device);
+  visual_rows = image_rows + video_rows;
 
   Tensor ids = text.input_ids.to(device);
   Tensor h = lm->embed_tokens(ids);
   zero_rows(h, media_positions);
-  if (!visual.empty()) {
-    vision_ran = true;
-    add_rows(h, visual_positions, encode_visual(batch, image_rows, video_rows, save && !options.freeze_vit));
-  }
-  if (audio_rows > 0) {
+  // Every encoder runs on every micro-batch, with or without media (an empty pass joins the parameter groups'
+  // collectives with no work): ranks stay in step under FSDP whatever their data holds.
+  vision_ran = true;
+  add_rows(h, visual_positions, encode_visual(batch, image_rows, video_rows, save && !options.freeze_vit));
+  if (audio) {
     audio_ran = true;
-    add_rows(h, audio_positions,
-             audio->forward(batch.input_features, batch.audio_feature_lengths, save && !options.freeze_audio_tower));
+    const Tensor features = batch.audio_feature_lengths.empty()
+                                ? Tensor::empty({0, config.audio.num_mel_bins}, DType::F32)
+                                : batch.input_features;
+    const Tensor out = audio->forward(features, batch.audio_feature_lengths, save && !options.freeze_audio_tower);
+    add_rows(h, audio_positions, gather_rows(out, audio_sources));
   }
 
   auto add_deepstack = [this](size_t layer, Tensor& hidden) {
@@ -190,16 +241,37 @@ void MultimodalLM::Impl::backward(float ce_grad_scale, float aux_grad_scale) {
   const bool vision_trains = vision_ran && !options.freeze_vit;
   const bool audio_trains = audio_ran && !options.freeze_audio_tower;
   d_deepstack.assign(vision_trains ? static_cast<size_t>(vision->num_deepstack_features()) : 0, Tensor());
-  auto collect_deepstack = [this](size_t layer, Tensor& dh) {
-    if (layer < d_deepstack.size()) d_deepstack[layer] = gather_rows(dh, visual_positions);
+  // Gradients of the encoders' whole outputs: this batch's rows at their source rows, zero elsewhere (the other
+  // SP ranks' rows).
+  auto encoder_grad = [](const Tensor& d_rows, const Tensor& sources, int64_t rows) {
+    Tensor full = Tensor::zeros({rows, d_rows.dim(1)}, d_rows.dtype(), d_rows.device());
+    add_rows(full, sources, d_rows);
+    return full;
+  };
+  const int64_t tower_rows = vision_split ? visual_rows_padded : visual_rows;
+  auto collect_deepstack = [&, this](size_t layer, Tensor& dh) {
+    if (layer < d_deepstack.size() && visual_positions.numel() > 0)
+      d_deepstack[layer] = encoder_grad(gather_rows(dh, visual_positions), visual_sources, tower_rows);
   };
   Tensor d_embeds = lm->backward_embeds(ce_grad_scale, aux_grad_scale, collect_deepstack);
-  Tensor d_visual = vision_trains ? gather_rows(d_embeds, visual_positions) : Tensor();
-  Tensor d_audio = audio_trains ? gather_rows(d_embeds, audio_positions) : Tensor();
+  Tensor d_visual =
+      vision_trains ? encoder_grad(gather_rows(d_embeds, visual_positions), visual_sources, tower_rows) : Tensor();
+  Tensor d_audio = audio_trains ? encoder_grad(gather_rows(d_embeds, audio_positions), audio_sources,
+                                               audio->last_layout().num_tokens())
+                                : Tensor();
   // The media rows were overwritten: the token embeddings there did not reach the loss.
   zero_rows(d_embeds, media_positions);
   lm->embed_tokens_backward(input_ids, d_embeds);
   d_embeds = Tensor();
+  if (vision_trains && vision_split) {
+    // Every rank of the group reduce-scatters each output's gradient (zeros where it has no visual rows) back to
+    // its slice, in the same order.
+    d_visual = reduce_visual_grad(d_visual);
+    for (Tensor& d : d_deepstack) {
+      if (!d.defined()) d = Tensor::zeros({tower_rows, d_visual.dim(1)}, d_visual.dtype(), d_visual.device());
+      d = reduce_visual_grad(d);
+    }
+  }
   if (vision_trains) vision->backward(d_visual, d_deepstack);
   if (audio_trains) audio->backward(d_audio);
   release();
@@ -207,7 +279,9 @@ void MultimodalLM::Impl::backward(float ce_grad_scale, float aux_grad_scale) {
 
 void MultimodalLM::Impl::release() {
   saved = vision_ran = audio_ran = false;
-  input_ids = visual_positions = audio_positions = media_positions = Tensor();
+  input_ids = visual_positions = audio_positions = media_positions = visual_sources = audio_sources = Tensor();
+  visual_rows = visual_rows_padded = 0;
+  vision_split = nullptr;
   deepstack.clear();
   d_deepstack.clear();
   vision->release();
@@ -229,6 +303,12 @@ void MultimodalLM::init_weights(uint64_t seed) {
   impl_->vision->init_weights(seed);
   if (impl_->audio) impl_->audio->init_weights(seed);
   impl_->lm->init_weights(seed);
+}
+
+void MultimodalLM::set_param_hooks(ParamHooks* hooks) {
+  impl_->vision->set_param_hooks(hooks);
+  if (impl_->audio) impl_->audio->set_param_hooks(hooks);
+  impl_->lm->set_param_hooks(hooks);
 }
 
 ForwardStats MultimodalLM::forward(const MultimodalBatch& batch, bool only_loss, Tensor* logits_out) {

@@ -11,31 +11,23 @@
 #include "model/audio/audio_encoder.h"
 #include "model/causal_lm.h"
 #include "model/param.h"
+#include "model/thinker/multimodal_batch.h"
 #include "model/thinker/thinker_config.h"
 #include "model/vision/vision_tower.h"
 
 namespace veomni {
 
-// One packed micro-batch of a multimodal model.
-struct MultimodalBatch {
-  // input_ids i64 [S] with the media positions zeroed, target_ids (shifted, kIgnoreIndex where nothing is
-  // predicted), position_ids [3, S] (i64 for Qwen3-VL, f32 for Qwen3-Omni), cu_seqlens.
-  Batch text;
-  // bool [S]; undefined means no such tokens. The image rows take the images' merged embeddings in order, the video
-  // rows the videos'; the audio rows the audio encoder's output, clip after clip.
-  Tensor image_mask, video_mask, audio_mask;
-  Tensor pixel_values;  // [image patches, patch_dim], rows in the order of image_grids
-  std::vector<VisionGrid> image_grids;
-  Tensor pixel_values_videos;  // [video patches, patch_dim]
-  std::vector<VisionGrid> video_grids;
-  Tensor input_features;  // [sum(audio_feature_lengths), num_mel_bins] (Qwen3-Omni)
-  std::vector<int64_t> audio_feature_lengths;
-};
-
 struct MultimodalOptions {
-  ModelOptions lm;  // device, compute dtype, recompute of the LM layers (parameter and parallel hooks: not yet)
+  // Device, compute dtype, recompute of the LM layers, and the parallel hooks: sequence (Ulysses) and expert hooks
+  // reach the LM; parameter (FSDP) hooks are installed after construction with set_param_hooks.
+  ModelOptions lm;
   bool freeze_vit = false;          // the vision tower runs without keeping activations and gets no gradient
   bool freeze_audio_tower = false;  // the same for the audio encoder
+  // Under Ulysses SP (lm.hooks.sequence of size P > 1) the vision tower splits the patches over the group (padded to
+  // P x merge_unit, heads all-to-all'd in attention) and its outputs are all-gathered for the fill-back; false, or
+  // when P does not divide the tower's heads: every rank encodes all of the micro-batch's patches. Either way the
+  // audio encoder runs whole on every rank.
+  bool vision_sequence_parallel = true;
 };
 
 class MultimodalLM {
@@ -57,10 +49,15 @@ class MultimodalLM {
 
   // Each part's HF init (deterministic per seed and parameter name).
   void init_weights(uint64_t seed);
+  // Installs (or, with nullptr, removes) FSDP hooks on the vision tower, the audio encoder and the LM.
+  void set_param_hooks(ParamHooks* hooks);
 
   // Text embeddings, the media embeddings written over their rows, the LM layers with deepstack feature k added at
-  // the visual (image and video) rows after layer k, the loss. Mask counts that differ from the encoders' output
-  // rows, overlapping masks and bad shapes are InputErrors. Keeps what backward needs unless only_loss;
+  // the visual (image and video) rows after layer k, the loss. The encoders run on all of the batch's media, every
+  // call (also with none: the parameter hooks see every group); an SP slice takes the output rows its masks mark,
+  // from the batch's *_row_begin on, and backward gives the other rows zero gradient, so the encoders' parameter
+  // gradients sum exactly over the SP group. Mask counts that differ from the encoders' output rows, overlapping
+  // masks and bad shapes are InputErrors. Keeps what backward needs unless only_loss;
   // logits_out, when non-null, receives the [S, V] f32 logits.
   ForwardStats forward(const MultimodalBatch& batch, bool only_loss = false, Tensor* logits_out = nullptr);
   // Backward of the last forward (scales as CausalLM::backward), through the LM into the encoders that are not

@@ -34,9 +34,15 @@ Tensor VisionAttention::forward(const Tensor& x, const VisionLayerInputs& in, bo
   Tensor v = v_.forward(x, save).view({n, num_heads_, head_dim_});
   ops::rope_apply(q, in.cos, in.sin, false);
   ops::rope_apply(k, in.cos, in.sin, false);
+  if (in.sequence) {  // [n, H, D] -> [N, H/P, D]: every patch, this rank's heads
+    q = in.sequence->seq_to_heads(q);
+    k = in.sequence->seq_to_heads(k);
+    v = in.sequence->seq_to_heads(v);
+  }
   Tensor out = empty_like(q, q.shape());
-  Tensor lse = Tensor::empty({num_heads_, n}, DType::F32, q.device());
+  Tensor lse = Tensor::empty({q.dim(1), q.dim(0)}, DType::F32, q.device());
   ops::attention_forward(q, k, v, in.cu_seqlens, false, scale_, out, lse);
+  const Tensor local_out = in.sequence ? in.sequence->heads_to_seq(out) : out;
   if (save) {
     q_saved_ = q;
     k_saved_ = k;
@@ -44,18 +50,24 @@ Tensor VisionAttention::forward(const Tensor& x, const VisionLayerInputs& in, bo
     out_ = out;
     lse_ = lse;
   }
-  return proj_.forward(out.view({n, num_heads_ * head_dim_}), save);
+  return proj_.forward(local_out.view({n, num_heads_ * head_dim_}), save);
 }
 
 Tensor VisionAttention::backward(const Tensor& dy, const VisionLayerInputs& in) {
   VEOMNI_CHECK(q_saved_.defined(), "vision attention backward without a saved forward");
   const int64_t n = dy.dim(0);
   Tensor dout = proj_.backward(dy).view({n, num_heads_, head_dim_});
+  if (in.sequence) dout = in.sequence->seq_to_heads(dout);
   Tensor dq = empty_like(q_saved_, q_saved_.shape());
   Tensor dk = empty_like(k_saved_, k_saved_.shape());
   Tensor dv = empty_like(v_saved_, v_saved_.shape());
   ops::attention_backward(dout, q_saved_, k_saved_, v_saved_, out_, lse_, in.cu_seqlens, false, scale_, dq, dk, dv);
   q_saved_ = k_saved_ = v_saved_ = out_ = lse_ = Tensor();
+  if (in.sequence) {  // back to this rank's patches, every head
+    dq = in.sequence->heads_to_seq(dq);
+    dk = in.sequence->heads_to_seq(dk);
+    dv = in.sequence->heads_to_seq(dv);
+  }
   ops::rope_apply(dq, in.cos, in.sin, true);
   ops::rope_apply(dk, in.cos, in.sin, true);
   const int64_t hidden = num_heads_ * head_dim_;

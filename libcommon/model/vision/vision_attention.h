@@ -6,6 +6,7 @@
 
 #include "core/tensor.h"
 #include "model/param.h"
+#include "model/parallel_hooks.h"
 #include "model/layers/biased_linear.h"
 #include "model/vision/vision_config.h"
 
@@ -13,8 +14,10 @@ namespace veomni {
 
 // What every block of one vision forward shares.
 struct VisionLayerInputs {
-  Tensor cos, sin;                  // [N, head_dim] f32 (vision_rope_tables)
-  std::vector<int32_t> cu_seqlens;  // one segment per frame (frame_cu_seqlens)
+  Tensor cos, sin;                  // [N, head_dim] f32 (vision_rope_tables), this rank's rows under SP
+  std::vector<int32_t> cu_seqlens;  // one segment per frame (frame_cu_seqlens), of the whole (padded) sequence
+  // Ulysses SP over the patches: rows are this rank's slice and attention all-to-alls heads; null: none.
+  SequenceHooks* sequence = nullptr;
 };
 
 class VisionAttention {

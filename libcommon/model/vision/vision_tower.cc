@@ -2,6 +2,7 @@
 // mergers; FSDP gathers each parameter group around its use through ParamHooks.
 #include "model/vision/vision_tower.h"
 
+#include <algorithm>
 #include <string>
 
 #include "kernels/ops.h"
@@ -33,6 +34,12 @@ int64_t deepstack_merger_of(const VisionConfig& c, int64_t block) {
   return -1;
 }
 
+// Patches padded to whole merge windows on every rank of a sequence-parallel group.
+int64_t sp_padded(int64_t patches, int64_t sp_size, int64_t merge_unit) {
+  const int64_t unit = sp_size * merge_unit;
+  return (patches + unit - 1) / unit * unit;
+}
+
 }  // namespace
 
 struct VisionTower::Impl {
@@ -51,6 +58,10 @@ struct VisionTower::Impl {
 
   // Saved by forward.
   bool saved = false;
+  bool empty_pass = false;  // the last forward had no grids
+  // Sequence parallelism of the last forward: this rank's first patch row and its real (unpadded) rows.
+  bool sliced = false;
+  int64_t slice_begin = 0, slice_real = 0, total_patches_ = 0;
   Tensor patches;  // [N, patch_dim] compute dtype
   VisionLayerInputs inputs;
 
@@ -58,10 +69,15 @@ struct VisionTower::Impl {
   size_t begin_group(const std::string& name);
   ParamGroup& group(size_t index) { return store.groups()[index]; }
   Tensor embed_forward(const Tensor& pixel_values, const std::vector<VisionGrid>& grids, bool save);
+  void slice_inputs(const Tensor& pixel_values, const VisionSpSlice& sp, Tensor& local_pixels);
   void embed_backward(const Tensor& dh);
-  VisionOutput forward(const Tensor& pixel_values, const std::vector<VisionGrid>& grids, bool save);
+  VisionOutput forward(const Tensor& pixel_values, const std::vector<VisionGrid>& grids, bool save,
+                       const VisionSpSlice* sp);
   void backward(const Tensor& d_merged, const std::vector<Tensor>& d_deepstack);
   void zero_grads_of_idle_mergers();
+  VisionOutput forward_without_work(bool save);
+  void backward_without_work();
+  void pass_backward(size_t g);
   void release();
 
   void before_forward(size_t g) { if (options.params) options.params->before_forward(group(g)); }
@@ -108,7 +124,13 @@ Tensor VisionTower::Impl::embed_forward(const Tensor& pixel_values, const std::v
   Tensor h = empty_like(x, {x.dim(0), config.hidden_size});
   ops::matmul(x, false, w, true, h);
   ops::add_bias_(h, patch_bias->value);
-  ops::add_(h, pos_embed->forward(grids, save));
+  const Tensor pos = pos_embed->forward(grids, save);
+  if (!sliced) {
+    ops::add_(h, pos);
+  } else if (slice_real > 0) {  // padding rows have no position embedding
+    Tensor mine = h.slice(0, slice_real);
+    ops::add_(mine, pos.slice(slice_begin, slice_begin + slice_real));
+  }
   after_forward(embed_group);
   if (save) patches = x;
   return h;
@@ -119,20 +141,100 @@ void VisionTower::Impl::embed_backward(const Tensor& dh) {
   Tensor dw = grad_of(*patch_weight).view({config.hidden_size, config.patch_dim()});
   ops::matmul(dh, true, patches, false, dw, 1.0f, 1.0f);
   ops::bias_grad(dh, grad_of(*patch_bias));
-  pos_embed->backward(dh);
+  if (!sliced) {
+    pos_embed->backward(dh);
+  } else {
+    // The table's gradient from this rank's rows; the group's sum is the whole sequence's.
+    Tensor dpos = Tensor::zeros({total_patches_, config.hidden_size}, dh.dtype(), dh.device());
+    if (slice_real > 0) dpos.slice(slice_begin, slice_begin + slice_real).copy_from(dh.slice(0, slice_real));
+    pos_embed->backward(dpos);
+  }
   patches = Tensor();
   after_backward(embed_group);
 }
 
-VisionOutput VisionTower::Impl::forward(const Tensor& pixel_values, const std::vector<VisionGrid>& grids, bool save) {
-  validate_vision_input(pixel_values, grids, config);
+// No grids on this rank: every group is still gathered and released in forward's order, so that collective calls
+// line up with the ranks that have images (FSDP's equivalent of VeOmni's dummy forward).
+VisionOutput VisionTower::Impl::forward_without_work(bool save) {
+  VisionOutput out;
+  before_forward(embed_group);
+  after_forward(embed_group);
+  for (int64_t i = 0; i < config.depth; ++i) {
+    before_forward(block_groups[static_cast<size_t>(i)]);
+    after_forward(block_groups[static_cast<size_t>(i)]);
+    const int64_t j = deepstack_merger_of(config, i);
+    if (j < 0) continue;
+    before_forward(deepstack_groups[static_cast<size_t>(j)]);
+    after_forward(deepstack_groups[static_cast<size_t>(j)]);
+    out.deepstack.push_back(Tensor::empty({0, config.out_hidden_size}, options.compute_dtype, options.device));
+  }
+  before_forward(merger_group);
+  after_forward(merger_group);
+  out.merged = Tensor::empty({0, config.out_hidden_size}, options.compute_dtype, options.device);
+  saved = save;
+  empty_pass = save;
+  return out;
+}
+
+// A group's backward with zero gradients, reduced like real ones.
+void VisionTower::Impl::pass_backward(size_t g) {
+  before_backward(g);
+  for (Parameter* param : group(g).params) grad_of(*param);
+  after_backward(g);
+}
+
+// backward's group order, with no work.
+void VisionTower::Impl::backward_without_work() {
+  pass_backward(merger_group);
+  for (int64_t i = config.depth; i-- > 0;) {
+    const int64_t j = deepstack_merger_of(config, i);
+    if (j >= 0) pass_backward(deepstack_groups[static_cast<size_t>(j)]);
+    pass_backward(block_groups[static_cast<size_t>(i)]);
+  }
+  pass_backward(embed_group);
+  zero_grads_of_idle_mergers();
   release();
+}
+
+// This rank's rows of the zero-padded patches and of the rotary tables; the padding is one more segment.
+void VisionTower::Impl::slice_inputs(const Tensor& pixel_values, const VisionSpSlice& sp, Tensor& local_pixels) {
+  const int64_t p = sp.hooks->sp_size();
+  VEOMNI_INPUT_CHECK(config.num_heads % p == 0,
+                     "the vision tower's {} heads are not divisible by train.accelerator.ulysses_size {}",
+                     config.num_heads, p);
+  total_patches_ = pixel_values.dim(0);
+  const int64_t padded = sp_padded(total_patches_, p, config.merge_unit());
+  const int64_t n = padded / p;
+  sliced = true;
+  slice_begin = sp.rank * n;
+  slice_real = std::max<int64_t>(0, std::min(total_patches_, slice_begin + n) - slice_begin);
+  auto rows_of = [&](const Tensor& full, DType dtype) {
+    Tensor local = Tensor::zeros({n, full.dim(1)}, dtype, options.device);
+    if (slice_real > 0)
+      local.slice(0, slice_real).copy_from(converted(full.slice(slice_begin, slice_begin + slice_real), dtype));
+    return local;
+  };
+  local_pixels = rows_of(pixel_values.to(options.device), options.compute_dtype);
+  Tensor cos = inputs.cos, sin = inputs.sin;
+  inputs.cos = rows_of(cos, cos.dtype());
+  inputs.sin = rows_of(sin, sin.dtype());
+  if (padded > total_patches_) inputs.cu_seqlens.push_back(static_cast<int32_t>(padded));
+  inputs.sequence = sp.hooks;
+}
+
+VisionOutput VisionTower::Impl::forward(const Tensor& pixel_values, const std::vector<VisionGrid>& grids, bool save,
+                                        const VisionSpSlice* sp) {
+  release();
+  if (grids.empty() && (!pixel_values.defined() || pixel_values.numel() == 0)) return forward_without_work(save);
+  validate_vision_input(pixel_values, grids, config);
   vision_rope_tables(patch_coords(grids, config.spatial_merge_size), config.head_dim(), config.rope_theta,
                      options.device, inputs.cos, inputs.sin);
   inputs.cu_seqlens = frame_cu_seqlens(grids);
+  Tensor pixels = pixel_values;
+  if (sp && sp->hooks && sp->hooks->sp_size() > 1) slice_inputs(pixel_values, *sp, pixels);
 
   VisionOutput out;
-  Tensor h = embed_forward(pixel_values, grids, save);
+  Tensor h = embed_forward(pixels, grids, save);
   for (int64_t i = 0; i < config.depth; ++i) {
     const size_t bi = static_cast<size_t>(i);
     before_forward(block_groups[bi]);
@@ -155,6 +257,10 @@ VisionOutput VisionTower::Impl::forward(const Tensor& pixel_values, const std::v
 
 void VisionTower::Impl::backward(const Tensor& d_merged, const std::vector<Tensor>& d_deepstack) {
   VEOMNI_CHECK(saved, "vision backward without a preceding forward that kept its activations (save = true)");
+  if (empty_pass) {
+    backward_without_work();
+    return;
+  }
   int64_t features = 0;
   for (int64_t i = 0; i < config.depth; ++i) features += deepstack_merger_of(config, i) >= 0;
   VEOMNI_CHECK(static_cast<int64_t>(d_deepstack.size()) == features, "{} deepstack gradients for {} features",
@@ -201,7 +307,8 @@ void VisionTower::Impl::zero_grads_of_idle_mergers() {
 }
 
 void VisionTower::Impl::release() {
-  saved = false;
+  saved = empty_pass = sliced = false;
+  slice_begin = slice_real = total_patches_ = 0;
   patches = Tensor();
   inputs = VisionLayerInputs();
   pos_embed->release();
@@ -240,8 +347,13 @@ void VisionTower::init_weights(uint64_t seed) {
     }
 }
 
-VisionOutput VisionTower::forward(const Tensor& pixel_values, const std::vector<VisionGrid>& grids, bool save) {
-  return impl_->forward(pixel_values, grids, save);
+VisionOutput VisionTower::forward(const Tensor& pixel_values, const std::vector<VisionGrid>& grids, bool save,
+                                   const VisionSpSlice* sp) {
+  return impl_->forward(pixel_values, grids, save, sp);
+}
+
+int64_t VisionTower::sp_padded_patches(int64_t patches, int64_t sp_size) const {
+  return sp_padded(patches, sp_size, impl_->config.merge_unit());
 }
 
 void VisionTower::backward(const Tensor& d_merged, const std::vector<Tensor>& d_deepstack) {

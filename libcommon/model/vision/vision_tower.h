@@ -26,6 +26,12 @@ struct VisionOutput {
   std::vector<Tensor> deepstack;
 };
 
+// Ulysses SP inside the tower: the rank's place in the group whose hooks the attention layers all-to-all over.
+struct VisionSpSlice {
+  SequenceHooks* hooks = nullptr;
+  int64_t rank = 0;
+};
+
 class VisionTower {
  public:
   // Registers every parameter under config.param_prefix with transformers 5.17's names and shapes, in groups
@@ -49,8 +55,19 @@ class VisionTower {
   void init_weights(uint64_t seed);
 
   // pixel_values [patches, patch_dim] (any float dtype, any device: converted to the compute dtype), grids in the
-  // order of pixel_values' rows. Bad grids or shapes are InputErrors. Keeps what backward needs when save.
-  VisionOutput forward(const Tensor& pixel_values, const std::vector<VisionGrid>& grids, bool save = true);
+  // order of pixel_values' rows. Bad grids or shapes are InputErrors. Keeps what backward needs when save. No grids
+  // (pixel_values undefined or empty) gives [0, out_hidden_size] outputs after passing every group through the
+  // hooks in the usual order, and its backward reduces zero gradients: FSDP ranks without images stay in step.
+  //
+  // With sp (hooks of sp_size P > 1; every rank of the group passes the same, whole pixel_values and grids): the
+  // N patches are padded with zero rows to a multiple of P x merge_unit (the padding is one more attention segment),
+  // this rank keeps rows [rank*n, (rank+1)*n) of n = padded/P, attention all-to-alls heads over the group, and the
+  // outputs are this slice's merged rows [n / merge_unit, out_hidden_size] (gather them over the group for the
+  // padded sequence's rows; the padding's rows come last). Backward then takes gradients of this slice's rows.
+  VisionOutput forward(const Tensor& pixel_values, const std::vector<VisionGrid>& grids, bool save = true,
+                       const VisionSpSlice* sp = nullptr);
+  // Padded patch count of a sequence-parallel forward over `patches` patches on `sp_size` ranks.
+  int64_t sp_padded_patches(int64_t patches, int64_t sp_size) const;
   // Backward of the last forward. d_merged like merged; d_deepstack has num_deepstack_features() entries, where an
   // undefined tensor means a zero gradient (that feature was not used). Parameter gradients accumulate; the
   // gradient of pixel_values is not formed.

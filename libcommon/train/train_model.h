@@ -1,0 +1,52 @@
+// The model a training run steps: the Qwen3 / Qwen3-MoE LM or a multimodal one (Qwen3-VL, Qwen3-VL-MoE, the
+// Qwen3-Omni thinker), chosen by config.json's model_type, behind one forward / backward / parameters surface.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "model/causal_lm.h"
+#include "model/model_config.h"
+#include "model/parallel_hooks.h"
+#include "model/thinker/multimodal_lm.h"
+#include "model/thinker/thinker_config.h"
+
+namespace veomni {
+
+// config.json (or a directory holding one) names a multimodal model_type.
+bool is_multimodal_config(const std::string& config_path);
+// That config.json as compact JSON text (checkpoints keep a multimodal model's whole config for the merge).
+std::string config_json_text(const std::string& config_path);
+
+// Which parameters of a multimodal model train and at what peak learning rate, from their HF names (VeOmni's
+// VLM trainer: a parameter whose name holds "visual" is the vision tower's, "audio_tower" the audio encoder's).
+enum class ParamRole { LanguageModel, Vision, Audio };
+ParamRole param_role(const std::string& hf_name);
+// Frozen under train.freeze_vit / freeze_audio_tower as VeOmni freezes: the whole vision tower, except that the
+// Qwen3-Omni thinker keeps visual.merger trainable; the audio encoder except audio_tower.proj1.
+bool param_frozen(const std::string& hf_name, const std::string& model_type, bool freeze_vit,
+                  bool freeze_audio_tower);
+
+class TrainModel {
+ public:
+  // The LM from a qwen3 / qwen3_moe config, or the multimodal model from a thinker config. freeze_vit (VL only,
+  // where the whole tower is frozen) skips the vision backward; partial freezes still run it (the trainer leaves
+  // the frozen parameters out of the optimizer).
+  TrainModel(const ModelConfig& config, const ModelOptions& options);
+  TrainModel(const ThinkerConfig& config, const ModelOptions& options, bool freeze_vit);
+
+  bool multimodal() const { return multimodal_ != nullptr; }
+  ParamStore& params();
+  void init_weights(uint64_t seed);
+  void set_param_hooks(ParamHooks* hooks);
+  // A text model reads batch.text only.
+  ForwardStats forward(const MultimodalBatch& batch);
+  void backward(float ce_grad_scale, float aux_grad_scale);
+
+ private:
+  std::unique_ptr<CausalLM> text_;
+  std::unique_ptr<MultimodalLM> multimodal_;
+};
+
+}  // namespace veomni

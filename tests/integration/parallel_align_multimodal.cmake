@@ -1,0 +1,16 @@
+# Multimodal training (issue "Omni-modal training") under mpirun on the CPU: layouts agree with one process, frozen
+# towers stay unchanged, a multimodal run resumes.
+if(VEOMNI_MPIEXEC)
+  set(multimodal_cases omni_layouts vl_layouts freeze resume)
+  # Samples with and without media need veomni-preprocess multimodal (the optional media library).
+  if(TARGET veomni_media)
+    list(APPEND multimodal_cases mixed_media)
+  endif()
+  foreach(case ${multimodal_cases})
+    add_test(NAME parallel_align_multimodal.${case}
+      COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/parallel_align_multimodal.sh ${case} ${VEOMNI_BIN_DIR}
+              ${CMAKE_SOURCE_DIR} ${VEOMNI_TOKENIZER_JSON})
+    set_tests_properties(parallel_align_multimodal.${case} PROPERTIES LABELS "integration;mpi" RESOURCE_LOCK mpi
+      TIMEOUT 300)
+  endforeach()
+endif()
