@@ -104,6 +104,7 @@ MediaExtent media_extent(const ProcessedMedia& media, const MultimodalMediaConfi
         VEOMNI_CHECK(static_cast<int64_t>(media.frame_seconds.size()) == grid[0], "{} timestamps for {} patches",
                      media.frame_seconds.size(), grid[0]);
         for (double seconds : media.frame_seconds) extent.block_texts.push_back(qwen3_vl_timestamp_text(seconds));
+        extent.outer_markers = true;
       } else {
         // Qwen3-Omni writes a video as one block without timestamps.
         extent.tokens *= extent.blocks;

@@ -42,7 +42,8 @@ struct ProcessedMedia {
 ProcessedMedia process_media(const ContentPart& part, const MultimodalMediaConfig& config);
 
 // The tokens the part takes: t·h·w / merge² for an image; per temporal patch h·w / merge² for a video (with the
-// "<t seconds>" texts under Qwen3-VL); audio_output_length(mel frames) for audio.
+// "<t seconds>" texts and the outer <|vision_start|> / <|vision_end|> under Qwen3-VL, as transformers 5.17);
+// audio_output_length(mel frames) for audio.
 MediaExtent media_extent(const ProcessedMedia& media, const MultimodalMediaConfig& config);
 
 }  // namespace veomni

@@ -130,12 +130,14 @@ MultimodalTokens MultimodalTemplate::encode(const std::vector<MultimodalMessage>
         case PartKind::Video:
           VEOMNI_CHECK(extent.block_texts.empty() || static_cast<int64_t>(extent.block_texts.size()) == extent.blocks,
                        "{} block texts for {} blocks", extent.block_texts.size(), extent.blocks);
+          if (extent.outer_markers) layout.special(ids_.vision_start, true);
           for (int64_t b = 0; b < extent.blocks; ++b) {
             if (!extent.block_texts.empty()) layout.text(extent.block_texts[static_cast<size_t>(b)]);
             layout.special(ids_.vision_start, true);
             layout.run(kVideoInputIndex, extent.tokens);
             layout.special(ids_.vision_end, true);
           }
+          if (extent.outer_markers) layout.special(ids_.vision_end, true);
           break;
         case PartKind::Audio:
           layout.special(ids_.audio_start, true);

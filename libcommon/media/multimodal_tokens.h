@@ -28,6 +28,9 @@ struct MediaExtent {
   int64_t tokens = 0;                    // image and audio: all; video: per temporal patch
   int64_t blocks = 1;                    // video: temporal patches (grid t); 1 otherwise
   std::vector<std::string> block_texts;  // Qwen3-VL video: "<t seconds>" before each temporal patch
+  // Qwen3-VL video: transformers 5.17's Qwen3VLProcessor replaces only the template's <|video_pad|>, so the
+  // template's <|vision_start|> ... <|vision_end|> stay around the per-patch blocks.
+  bool outer_markers = false;
 };
 
 // Ids with media tokens as VeOmni's placeholders (-200 image, -300 video, -400 audio), and per token whether it is
@@ -44,8 +47,9 @@ class MultimodalTemplate {
 
   // Per message: <|im_start|> role "\n" content <|im_end|> "\n", the content being its parts in order: text as is,
   // an image as <|vision_start|> pad×tokens <|vision_end|>, a video as, per temporal patch, block_texts[i] (if any)
-  // then <|vision_start|> pad×tokens <|vision_end|>, audio as <|audio_start|> pad×tokens <|audio_end|>. Each run of
-  // text between special tokens is tokenized whole (so "<0.5 seconds>" joins the text before it as in HF).
+  // then <|vision_start|> pad×tokens <|vision_end|> (the whole inside one more <|vision_start|> ... <|vision_end|>
+  // when outer_markers), audio as <|audio_start|> pad×tokens <|audio_end|>. Each run of text between special
+  // tokens is tokenized whole, as HF tokenizes the expanded prompt.
   // Trained: assistant content tokens except media pads, and the assistant's <|im_end|>. InputError when the media
   // count differs from the media parts or a text part holds a media marker token.
   MultimodalTokens encode(const std::vector<MultimodalMessage>& messages,

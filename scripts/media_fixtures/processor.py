@@ -18,8 +18,11 @@ Everything is built from parts, without the hub:
   image processor Qwen2VLImageProcessor as image.py builds it: Qwen3-VL's limits (65536..16777216 pixels), or
                   Qwen3-Omni's checkpoint ones (3136..12845056)
   video processor Qwen3VLVideoProcessor() class defaults (Qwen3-VL); Qwen2VLVideoProcessor with patch 16, merge 2,
-                  temporal patch 2, frames 4..768 and the Omni processor's size (131072..786432), sampled at fps 2
-                  (Qwen3-Omni; the processor's video_second_per_grid is then temporal_patch / fps = 1.0)
+                  temporal patch 2, frames 4..768, the Omni processor's size (131072..786432) and mean = std = 0.5,
+                  sampled at fps 2 (Qwen3-Omni; the processor's video_second_per_grid is then temporal_patch / fps =
+                  1.0). The released Qwen3-Omni checkpoints ship no video_preprocessor_config.json, so HF loads the
+                  video processor from their preprocessor_config.json, whose image_mean/image_std are 0.5; the
+                  Qwen2VLVideoProcessor class defaults (OPENAI_CLIP_MEAN / OPENAI_CLIP_STD) are Qwen2-VL's.
   audio           audio.py's WhisperFeatureExtractor (128 mel bins, 300 s chunks, no dither)
   chat template   CHAT_TEMPLATE below: the ChatML rendering our C++ implements (libcommon/media/multimodal_tokens.cc),
                   with HF's media markers. The released Qwen3-VL / Qwen3-Omni templates render these conversations
@@ -119,6 +122,8 @@ QWEN3_VL_IMAGE_LIMITS = {"min_pixels": 65536, "max_pixels": 16777216}
 QWEN3_OMNI_IMAGE_LIMITS = {"min_pixels": 3136, "max_pixels": 12845056}
 OMNI_VIDEO_SIZE = {"shortest_edge": 128 * 32 * 32, "longest_edge": 768 * 32 * 32}
 OMNI_VIDEO_FPS = 2.0
+# Qwen3-Omni's preprocessor_config.json normalisation, which its video processor loads too (see the docstring).
+QWEN3_OMNI_VISION_NORM = {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "rescale_factor": 1 / 255}
 # Rows kept per vision tensor (every row_stride-th), to keep the fixture small.
 MAX_VISION_ROWS = 40
 
@@ -207,8 +212,13 @@ def make_omni_processor(tokenizer):
     from transformers.models.qwen3_omni_moe.processing_qwen3_omni_moe import Qwen3OmniMoeProcessor
 
     video_processor = Qwen2VLVideoProcessor(
-        patch_size=16, temporal_patch_size=2, merge_size=2, min_frames=4, max_frames=768, size=dict(OMNI_VIDEO_SIZE)
+        patch_size=16, temporal_patch_size=2, merge_size=2, min_frames=4, max_frames=768, size=dict(OMNI_VIDEO_SIZE),
+        **QWEN3_OMNI_VISION_NORM,
     )
+    if list(video_processor.image_mean) != QWEN3_OMNI_VISION_NORM["image_mean"] or \
+            list(video_processor.image_std) != QWEN3_OMNI_VISION_NORM["image_std"]:
+        raise RuntimeError(f"the Qwen3-Omni video processor normalises with mean {video_processor.image_mean}, "
+                           f"std {video_processor.image_std}, not the checkpoint's 0.5")
     return Qwen3OmniMoeProcessor(
         image_processor=make_processor(QWEN3_OMNI_IMAGE_LIMITS),
         video_processor=video_processor,
@@ -358,9 +368,10 @@ def run_case(case, media_dir, processors, tensors):
         "image_grid_thw": as_numpy(out["image_grid_thw"]).astype(int).tolist() if images else [],
         "video_grid_thw": as_numpy(out["video_grid_thw"]).astype(int).tolist() if videos else [],
     }
-    # One <|vision_start|> per image and per video block (a Qwen3-VL video has one per temporal patch), one
-    # <|audio_start|> per clip: anything else means HF expanded the template's markers differently than we do.
-    starts = len(images) + (len(videos) if omni else sum(g[0] for g in record["video_grid_thw"]))
+    # One <|vision_start|> per image and per video block (a Qwen3-VL video has one per temporal patch inside the
+    # template's own pair, which Qwen3VLProcessor keeps: grid t + 1), one <|audio_start|> per clip: anything else
+    # means HF expanded the template's markers differently than we do.
+    starts = len(images) + (len(videos) if omni else sum(g[0] + 1 for g in record["video_grid_thw"]))
     counts = {"vision_start": ids.count(EXPECTED_IDS["<|vision_start|>"]),
               "audio_start": ids.count(EXPECTED_OMNI_IDS["<|audio_start|>"]) if omni else 0}
     if counts != {"vision_start": starts, "audio_start": len(clips)}:

@@ -85,6 +85,33 @@ TEST(MediaMultimodal, TextRunsAreTokenizedWholeAcrossTimestampTexts) {
     EXPECT_EQ(tokens.trained[i] != 0, labels[i] != kIgnoreIndex) << "token " << i;
 }
 
+TEST(MediaMultimodal, Qwen3VlVideoKeepsTheOuterMarkersAroundTimestampedBlocks) {
+  const Tokenizer* tokenizer = testing::qwen3_tokenizer();
+  ASSERT_NE(tokenizer, nullptr);
+  const MultimodalTemplate chat(*tokenizer);
+  const std::vector<MultimodalMessage> messages = {
+      {"user", {{PartKind::Video, "v.mp4"}, {PartKind::Text, "What moves?"}}},
+      {"assistant", {{PartKind::Text, "A square."}, {PartKind::Video, "w.mp4"}}}};
+  const std::vector<MediaExtent> media = {{PartKind::Video, 2, 2, {"<0.3 seconds>", "<1.5 seconds>"}, true},
+                                          {PartKind::Video, 1, 1, {"<0.0 seconds>"}, true}};
+  const MultimodalTokens tokens = chat.encode(messages, media);
+  const std::string pads = repeat("<|video_pad|>", 2);
+  const std::vector<int64_t> expected = with_placeholders(encode64(
+      *tokenizer, "<|im_start|>user\n<|vision_start|><0.3 seconds><|vision_start|>" + pads +
+                      "<|vision_end|><1.5 seconds><|vision_start|>" + pads +
+                      "<|vision_end|><|vision_end|>What moves?<|im_end|>\n<|im_start|>assistant\nA square."
+                      "<|vision_start|><0.0 seconds><|vision_start|><|video_pad|><|vision_end|><|vision_end|>"
+                      "<|im_end|>\n"));
+  EXPECT_EQ(tokens.ids, expected);
+  // The outer pair is 151652 ... 151653 (transformers 5.17: 4 <|vision_start|> for a 3-patch video).
+  EXPECT_EQ(tokens.ids[3], 151652);
+  EXPECT_EQ(tokens.ids[4], 27);  // "<" opens the timestamp as its own text run
+  // Trained: the assistant's tokens (its markers and timestamps too) but never the media pads.
+  const std::vector<int64_t> labels = last_assistant_labels(*tokenizer, expected);
+  for (size_t i = 0; i < expected.size(); ++i)
+    EXPECT_EQ(tokens.trained[i] != 0, labels[i] != kIgnoreIndex && expected[i] >= 0) << "token " << i;
+}
+
 TEST(MediaMultimodal, TheQwen3TokenizerLacksAudioTokensSoOmniIdsAreUsed) {
   const Tokenizer* tokenizer = testing::qwen3_tokenizer();
   ASSERT_NE(tokenizer, nullptr);
@@ -129,10 +156,12 @@ TEST(MediaMultimodal, Qwen3VlTwoImagesAndAVideo) {
            repeat("<|image_pad|>", image_grids[3 * k] * image_grids[3 * k + 1] * image_grids[3 * k + 2] / 4) +
            "<|vision_end|>";
   };
-  std::string video;
+  // Transformers 5.17 keeps the template's outer markers around the timestamped per-frame blocks.
+  std::string video = "<|vision_start|>";
   for (double t : seconds)
     video += qwen3_vl_timestamp_text(t) + "<|vision_start|>" +
              repeat("<|video_pad|>", video_grid[1] * video_grid[2] / 4) + "<|vision_end|>";
+  video += "<|vision_end|>";
   const std::vector<int64_t> real_ids = encode64(
       *tokenizer, "<|im_start|>user\n" + image(0) + "Compare them." + image(1) + video +
                       "What moves?<|im_end|>\n<|im_start|>assistant\nA square, to the right.<|im_end|>\n");

@@ -234,9 +234,8 @@ TEST(MediaProcessorE2E, ConversationsEncodeConsistently) {
 }
 
 // tests/fixtures/media/processor/processor.{json,safetensors}, written by scripts/media_fixtures/processor.py with
-// transformers 5.17. Disabled until that script has run on the GPU machine and its output is committed (issue #9);
-// run it meanwhile with --gtest_also_run_disabled_tests (and VEOMNI_PROCESSOR_FIXTURE_DIR for another fixture).
-TEST(MediaProcessorE2E, DISABLED_MatchesTransformersProcessor) {
+// transformers 5.17 on the GPU machine (issue #9); VEOMNI_PROCESSOR_FIXTURE_DIR points at another fixture.
+TEST(MediaProcessorE2E, MatchesTransformersProcessor) {
   const Tokenizer* tokenizer = testing::qwen3_tokenizer();
   ASSERT_NE(tokenizer, nullptr);
   const std::string dir = fixture_dir();
