@@ -106,3 +106,14 @@ if(VEOMNI_HAVE_CUDA AND VEOMNI_MPIEXEC)
   set_tests_properties(gpu.merged_mid_size_in_transformers PROPERTIES
     LABELS "gpu;mpi" RESOURCE_LOCK gpu TIMEOUT 900 SKIP_RETURN_CODE 77)
 endif()
+
+# Issue "Omni-modal training": the Qwen3-Omni toy trained 2 steps on the GPU and merged loads in transformers
+# (Qwen3OmniMoeForConditionalGeneration.from_pretrained -> .thinker, and the thinker class alone), every thinker
+# parameter name matching, logits within 1e-4 of our fp32 CPU forward of the same merged directory.
+if(VEOMNI_HAVE_CUDA AND VEOMNI_MPIEXEC)
+  add_test(NAME gpu.merged_omni_in_transformers
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/gpu/train_gpu.sh 1 ${CMAKE_CURRENT_SOURCE_DIR}/gpu/merged_omni_in_transformers.sh
+            ${VEOMNI_BIN_DIR} ${CMAKE_SOURCE_DIR} $<TARGET_FILE:merged_thinker_logits> cuda)
+  set_tests_properties(gpu.merged_omni_in_transformers PROPERTIES
+    LABELS "gpu;mpi" RESOURCE_LOCK gpu TIMEOUT 900 SKIP_RETURN_CODE 77)
+endif()
