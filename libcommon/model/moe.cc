@@ -18,13 +18,13 @@ void set_local_experts(Parameter* param, int64_t num_experts, const ExpertHooks*
   param->local_end = (rank + 1) * (num_experts / ep);
 }
 
-// Column sums of a [N, E] f32 tensor, returned to the host (ones[1, N] @ x keeps it on the device).
-// Sums of the first `rows` rows of x [N, E] per column.
+// Sums of the first `rows` rows of x [N, E] f32 per column, returned to the host. A column reduction
+// (bias_grad's kernel), not ones[1, N] @ x: cuBLASLt runs that one-row GEMM at 0.4 GFLOP/s on Hopper (2.7 ms a
+// layer in the MoE profile of bench/RESULTS.md).
 std::vector<double> column_sums(const Tensor& x, int64_t rows) {
   if (rows == 0) return std::vector<double>(static_cast<size_t>(x.dim(1)), 0.0);
-  Tensor ones = Tensor::full<float>({1, rows}, 1.0f).to(x.device());
-  Tensor sums = Tensor::empty({1, x.dim(1)}, DType::F32, x.device());
-  ops::matmul(ones, false, x.slice(0, rows), false, sums);
+  Tensor sums = Tensor::zeros({x.dim(1)}, DType::F32, x.device());
+  ops::bias_grad(x.slice(0, rows), sums);
   std::vector<double> out(static_cast<size_t>(x.dim(1)));
   const std::vector<float> host = sums.to(Device::cpu()).to_float_vector();
   for (size_t e = 0; e < out.size(); ++e) out[e] = host[e];
