@@ -13,4 +13,13 @@ if(VEOMNI_MPIEXEC)
     set_tests_properties(parallel_align_multimodal.${case} PROPERTIES LABELS "integration;mpi" RESOURCE_LOCK mpi
       TIMEOUT 300)
   endforeach()
+  # The same layouts on the committed preprocessed dataset (tests/fixtures/multimodal_train/mixed_media.h5, made by
+  # this case with MM_SAVE_DATA), which is what the GPU machine runs (gpu.train.2gpu_*_mixed_media): it has no media
+  # libraries to preprocess with.
+  add_test(NAME parallel_align_multimodal.mixed_media_fixture
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/parallel_align_multimodal.sh mixed_media ${VEOMNI_BIN_DIR}
+            ${CMAKE_SOURCE_DIR})
+  set_tests_properties(parallel_align_multimodal.mixed_media_fixture PROPERTIES LABELS "integration;mpi"
+    RESOURCE_LOCK mpi TIMEOUT 300
+    ENVIRONMENT "MM_DATA=${CMAKE_SOURCE_DIR}/tests/fixtures/multimodal_train/mixed_media.h5")
 endif()

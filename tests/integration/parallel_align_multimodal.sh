@@ -4,6 +4,10 @@
 # usage: parallel_align_multimodal.sh CASE BIN_DIR SOURCE_DIR [TOKENIZER_JSON]
 #   CASE: omni_layouts | vl_layouts | mixed_media (needs TOKENIZER_JSON and veomni-preprocess with media) | freeze |
 #         resume
+# Environment (for the GPU machine, which has no veomni-preprocess multimodal): MM_DEVICE (cpu | cuda; default cpu),
+#   MM_PRECISION (fp32 | bf16; default fp32), MM_RTOL (default 1e-4), MM_DATA (mixed_media: use this dataset instead
+#   of preprocessing one, e.g. tests/fixtures/multimodal_train/mixed_media.h5), MM_SAVE_DATA (mixed_media: copy the
+#   preprocessed dataset there, which is how that fixture is made).
 set -euo pipefail
 case_name=$1 bin=$2 src=$3 tokenizer=${4:-}
 work=$(mktemp -d "${TMPDIR:-/tmp}/veomni-mm-align-XXXXXX")
@@ -21,18 +25,26 @@ small_vocab() {
   sed 's/"vocab_size": 151936/"vocab_size": 2048/' "configs/model_configs/$1/config.json" >"$work/$2/config.json"
 }
 
-# train RECIPE RUN_NAME NP SP EP [extra overrides...]: 2 steps of global batch 4, micro-batch 1, fp32 on the CPU.
+device=${MM_DEVICE:-cpu} rtol=${MM_RTOL:-1e-4}
+case "${MM_PRECISION:-fp32}" in
+  fp32) precision_args=(--train.precision fp32) ;;
+  bf16) precision_args=(--train.precision mixed --train.accelerator.fsdp_config.mixed_precision.enable true) ;;
+  *) echo "MM_PRECISION must be fp32 or bf16, not '${MM_PRECISION}'" >&2; exit 2 ;;
+esac
+
+# train RECIPE RUN_NAME NP SP EP [extra overrides...]: 2 steps of global batch 4, micro-batch 1 (fp32 on the CPU
+# unless MM_DEVICE / MM_PRECISION say otherwise).
 train() {
   local recipe=$1 name=$2 np=$3 sp=$4 ep=$5
   shift 5
   mpirun --oversubscribe --bind-to none -np "$np" "$bin/veomni-train" "configs/$recipe.yaml" \
     --data.train_path "$data" --data.max_seq_len "$seq_len" --train.global_batch_size 4 --train.micro_batch_size 1 \
     --train.max_steps 2 --train.num_train_epochs 1 --train.accelerator.ulysses_size "$sp" \
-    --train.accelerator.ep_size "$ep" --train.device cpu --train.precision fp32 \
+    --train.accelerator.ep_size "$ep" --train.device "$device" "${precision_args[@]}" \
     --train.checkpoint.output_dir "$work/$name" --train.checkpoint.save_steps -1 --log-level warn "$@"
 }
 
-align() { "$bin/veomni-align-check" --rtol 1e-4 --atol 1e-6 --keys loss,foundation_loss,grad_norm "$@"; }
+align() { "$bin/veomni-align-check" --rtol "$rtol" --atol 1e-6 --keys loss,foundation_loss,grad_norm "$@"; }
 
 # sha256 of one tensor's bytes in a merged model.safetensors (header: u64 length, JSON with data_offsets).
 tensor_sha() {
@@ -73,28 +85,34 @@ case $case_name in
     align "$work"/np1_sp1_ep1 "$work"/np2_sp1_ep1 "$work"/np2_sp2_ep1 "$work"/np2_sp1_ep2
     ;;
   mixed_media)  # samples with and without media, in order: FSDP rank 0 gets no image and no audio at all
-    [ -f "$tokenizer" ] || fail "the Qwen3 tokenizer is missing at $tokenizer: run scripts/setup.sh"
-    inputs=$src/tests/fixtures/media/inputs
-    user() { printf '{"role": "user", "content": [%s]}' "$1"; }
-    part() { printf '{"type": "%s", "%s": "%s"}' "$1" "$1" "$2"; }
-    text() { printf '{"type": "text", "text": "%s"}' "$1"; }
-    # A 150-word preamble in every record makes each sample longer than half of max_seq_len: one sample per
-    # micro-batch, so micro-batches 0 and 2 (FSDP rank 0's) hold text only, and 1 and 3 image and audio.
-    filler=$(printf 'alpha %.0s' $(seq 150))
-    record() {
-      printf '{"messages": [%s, {"role": "assistant", "content": "Fine, thanks."}]}\n' "$(user "$(text "$filler"), $1")"
-    }
-    { record "$(text 'How are you today?')"
-      record "$(part image "$inputs/image_rgb_48x64.png"), $(part audio "$inputs/audio_speech_16k_mono.wav"), $(text 'Hear this.')"
-      record "$(text 'Only words here, nothing else.')"
-      record "$(part image "$inputs/image_photo_100x300.jpg"), $(part audio "$inputs/audio_speech_16k_mono.wav")"
-      record "$(text 'Plain text again.')"
-      record "$(part audio "$inputs/audio_speech_16k_mono.wav")"
-      record "$(text 'The last words.')"
-      record "$(part image "$inputs/image_rgb_48x64.png")"; } >"$work/in.jsonl"
     data=$work/mixed.h5 seq_len=256
-    "$bin/veomni-preprocess" multimodal --tokenizer "$tokenizer" --model-type qwen3_omni_moe --input "$work/in.jsonl" \
-      --out "$data" --log-level warn >/dev/null
+    if [ -n "${MM_DATA:-}" ]; then
+      [ -f "$MM_DATA" ] || fail "MM_DATA names no file: $MM_DATA"
+      cp "$MM_DATA" "$data"
+    else
+      [ -f "$tokenizer" ] || fail "the Qwen3 tokenizer is missing at $tokenizer: run scripts/setup.sh"
+      inputs=$src/tests/fixtures/media/inputs
+      user() { printf '{"role": "user", "content": [%s]}' "$1"; }
+      part() { printf '{"type": "%s", "%s": "%s"}' "$1" "$1" "$2"; }
+      text() { printf '{"type": "text", "text": "%s"}' "$1"; }
+      # A 150-word preamble in every record makes each sample longer than half of max_seq_len: one sample per
+      # micro-batch, so micro-batches 0 and 2 (FSDP rank 0's) hold text only, and 1 and 3 image and audio.
+      filler=$(printf 'alpha %.0s' $(seq 150))
+      record() {
+        printf '{"messages": [%s, {"role": "assistant", "content": "Fine, thanks."}]}\n' "$(user "$(text "$filler"), $1")"
+      }
+      { record "$(text 'How are you today?')"
+        record "$(part image "$inputs/image_rgb_48x64.png"), $(part audio "$inputs/audio_speech_16k_mono.wav"), $(text 'Hear this.')"
+        record "$(text 'Only words here, nothing else.')"
+        record "$(part image "$inputs/image_photo_100x300.jpg"), $(part audio "$inputs/audio_speech_16k_mono.wav")"
+        record "$(text 'Plain text again.')"
+        record "$(part audio "$inputs/audio_speech_16k_mono.wav")"
+        record "$(text 'The last words.')"
+        record "$(part image "$inputs/image_rgb_48x64.png")"; } >"$work/in.jsonl"
+      "$bin/veomni-preprocess" multimodal --tokenizer "$tokenizer" --model-type qwen3_omni_moe --input "$work/in.jsonl" \
+        --out "$data" --log-level warn >/dev/null
+      if [ -n "${MM_SAVE_DATA:-}" ]; then cp "$data" "$MM_SAVE_DATA"; fi
+    fi
     # The real token ids need the full 151,936-row vocabulary: two parallel layouts only (EP is covered above).
     for layout in 1:1:1 2:1:1 2:2:1; do
       IFS=: read -r np sp ep <<<"$layout"
