@@ -44,30 +44,14 @@ import transformers
 from safetensors import safe_open
 from safetensors.torch import load_file
 
+from hf_thinker_util import model_class, set_eager, thinker_kwargs
+
 EXPERT_RE = re.compile(r"^(.*\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
 PREFIX = "thinker."
 
 
 class CheckFailed(Exception):
     pass
-
-
-def model_class(name):
-    cls = getattr(transformers, name, None)
-    if cls is None:  # not exported at the top level in some versions
-        from transformers.models.qwen3_omni_moe import modeling_qwen3_omni_moe
-        cls = getattr(modeling_qwen3_omni_moe, name)
-    return cls
-
-
-def set_eager(config):
-    for sub in (config, getattr(config, "thinker_config", None), getattr(config, "text_config", None),
-                getattr(config, "vision_config", None), getattr(config, "audio_config", None)):
-        if sub is not None:
-            try:
-                sub._attn_implementation = "eager"
-            except Exception:  # a read-only property in some versions: the loaders' argument covers it
-                pass
 
 
 def read_config(merged_dir):
@@ -143,40 +127,14 @@ def compare_names(ours, expected_shapes, what):
     print(f"{what}: all {len(expected_shapes)} names and shapes match transformers' thinker")
 
 
-def pad_audio(features, lengths):
-    """Our [frames, mel] (clips one after another) as transformers' input_features [clips, mel, max] + mask."""
-    lengths = [int(n) for n in lengths.tolist()]
-    if sum(lengths) != features.shape[0]:
-        raise CheckFailed(f"audio_feature_lengths {lengths} do not add up to input_features' {features.shape[0]} rows")
-    padded = torch.zeros(len(lengths), features.shape[1], max(lengths), dtype=features.dtype)
-    mask = torch.zeros(len(lengths), max(lengths), dtype=torch.long)
-    start = 0
-    for k, n in enumerate(lengths):
-        padded[k, :, :n] = features[start:start + n].T
-        mask[k, :n] = 1
-        start += n
-    return padded, mask
-
-
 def thinker_inputs(ours):
     for key in ("logits", "hf_input_ids", "target_ids", "position_ids"):
         if key not in ours:
             raise CheckFailed(f"our outputs lack {key}")
-    ids = ours["hf_input_ids"].long()[None]
-    positions = ours["position_ids"]
-    if positions.dim() != 2 or positions.shape[0] != 3 or positions.shape[1] != ids.shape[1]:
-        raise CheckFailed(f"position_ids has shape {tuple(positions.shape)}, expected (3, {ids.shape[1]})")
-    kwargs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "position_ids": positions[:, None, :],
-              "use_cache": False}
-    if "pixel_values" in ours:
-        kwargs.update(pixel_values=ours["pixel_values"].float(), image_grid_thw=ours["image_grid_thw"].long())
-    if "pixel_values_videos" in ours:
-        kwargs.update(pixel_values_videos=ours["pixel_values_videos"].float(),
-                      video_grid_thw=ours["video_grid_thw"].long())
-    if "input_features" in ours:
-        features, mask = pad_audio(ours["input_features"].float(), ours["audio_feature_lengths"])
-        kwargs.update(input_features=features, feature_attention_mask=mask)
-    return kwargs
+    positions, s = ours["position_ids"], ours["hf_input_ids"].shape[0]
+    if positions.dim() != 2 or positions.shape[0] != 3 or positions.shape[1] != s:
+        raise CheckFailed(f"position_ids has shape {tuple(positions.shape)}, expected (3, {s})")
+    return thinker_kwargs(ours)
 
 
 def forward_logits(thinker, ours):

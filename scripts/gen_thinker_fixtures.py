@@ -30,6 +30,8 @@ import transformers
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
+from hf_thinker_util import model_class, set_eager, thinker_kwargs
+
 SEED = 4321
 
 
@@ -59,24 +61,6 @@ ADAMW_STEPS = 3
 def no_decay(name):
     """optim/adamw.cc parameter_uses_weight_decay: no decay on names containing 'norm' or ending in '.bias'."""
     return "norm" in name or name.endswith(".bias")
-
-
-def model_class(class_name):
-    cls = getattr(transformers, class_name, None)
-    if cls is None:  # not exported at the top level in some versions
-        from transformers.models.qwen3_omni_moe import modeling_qwen3_omni_moe
-        cls = getattr(modeling_qwen3_omni_moe, class_name)
-    return cls
-
-
-def set_eager(config):
-    for sub in (config, getattr(config, "text_config", None), getattr(config, "vision_config", None),
-                getattr(config, "audio_config", None)):
-        if sub is not None:
-            try:
-                sub._attn_implementation = "eager"
-            except Exception:  # a read-only property in some versions: _from_config's argument covers it
-                pass
 
 
 def build_model(model_name, fixtures):
@@ -114,30 +98,8 @@ def language_model_of(model):
     return inner.language_model if hasattr(inner, "language_model") else inner
 
 
-def pad_audio(features, lengths):
-    """Our [frames, mel] (clips one after another) as transformers' input_features [clips, mel, max] + mask."""
-    lengths = [int(n) for n in lengths.tolist()]
-    padded = torch.zeros(len(lengths), features.shape[1], max(lengths))
-    mask = torch.zeros(len(lengths), max(lengths), dtype=torch.long)
-    start = 0
-    for k, n in enumerate(lengths):
-        padded[k, :, :n] = features[start:start + n].T
-        mask[k, :n] = 1
-        start += n
-    return padded, mask
-
-
 def forward_logits(model, inputs, check_positions):
-    ids = inputs["hf_input_ids"][None]
-    positions = inputs["position_ids"][:, None, :]
-    kwargs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "position_ids": positions, "use_cache": False}
-    if "pixel_values" in inputs:
-        kwargs.update(pixel_values=inputs["pixel_values"], image_grid_thw=inputs["image_grid_thw"])
-    if "pixel_values_videos" in inputs:
-        kwargs.update(pixel_values_videos=inputs["pixel_values_videos"], video_grid_thw=inputs["video_grid_thw"])
-    if "input_features" in inputs:
-        features, mask = pad_audio(inputs["input_features"], inputs["audio_feature_lengths"])
-        kwargs.update(input_features=features, feature_attention_mask=mask)
+    kwargs = thinker_kwargs(inputs)
     recorded = {}
 
     def record(module, args_, kw):
