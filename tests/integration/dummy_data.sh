@@ -2,22 +2,13 @@
 # Integration checks of veomni-dummy-data: usage, exit codes, a real run's summary and files.
 # Usage: dummy_data.sh CASE TOOL WORKDIR
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/tool_test_lib.sh"
 case_name=$1 tool=$2 work=$3
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-# Runs the tool, keeps stdout/stderr in out/err, and checks the exit code.
-expect_exit() {
-  local want=$1 got=0
-  shift
-  "$tool" "$@" >out 2>err || got=$?
-  [ "$got" -eq "$want" ] || { cat out err >&2; fail "exit $got, expected $want: $*"; }
-}
-
 # The summary line (whitespace squeezed) must be present exactly.
+# Lines compared with runs of spaces squeezed (the summary table aligns its columns).
 expect_line() { tr -s ' ' <out | grep -qxF -- "$1" || { cat out >&2; fail "missing line: $1"; }; }
-expect_in() { grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "'$2' not in $1"; }; }
 
 case $case_name in
   help)

@@ -3,21 +3,13 @@
 # the schema against veomni-dummy-data's, bad media, --skip-bad, --max-seq-len, and a throughput measurement.
 # Usage: preprocess_multimodal.sh CASE BIN_DIR SOURCE_DIR WORKDIR TOKENIZER_JSON
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/tool_test_lib.sh"
 case_name=$1 bin=$2 src=$3 work=$4 tokenizer=$5
 tool=$bin/veomni-preprocess
 inputs=$src/tests/fixtures/media/inputs
 rm -rf "$work" && mkdir -p "$work/data/media" && cd "$work"
 [ -f "$tokenizer" ] || { echo "FAIL: the Qwen3 tokenizer is missing at $tokenizer: run scripts/setup.sh" >&2; exit 1; }
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect_exit() {
-  local want=$1 got=0
-  shift
-  "$tool" "$@" >out 2>err || got=$?
-  [ "$got" -eq "$want" ] || { cat out err >&2; fail "exit $got, expected $want: $*"; }
-}
-expect_line() { grep -qxF -- "$1" out || { cat out >&2; fail "missing line: $1"; }; }
-expect_in() { grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "'$2' not in $1"; }; }
 mm() { expect_exit "$1" multimodal --tokenizer "$tokenizer" --log-level warn "${@:2}"; }
 
 # The media beside the JSONL, under data/media/, referenced by relative paths.

@@ -2,23 +2,13 @@
 # Integration checks of veomni-preprocess: usage, ids, summaries, bad inputs, --skip-bad, --pack, shards, training.
 # Usage: preprocess_text.sh CASE BIN_DIR SOURCE_DIR WORKDIR TOKENIZER_JSON
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/tool_test_lib.sh"
 case_name=$1 bin=$2 src=$3 work=$4 tokenizer=$5
 tool=$bin/veomni-preprocess
 conversations=$src/tests/fixtures/tokenizer/conversations.jsonl
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 [ -f "$tokenizer" ] || { echo "FAIL: the Qwen3 tokenizer is missing at $tokenizer: run scripts/setup.sh" >&2; exit 1; }
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-# Runs the tool with stdout/stderr in out/err and checks the exit code.
-expect_exit() {
-  local want=$1 got=0
-  shift
-  "$tool" "$@" >out 2>err || got=$?
-  [ "$got" -eq "$want" ] || { cat out err >&2; fail "exit $got, expected $want: $*"; }
-}
-expect_line() { grep -qxF -- "$1" out || { cat out >&2; fail "missing line: $1"; }; }
-expect_in() { grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "'$2' not in $1"; }; }
 text() { expect_exit "$1" text --tokenizer "$tokenizer" --log-level warn "${@:2}"; }
 
 # bad_input FILE LINE_TEXT REASON: text fails with exit 2 naming FILE:LINE and the reason, and writes nothing.
