@@ -1,12 +1,15 @@
-// CUDA kernel benchmark: GEMM TFLOP/s at Qwen3-0.6B shapes (4096 tokens, hidden 1024, intermediate 3072, vocab
-// 151936) and Qwen3-30B-A3B expert shapes (hidden 2048, expert intermediate 768, 128 experts, top-8), and the
-// memory-bound kernels in GB/s, counting each input read once and each output written once (the least traffic the
-// op needs; kernels that read a row twice show it as lower GB/s). Prints markdown tables; asserts nothing.
-// Usage: bench_kernels_cuda [gemm] [memory] [encoder]   (no argument: all sections); VEOMNI_GROUPED_GEMM=loop runs
-// the expert GEMMs as one cuBLASLt call per expert.
+// CUDA kernel benchmark: GEMM TFLOP/s at Qwen3-0.6B shapes (4096 tokens, hidden 1024, 16 query heads of 128,
+// intermediate 3072, vocab 151936) and Qwen3-30B-A3B shapes (hidden 2048, 32 query heads, expert intermediate 768,
+// 128 experts, top-8), each plain GEMM with cuBLASLt's heuristic first pick and with the autotuned choice
+// (kernels/cuda/gemm_autotune.h), and the memory-bound kernels in GB/s, counting each input read once and each output
+// written once (the least traffic the op needs; kernels that read a row twice show it as lower GB/s). Prints markdown
+// tables; asserts nothing.
+// Usage: bench_kernels_cuda [-v] [gemm] [memory] [encoder]   (no section: all); -v logs every autotuned GEMM's
+// candidates and their times; VEOMNI_GROUPED_GEMM=loop runs the expert GEMMs as one cuBLASLt call per expert.
 #ifdef VEOMNI_WITH_CUDA
 #include <cuda_runtime.h>
 #include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -17,6 +20,7 @@
 
 #include "core/tensor.h"
 #include "bench/cuda_timer.h"
+#include "kernels/cuda/gemm_autotune.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/ops.h"
 
@@ -61,16 +65,61 @@ struct MatmulCase {
   int64_t m, n, k;
   bool ta, tb;
   DType in, out;
-  float beta;
+  float alpha, beta;
 };
 
+double tflops(const MatmulCase& c, double ms) { return 2.0 * c.m * c.n * c.k / (ms * 1e-3) / 1e12; }
+
+// The same ops::matmul call as the trainer's layers, timed with the heuristic's first pick and then with autotuning
+// (the warm-up call of time_ms times the candidates; the median is of the calls after it).
 void bench_matmul(const MatmulCase& c, std::mt19937& rng) {
   const Tensor a = random_tensor(c.ta ? Shape{c.k, c.m} : Shape{c.m, c.k}, c.in, rng);
   const Tensor b = random_tensor(c.tb ? Shape{c.n, c.k} : Shape{c.k, c.n}, c.in, rng);
   Tensor out = Tensor::zeros({c.m, c.n}, c.out, gpu());
-  const double ms = time_ms(10, [&] { ops::matmul(a, c.ta, b, c.tb, out, 1.0f, c.beta); });
-  row(fmt::format("{} ({}->{})", c.name, dtype_name(c.in), dtype_name(c.out)),
-      fmt::format("M={} N={} K={}", c.m, c.n, c.k), ms, 2.0 * c.m * c.n * c.k / (ms * 1e-3) / 1e12);
+  const auto median_ms = [&](bool autotune) {
+    ops::cuda::set_gemm_autotune(autotune);
+    return time_ms(10, [&] { ops::matmul(a, c.ta, b, c.tb, out, c.alpha, c.beta); });
+  };
+  const double heuristic_ms = median_ms(false), tuned_ms = median_ms(true);
+  fmt::print("| {:<44} | {:<29} | {:>9.3f} | {:>9.1f} | {:>9.3f} | {:>9.1f} | {:>5.2f}x |\n",
+             fmt::format("{} ({}->{})", c.name, dtype_name(c.in), dtype_name(c.out)),
+             fmt::format("{}{} M={} N={} K={}", c.ta ? 'T' : 'N', c.tb ? 'T' : 'N', c.m, c.n, c.k), heuristic_ms,
+             tflops(c, heuristic_ms), tuned_ms, tflops(c, tuned_ms), heuristic_ms / tuned_ms);
+}
+
+void bench_plain_gemms(std::mt19937& rng) {
+  fmt::print("\nGEMM (cuBLASLt, fp32 accumulation): heuristic first pick vs autotuned\n\n");
+  fmt::print("| {:<44} | {:<29} | {:>9} | {:>9} | {:>9} | {:>9} | {:>6} |\n",
+             "op (ops::matmul as the trainer calls it)", "shape", "heur. ms", "TFLOP/s", "tuned ms", "TFLOP/s", "gain");
+  fmt::print("|{:-<46}|{:-<31}|{:->11}|{:->11}|{:->11}|{:->11}|{:->8}|\n", "", "", "", "", "", "", "");
+  const DType bf = DType::BF16, f32 = DType::F32;
+  // alpha of the lm_head GEMMs: the loss's gradient scale (1 / tokens), as CausalLM::head_backward passes it.
+  const float ce = 1.0f / 4096;
+  const MatmulCase cases[] = {
+      // Issue #7: the q_proj forward NT GEMMs (40 and 18 TFLOP/s in an H100 profile with the heuristic's pick), the
+      // NN GEMM of q_proj's m, n, k (o_proj's input gradient, 571 TFLOP/s there) and the lm_head weight gradient
+      // accumulated into its f32 gradient (170 TFLOP/s in the profile).
+      {"0.6B q_proj x W^T", 4096, 2048, 1024, false, true, bf, bf, 1.0f, 0.0f},
+      {"0.6B o_proj dx = dy W", 4096, 2048, 1024, false, false, bf, bf, 1.0f, 0.0f},
+      {"30B-A3B q_proj x W^T", 4096, 4096, 2048, false, true, bf, bf, 1.0f, 0.0f},
+      {"0.6B lm_head dW += dlogits^T x", 151936, 1024, 4096, true, false, bf, f32, ce, 1.0f},
+      {"30B-A3B lm_head dW += dlogits^T x", 151936, 2048, 4096, true, false, bf, f32, ce, 1.0f},
+      // The other dense GEMMs of a 0.6B step, and q, k, v as one GEMM for comparison.
+      {"0.6B k_proj / v_proj x W^T", 4096, 1024, 1024, false, true, bf, bf, 1.0f, 0.0f},
+      {"0.6B q,k,v fused x W^T", 4096, 4096, 1024, false, true, bf, bf, 1.0f, 0.0f},
+      {"0.6B q_proj dW += dy^T x", 2048, 1024, 4096, true, false, bf, f32, 1.0f, 1.0f},
+      {"0.6B o_proj x W^T", 4096, 1024, 2048, false, true, bf, bf, 1.0f, 0.0f},
+      {"0.6B gate_up x W^T", 4096, 6144, 1024, false, true, bf, bf, 1.0f, 0.0f},
+      {"0.6B down x W^T", 4096, 1024, 3072, false, true, bf, bf, 1.0f, 0.0f},
+      {"0.6B down dx = dy W", 4096, 3072, 1024, false, false, bf, bf, 1.0f, 0.0f},
+      {"0.6B down dW += dy^T x", 1024, 3072, 4096, true, false, bf, f32, 1.0f, 1.0f},
+      {"0.6B lm_head x W^T", 4096, 151936, 1024, false, true, bf, bf, 1.0f, 0.0f},
+      {"0.6B lm_head dx = dlogits W", 4096, 1024, 151936, false, false, bf, bf, ce, 0.0f},
+      {"0.6B gate_up x W^T", 4096, 6144, 1024, false, true, f32, f32, 1.0f, 0.0f},
+  };
+  const bool autotune_before = ops::cuda::gemm_autotune_enabled();
+  for (const MatmulCase& c : cases) bench_matmul(c, rng);
+  ops::cuda::set_gemm_autotune(autotune_before);
 }
 
 // Uneven expert loads as routing makes them: a skewed share of `rows` per expert, every expert some rows.
@@ -86,24 +135,11 @@ std::vector<int64_t> expert_loads(int64_t experts, int64_t rows, std::mt19937& r
   return sizes;
 }
 
-void bench_gemm(std::mt19937& rng) {
-  fmt::print("\nGEMM (cuBLASLt, fp32 accumulation)\n\n");
+// The grouped expert GEMMs: never autotuned (their row counts change every step), so one column.
+void bench_expert_gemms(std::mt19937& rng) {
+  fmt::print("\nExpert GEMMs (grouped, not autotuned)\n\n");
   header("TFLOP/s");
   const DType bf = DType::BF16, f32 = DType::F32;
-  const MatmulCase cases[] = {
-      {"0.6B qkv_proj x W^T", 4096, 4096, 1024, false, true, bf, bf, 0.0f},
-      {"0.6B o_proj x W^T", 4096, 1024, 2048, false, true, bf, bf, 0.0f},
-      {"0.6B gate_up x W^T", 4096, 6144, 1024, false, true, bf, bf, 0.0f},
-      {"0.6B down x W^T", 4096, 1024, 3072, false, true, bf, bf, 0.0f},
-      {"0.6B down dx = dy W", 4096, 3072, 1024, false, false, bf, bf, 0.0f},
-      {"0.6B down dW += dy^T x", 1024, 3072, 4096, true, false, bf, f32, 1.0f},
-      {"0.6B lm_head x W^T", 4096, 151936, 1024, false, true, bf, bf, 0.0f},
-      {"0.6B lm_head dx = dlogits W", 4096, 1024, 151936, false, false, bf, bf, 0.0f},
-      {"0.6B lm_head dW += dlogits^T x", 151936, 1024, 4096, true, false, bf, f32, 1.0f},
-      {"0.6B gate_up x W^T", 4096, 6144, 1024, false, true, f32, f32, 0.0f},
-  };
-  for (const MatmulCase& c : cases) bench_matmul(c, rng);
-
   // Qwen3-30B-A3B experts: 4096 tokens x top-8 = 32768 routed rows over 128 experts. VEOMNI_GROUPED_GEMM=loop
   // times one cuBLASLt call per expert instead of cuBLAS's grouped GEMM.
   const char* mode = std::getenv("VEOMNI_GROUPED_GEMM");
@@ -288,7 +324,12 @@ void bench_encoder(std::mt19937& rng) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<std::string> wanted(argv + 1, argv + argc);
+  std::vector<std::string> wanted(argv + 1, argv + argc);
+  const auto verbose = std::find(wanted.begin(), wanted.end(), "-v");
+  if (verbose != wanted.end()) {
+    spdlog::set_level(spdlog::level::debug);
+    wanted.erase(verbose);
+  }
   auto selected = [&](const char* section) {
     return wanted.empty() || std::find(wanted.begin(), wanted.end(), section) != wanted.end();
   };
@@ -301,7 +342,10 @@ int main(int argc, char** argv) {
   VEOMNI_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   fmt::print("CUDA kernels on {}\n", prop.name);
   std::mt19937 rng(2024);
-  if (selected("gemm")) bench_gemm(rng);
+  if (selected("gemm")) {
+    bench_plain_gemms(rng);
+    bench_expert_gemms(rng);
+  }
   if (selected("memory")) bench_memory(rng);
   if (selected("encoder")) bench_encoder(rng);
   const cuda_rt::MemoryStats stats = cuda_rt::memory_stats();

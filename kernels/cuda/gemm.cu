@@ -3,6 +3,18 @@
 // per non-empty group. Inputs bf16 or f32 with fp32 accumulation (exact fp32 math, no TF32, for f32 inputs); output
 // f32 or bf16. cuBLASLt wants A and B of one dtype and no bf16 output from f32 inputs: those mixes go through f32
 // buffers.
+//
+// Algorithm choice (autotuning). cuBLASLt's heuristic ranks its algorithms by a model of the GPU, and on Hopper its
+// first pick is poor for some shapes: an H100 profile ran the q_proj forward NT GEMM 4096x2048x1024 (bf16) at 40
+// TFLOP/s where the NN GEMM of the same m, n, k ran at 571. So, like torch.backends.cudnn.benchmark, the first call
+// of each plan key on the plain matmul path times up to kCandidates of the heuristic's results on its real operands
+// (kernels/cuda/gemm_autotune.cc) and the fastest is kept with the plan; later calls pay nothing. The trials never
+// leave a trace in the result: a GEMM that reads its output (beta != 0) or whose output overlaps an input runs its
+// trials into a scratch D (cuBLASLt allows C != D), and one that overwrites its output is then run for real.
+// The grouped GEMMs see a new row count per expert and step, so timing each key would never end: they take the
+// heuristic's first pick, or a timed choice where the exact key was timed by a plain matmul.
+// Timings are noisy, so two runs (or two ranks) may choose different algorithms for one shape and their results
+// differ in the last bits; VEOMNI_GEMM_AUTOTUNE=0 keeps the heuristic's first pick for bit-reproducible GPU runs.
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -10,8 +22,12 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <span>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
+#include "kernels/cuda/gemm_autotune.h"
 #include "kernels/cuda/kernel_utils.cuh"
 #include "kernels/cuda/ops_cuda.h"
 
@@ -34,6 +50,7 @@ struct Gemm {
   cudaDataType_t output_type = CUDA_R_32F;
   float alpha = 1.0f;
   float beta = 0.0f;
+  Device device;  // of the operands (where autotuning's scratch output goes)
 };
 
 // Largest power of two (up to 256) dividing the address: what cuBLASLt's kernels may assume about alignment.
@@ -42,12 +59,14 @@ uint32_t alignment_of(const void* p) {
   return v == 0 ? 256u : static_cast<uint32_t>(std::min<uintptr_t>(v & (~v + 1), 256));
 }
 
-// Everything the descriptors and the algorithm choice depend on.
+// Everything the descriptors and the algorithm choice depend on. `accumulates` (beta != 0: the output is read too)
+// changes no descriptor, but it changes the memory traffic, so the timed choice may differ.
 struct PlanKey {
   int64_t m, n, k, lda, ldb, ldc;
   bool trans_a, trans_b;
   cudaDataType_t input_type, output_type;
   uint32_t align_a, align_b, align_c;
+  bool accumulates;
   bool operator==(const PlanKey&) const = default;
 };
 
@@ -61,21 +80,34 @@ struct PlanKeyHash {
     mix(static_cast<uint64_t>(key.lda));
     mix(static_cast<uint64_t>(key.ldb));
     mix(static_cast<uint64_t>(key.ldc));
-    mix((key.trans_a ? 1u : 0u) | (key.trans_b ? 2u : 0u));
+    mix((key.trans_a ? 1u : 0u) | (key.trans_b ? 2u : 0u) | (key.accumulates ? 4u : 0u));
     mix(static_cast<uint64_t>(key.input_type) << 8 | static_cast<uint64_t>(key.output_type));
     mix(static_cast<uint64_t>(key.align_a) << 32 | static_cast<uint64_t>(key.align_b) << 16 | key.align_c);
     return h;
   }
 };
 
-// cuBLASLt descriptors and the chosen algorithm of one problem shape. The heuristic costs microseconds per query,
+// Heuristic results asked for (and timed, when autotuning); the ranking's tail is rarely the fastest.
+constexpr int kCandidates = 8;
+
+// cuBLASLt descriptors and the algorithm choice of one problem shape. The heuristic costs microseconds per query,
 // so plans are kept. Grouped GEMMs see a new row count per expert and step, but only a few thousand distinct ones
-// (rows per expert x the model's GEMM shapes), so after the first steps every lookup hits; the bound (about 1 KiB of
+// (rows per expert x the model's GEMM shapes), so after the first steps every lookup hits; the bound (a few KiB of
 // host memory per plan) only guards against unbounded growth.
 struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t layout_a = nullptr, layout_b = nullptr, layout_c = nullptr;
-  cublasLtMatmulAlgo_t algo{};
+  // The heuristic's ranking, best first, and how many of them there are (at least one). Fixed arrays, not standard
+  // containers: nvcc 13 fails an internal assertion destroying containers of cuBLASLt's anonymous structs.
+  cublasLtMatmulHeuristicResult_t candidates[kCandidates] = {};
+  size_t candidate_count = 0;
+  bool timed = false;                 // autotuned: timed_algo is the fastest candidate
+  cublasLtMatmulAlgo_t timed_algo{};
+
+  // What a call uses now: the timed choice while autotuning is on, else the heuristic's first pick.
+  const cublasLtMatmulAlgo_t& algo() const {
+    return timed && gemm_autotune_enabled() ? timed_algo : candidates[0].algo;
+  }
 
   Plan() = default;
   Plan(const Plan&) = delete;
@@ -96,7 +128,7 @@ std::unordered_map<PlanKey, std::shared_ptr<const Plan>, PlanKeyHash> g_plans;
 
 // cuBLASLt is column-major: a row-major [r, c] matrix with row stride ld is the column-major [c, r] one. So
 // c^T = op(b)^T op(a)^T is computed with cuBLASLt's A := b and B := a, and their transposes kept.
-std::shared_ptr<const Plan> make_plan(const PlanKey& key) {
+std::shared_ptr<Plan> make_plan(const PlanKey& key) {
   auto plan = std::make_shared<Plan>();
   VEOMNI_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t op_a = key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -127,28 +159,21 @@ std::shared_ptr<const Plan> make_plan(const PlanKey& key) {
   set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &key.align_a, sizeof key.align_a);
   set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key.align_c, sizeof key.align_c);
   set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key.align_c, sizeof key.align_c);
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found = 0;
   const cublasStatus_t status =
       cublasLtMatmulAlgoGetHeuristic(cuda_rt::cublaslt(), plan->desc, plan->layout_a, plan->layout_b, plan->layout_c,
-                                     plan->layout_c, pref, 1, &result, &found);
+                                     plan->layout_c, pref, kCandidates, results, &found);
   (void)cublasLtMatmulPreferenceDestroy(pref);
-  if (status != CUBLAS_STATUS_SUCCESS || found == 0)
+  for (int i = 0; status == CUBLAS_STATUS_SUCCESS && i < found; ++i)
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) plan->candidates[plan->candidate_count++] = results[i];
+  if (plan->candidate_count == 0)
     throw Error(fmt::format("cuBLASLt has no algorithm for a GEMM of m={} n={} k={} (lda {} ldb {} ldc {}, trans {}/{}, "
                             "input type {}, output type {}): {}",
                             key.m, key.n, key.k, key.lda, key.ldb, key.ldc, key.trans_a, key.trans_b,
                             static_cast<int>(key.input_type), static_cast<int>(key.output_type),
                             cublasLtGetStatusString(status)));
-  plan->algo = result.algo;
   return plan;
-}
-
-std::shared_ptr<const Plan> plan_for(const PlanKey& key) {
-  std::lock_guard lock(g_plans_mutex);
-  const auto it = g_plans.find(key);
-  if (it != g_plans.end()) return it->second;
-  if (g_plans.size() >= kMaxPlans) g_plans.clear();
-  return g_plans[key] = make_plan(key);
 }
 
 // Where a GEMM runs: a stream and the cuBLASLt workspace that belongs to it.
@@ -201,7 +226,87 @@ class Lanes {
   bool spread_;
 };
 
-void run(const Gemm& g, const Lane& lane = main_lane()) {
+cudaDataType_t cuda_type(DType dtype) { return dtype == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+size_t elem_size(cudaDataType_t type) { return type == CUDA_R_16BF ? 2 : 4; }
+
+const char* type_name(cudaDataType_t type) { return type == CUDA_R_16BF ? "bf16" : "f32"; }
+
+// The bytes [first, last) of a stored row-major matrix: `rows` rows of `cols` elements, `ld` elements apart.
+struct Span {
+  uintptr_t first, last;
+  size_t bytes() const { return last - first; }
+  bool overlaps(const Span& other) const { return first < other.last && other.first < last; }
+};
+
+Span span_of(const void* p, int64_t rows, int64_t cols, int64_t ld, cudaDataType_t type) {
+  const auto first = reinterpret_cast<uintptr_t>(p);
+  return {first, first + static_cast<uintptr_t>((rows - 1) * ld + cols) * elem_size(type)};
+}
+
+Span output_span(const Gemm& g) { return span_of(g.c, g.m, g.n, g.ldc, g.output_type); }
+
+bool output_overlaps_inputs(const Gemm& g) {
+  const Span a = g.trans_a ? span_of(g.a, g.k, g.m, g.lda, g.input_type) : span_of(g.a, g.m, g.k, g.lda, g.input_type);
+  const Span b = g.trans_b ? span_of(g.b, g.n, g.k, g.ldb, g.input_type) : span_of(g.b, g.k, g.n, g.ldb, g.input_type);
+  const Span c = output_span(g);
+  return c.overlaps(a) || c.overlaps(b);
+}
+
+// Times the plan's candidates on g's own operands and keeps the fastest. A GEMM that overwrites its output runs the
+// trials in place (its real call then writes the result); one that reads its output or overlaps an input runs them
+// into a scratch D of the output's extent.
+void time_candidates(Plan& plan, const Gemm& g, const Lane& lane) {
+  const bool in_place = g.beta == 0.0f && !output_overlaps_inputs(g);
+  // cuBLASLt's A and B are our b and a (see make_plan).
+  const MatmulTrial trial{.desc = plan.desc,
+                          .alpha = &g.alpha,
+                          .a = g.b,
+                          .layout_a = plan.layout_a,
+                          .b = g.a,
+                          .layout_b = plan.layout_b,
+                          .beta = &g.beta,
+                          .c = g.c,
+                          .layout_c = plan.layout_c,
+                          .d = in_place ? g.c : nullptr,
+                          .scratch_bytes = in_place ? 0 : output_span(g).bytes(),
+                          .device = g.device,
+                          .workspace = lane.workspace,
+                          .workspace_bytes = lane.workspace_bytes,
+                          .stream = lane.stream};
+  const std::string what = fmt::format("{}{} m={} n={} k={} {}->{}{}", g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N',
+                                       g.m, g.n, g.k, type_name(g.input_type), type_name(g.output_type),
+                                       g.beta != 0.0f ? " accumulating" : "");
+  const std::span<const cublasLtMatmulHeuristicResult_t> candidates(plan.candidates, plan.candidate_count);
+  plan.timed_algo = candidates[fastest_candidate(trial, candidates, what)].algo;
+  plan.timed = true;
+}
+
+// Makes room in the plan cache: an untimed plan costs microseconds to make again, a timed one a round of trials.
+void forget_untimed_plans() {
+  std::erase_if(g_plans, [](const auto& entry) { return !entry.second->timed; });
+  if (g_plans.size() >= kMaxPlans) g_plans.clear();
+}
+
+// Whether the first call of a plan key may time its candidates: plain matmuls may, grouped GEMMs only reuse a choice
+// timed for the exact key (see the file comment).
+enum class Autotune { allowed, reuse_only };
+
+std::shared_ptr<const Plan> plan_for(const PlanKey& key, const Gemm& g, const Lane& lane, Autotune autotune) {
+  const bool time_now = autotune == Autotune::allowed && gemm_autotune_enabled();
+  std::lock_guard lock(g_plans_mutex);
+  const auto it = g_plans.find(key);
+  if (it != g_plans.end() && (it->second->timed || !time_now)) return it->second;
+  // A key known only untimed (from a grouped GEMM, or while autotuning was off) gets a new plan: published plans are
+  // immutable, as calls on other threads may hold them.
+  std::shared_ptr<Plan> plan = make_plan(key);
+  if (time_now) time_candidates(*plan, g, lane);
+  if (g_plans.size() >= kMaxPlans) forget_untimed_plans();
+  g_plans[key] = plan;
+  return plan;
+}
+
+void run(const Gemm& g, const Lane& lane, Autotune autotune) {
   if (g.m == 0 || g.n == 0) return;
   const PlanKey key{.m = g.m,
                     .n = g.n,
@@ -215,16 +320,13 @@ void run(const Gemm& g, const Lane& lane = main_lane()) {
                     .output_type = g.output_type,
                     .align_a = alignment_of(g.a),
                     .align_b = alignment_of(g.b),
-                    .align_c = alignment_of(g.c)};
-  const std::shared_ptr<const Plan> plan = plan_for(key);
+                    .align_c = alignment_of(g.c),
+                    .accumulates = g.beta != 0.0f};
+  const std::shared_ptr<const Plan> plan = plan_for(key, g, lane, autotune);
   VEOMNI_CUBLAS_CHECK(cublasLtMatmul(cuda_rt::cublaslt(), plan->desc, &g.alpha, g.b, plan->layout_a, g.a,
-                                     plan->layout_b, &g.beta, g.c, plan->layout_c, g.c, plan->layout_c, &plan->algo,
+                                     plan->layout_b, &g.beta, g.c, plan->layout_c, g.c, plan->layout_c, &plan->algo(),
                                      lane.workspace, lane.workspace_bytes, lane.stream));
 }
-
-cudaDataType_t cuda_type(DType dtype) { return dtype == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F; }
-
-size_t elem_size(cudaDataType_t type) { return type == CUDA_R_16BF ? 2 : 4; }
 
 void* offset(void* p, int64_t elements, cudaDataType_t type) {
   return static_cast<char*>(p) + elements * static_cast<int64_t>(elem_size(type));
@@ -397,7 +499,7 @@ void run_all(const std::vector<Gemm>& jobs, bool spread, Device device) {
   if (jobs.empty()) return;
   if (jobs.size() > 1 && run_grouped_api(jobs, device)) return;
   Lanes lanes(spread ? jobs.size() : 1);
-  for (size_t j = 0; j < jobs.size(); ++j) run(jobs[j], lanes.at(j));
+  for (size_t j = 0; j < jobs.size(); ++j) run(jobs[j], lanes.at(j), Autotune::reuse_only);
   lanes.join();
 }
 
@@ -425,7 +527,8 @@ void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor
   g.output_type = target.type();
   g.alpha = alpha;
   g.beta = beta;
-  run(g);
+  g.device = out.device();
+  run(g, main_lane(), Autotune::allowed);
   target.finish();
 }
 
@@ -454,6 +557,7 @@ void grouped_matmul(const Tensor& x, const Tensor& w, bool trans_w, const std::v
     g.ldc = n;
     g.input_type = in.type;
     g.output_type = target.type();
+    g.device = out.device();
     jobs.push_back(g);
     row += rows;
   }
@@ -493,6 +597,7 @@ void grouped_matmul_weight_grad(const Tensor& dy, const Tensor& x, const std::ve
     g.input_type = in.type;
     g.output_type = target.type();
     g.beta = accumulate ? 1.0f : 0.0f;
+    g.device = dw.device();
     jobs.push_back(g);
     row += rows;
   }
