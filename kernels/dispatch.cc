@@ -535,9 +535,10 @@ void moe_unpermute_backward(const Tensor& dout, const Tensor& y, const Tensor& r
 
 // ---------------------------------------------------------------- optimizer
 
-void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, double lr, double beta1,
-                double beta2, double eps, double weight_decay, int64_t step) {
-  const Call c("adamw_step", param);
+namespace {
+
+void check_adamw_tensors(const Call& c, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                         const Tensor& exp_avg_sq) {
   c.rank(param, "param", param.ndim());
   const std::pair<const Tensor*, const char*> tensors[] = {
       {&param, "param"}, {&grad, "grad"}, {&exp_avg, "exp_avg"}, {&exp_avg_sq, "exp_avg_sq"}};
@@ -547,17 +548,44 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_
     if (t->numel() != param.numel())
       c.fail(fmt::format("{} is {} but param is {}", name, t->describe(), param.describe()));
   }
+  c.disjoint(param, "param", grad, "grad");
+  c.disjoint(exp_avg, "exp_avg", param, "param");
+  c.disjoint(exp_avg_sq, "exp_avg_sq", param, "param");
+  c.disjoint(exp_avg_sq, "exp_avg_sq", exp_avg, "exp_avg");
+}
+
+void check_adamw_hyper(const Call& c, double lr, double beta1, double beta2, double eps, double weight_decay,
+                       int64_t step) {
   c.require(lr >= 0.0f && std::isfinite(lr), "invalid learning rate {}", lr);
   c.require(beta1 >= 0.0f && beta1 < 1.0f, "invalid beta1 {} (need 0 <= beta1 < 1)", beta1);
   c.require(beta2 >= 0.0f && beta2 < 1.0f, "invalid beta2 {} (need 0 <= beta2 < 1)", beta2);
   c.require(eps >= 0.0f, "invalid eps {}", eps);
   c.require(weight_decay >= 0.0f, "invalid weight_decay {}", weight_decay);
   c.require(step >= 1, "step {} must be at least 1 (the count after this update)", step);
-  c.disjoint(param, "param", grad, "grad");
-  c.disjoint(exp_avg, "exp_avg", param, "param");
-  c.disjoint(exp_avg_sq, "exp_avg_sq", param, "param");
-  c.disjoint(exp_avg_sq, "exp_avg_sq", exp_avg, "exp_avg");
+}
+
+}  // namespace
+
+void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, double lr, double beta1,
+                double beta2, double eps, double weight_decay, int64_t step) {
+  const Call c("adamw_step", param);
+  check_adamw_tensors(c, param, grad, exp_avg, exp_avg_sq);
+  check_adamw_hyper(c, lr, beta1, beta2, eps, weight_decay, step);
   VEOMNI_ROUTE(adamw_step, c.device(), param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, step);
+}
+
+void adamw_step_multi(const std::vector<AdamWTensors>& slots, double lr, double beta1, double beta2, double eps,
+                      int64_t step, float grad_scale) {
+  if (slots.empty()) return;
+  VEOMNI_CHECK(slots.front().param != nullptr, "ops::adamw_step_multi: slot 0 has no param");
+  const Call c("adamw_step_multi", *slots.front().param);
+  for (const AdamWTensors& s : slots) {
+    VEOMNI_CHECK(s.param && s.grad && s.exp_avg && s.exp_avg_sq, "ops::adamw_step_multi: a slot misses a tensor");
+    check_adamw_tensors(c, *s.param, *s.grad, *s.exp_avg, *s.exp_avg_sq);
+    check_adamw_hyper(c, lr, beta1, beta2, eps, s.weight_decay, step);
+  }
+  c.require(std::isfinite(grad_scale) && grad_scale >= 0.0f, "invalid grad_scale {}", grad_scale);
+  VEOMNI_ROUTE(adamw_step_multi, c.device(), slots, lr, beta1, beta2, eps, step, grad_scale);
 }
 
 // ---------------------------------------------------------------- elementwise and reductions
@@ -572,6 +600,17 @@ double sum_squares(const Tensor& x) {
   const Call c("sum_squares", x);
   c.floats(x, "x", x.shape());
   return VEOMNI_ROUTE(sum_squares, c.device(), x);
+}
+
+double sum_squares_multi(const std::vector<const Tensor*>& xs) {
+  if (xs.empty()) return 0.0;
+  VEOMNI_CHECK(xs.front() != nullptr, "ops::sum_squares_multi: tensor 0 is null");
+  const Call c("sum_squares_multi", *xs.front());
+  for (const Tensor* x : xs) {
+    VEOMNI_CHECK(x != nullptr, "ops::sum_squares_multi: a tensor is null");
+    c.f32(*x, "x", x->shape());
+  }
+  return VEOMNI_ROUTE(sum_squares_multi, c.device(), xs);
 }
 
 void add_(Tensor& dst, const Tensor& src, float alpha) {
@@ -606,6 +645,26 @@ void cast(const Tensor& src, Tensor& dst) {
     c.fail(fmt::format("src {} and dst {} differ in size", src.describe(), dst.describe()));
   c.disjoint(dst, "dst", src, "src");
   VEOMNI_ROUTE(cast, c.device(), src, dst);
+}
+
+void cast_multi(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) {
+  VEOMNI_CHECK(src.size() == dst.size(), "ops::cast_multi: {} sources but {} destinations", src.size(), dst.size());
+  if (src.empty()) return;
+  VEOMNI_CHECK(src.front() != nullptr, "ops::cast_multi: source 0 is null");
+  const Call c("cast_multi", *src.front());
+  const auto castable = [](DType d) { return d == DType::F32 || d == DType::BF16 || d == DType::F16; };
+  for (size_t i = 0; i < src.size(); ++i) {
+    VEOMNI_CHECK(src[i] != nullptr && dst[i] != nullptr, "ops::cast_multi: pair {} has a null tensor", i);
+    c.rank(*src[i], "src", src[i]->ndim());
+    c.rank(*dst[i], "dst", dst[i]->ndim());
+    if (!castable(src[i]->dtype()) || !castable(dst[i]->dtype()))
+      c.fail(fmt::format("pair {}: cast handles f32, bf16 and f16, not {} -> {}", i, src[i]->describe(),
+                         dst[i]->describe()));
+    if (src[i]->numel() != dst[i]->numel())
+      c.fail(fmt::format("pair {}: src {} and dst {} differ in size", i, src[i]->describe(), dst[i]->describe()));
+    c.disjoint(*dst[i], "dst", *src[i], "src");
+  }
+  VEOMNI_ROUTE(cast_multi, c.device(), src, dst);
 }
 
 // ---------------------------------------------------------------- encoder ops

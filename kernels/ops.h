@@ -111,6 +111,20 @@ void moe_unpermute_backward(const Tensor& dout, const Tensor& y, const Tensor& r
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, double lr, double beta1,
                 double beta2, double eps, double weight_decay, int64_t step);
 
+// The tensors of one parameter's AdamW update (all f32, same numel) and its decoupled weight decay.
+struct AdamWTensors {
+  Tensor* param = nullptr;
+  const Tensor* grad = nullptr;
+  Tensor* exp_avg = nullptr;
+  Tensor* exp_avg_sq = nullptr;
+  double weight_decay = 0.0;
+};
+// adamw_step on every slot in one pass (one launch on CUDA, instead of one per parameter). Each gradient is read
+// as grad * grad_scale rounded to f32 (gradient clipping's coefficient; 1 leaves it exact) and left unchanged in
+// memory, so the update equals scale_(grad, grad_scale) followed by adamw_step, bit for bit.
+void adamw_step_multi(const std::vector<AdamWTensors>& slots, double lr, double beta1, double beta2, double eps,
+                      int64_t step, float grad_scale);
+
 // ---------------------------------------------------------------- elementwise and reductions
 double sum(const Tensor& x);          // accumulated in f64, returned to the host
 double sum_squares(const Tensor& x);  // sum of x^2, f64 accumulation
@@ -119,6 +133,11 @@ void scale_(Tensor& x, float factor);
 void fill_(Tensor& x, float value);
 // dst = src converted to dst's dtype (f32 <-> bf16 <-> f16), same numel.
 void cast(const Tensor& src, Tensor& dst);
+// The sum of x^2 over every tensor of xs (f32), accumulated in f64 in a fixed order, so the result is the same run
+// to run; one read back to the host for the whole list (the gradient norm without a host sync per parameter).
+double sum_squares_multi(const std::vector<const Tensor*>& xs);
+// cast() of every pair (src[i] -> dst[i]) in one pass: one launch on CUDA for all of a group's parameters.
+void cast_multi(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst);
 
 // ---------------------------------------------------------------- encoder ops
 // Building blocks of the vision tower and the audio encoder (kernels/cpu/encoder_ops.cc, kernels/cuda/encoder_ops.cu).

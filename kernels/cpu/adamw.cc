@@ -20,11 +20,11 @@ using Factors = AdamWFactors;
 // One chunk of the update. torch's lerp(start, end, w) is start + w*(end - start) for |w| < 0.5, else
 // end - (end - start)*(1 - w); the branch is a template parameter so the loop stays branch-free and vectorises.
 template <bool kSmallLerpWeight>
-void update(int64_t n, const Factors& f, float* __restrict p, const float* __restrict g, float* __restrict m,
-            float* __restrict v) {
+void update(int64_t n, const Factors& f, float grad_scale, float* __restrict p, const float* __restrict g,
+            float* __restrict m, float* __restrict v) {
   const float w = f.one_minus_beta1;
   for_each_lane(n, [&](int64_t i) {
-    const float gi = g[i];
+    const float gi = g[i] * grad_scale;  // exact when grad_scale is 1
     const float mi = kSmallLerpWeight ? m[i] + w * (gi - m[i]) : gi - (gi - m[i]) * (1.0f - w);
     const float vi = v[i] * f.beta2 + f.one_minus_beta2 * gi * gi;
     const float denom = std::sqrt(vi) / f.bias2_sqrt + f.eps;
@@ -36,11 +36,9 @@ void update(int64_t n, const Factors& f, float* __restrict p, const float* __res
 
 constexpr int64_t kChunk = 1 << 14;
 
-}  // namespace
 
-void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, double lr, double beta1,
-                double beta2, double eps, double weight_decay, int64_t step) {
-  const Factors f = adamw_factors(lr, beta1, beta2, eps, weight_decay, step);
+void adamw_scaled(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const Factors& f,
+                  float grad_scale) {
   const int64_t n = param.numel();
   float* p = param.data<float>();
   const float* g = grad.data<float>();
@@ -51,10 +49,24 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_
     const int64_t begin = c * kChunk;
     const int64_t len = std::min(kChunk, n - begin);
     if (std::fabs(f.one_minus_beta1) < 0.5f)
-      update<true>(len, f, p + begin, g + begin, m + begin, v + begin);
+      update<true>(len, f, grad_scale, p + begin, g + begin, m + begin, v + begin);
     else
-      update<false>(len, f, p + begin, g + begin, m + begin, v + begin);
+      update<false>(len, f, grad_scale, p + begin, g + begin, m + begin, v + begin);
   });
+}
+
+}  // namespace
+
+void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, double lr, double beta1,
+                double beta2, double eps, double weight_decay, int64_t step) {
+  adamw_scaled(param, grad, exp_avg, exp_avg_sq, adamw_factors(lr, beta1, beta2, eps, weight_decay, step), 1.0f);
+}
+
+void adamw_step_multi(const std::vector<AdamWTensors>& slots, double lr, double beta1, double beta2, double eps,
+                      int64_t step, float grad_scale) {
+  for (const AdamWTensors& s : slots)
+    adamw_scaled(*s.param, *s.grad, *s.exp_avg, *s.exp_avg_sq,
+                 adamw_factors(lr, beta1, beta2, eps, s.weight_decay, step), grad_scale);
 }
 
 }  // namespace veomni::ops::cpu

@@ -135,4 +135,14 @@ void cast(const Tensor& src, Tensor& dst) {
   }
 }
 
+double sum_squares_multi(const std::vector<const Tensor*>& xs) {
+  double total = 0.0;
+  for (const Tensor* x : xs) total += sum_squares(*x);
+  return total;
+}
+
+void cast_multi(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) {
+  for (size_t i = 0; i < src.size(); ++i) cast(*src[i], *dst[i]);
+}
+
 }  // namespace veomni::ops::cpu

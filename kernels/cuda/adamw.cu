@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/kernel_utils.cuh"
 #include "kernels/adamw_factors.h"
+#include "kernels/cuda/multi_tensor.cuh"
 #include "kernels/cuda/ops_cuda.h"
 
 namespace veomni::ops::cuda {
@@ -15,21 +16,43 @@ using Factors = AdamWFactors;
 
 // p *= 1 - lr*wd; m.lerp_(g, 1-b1); v = v*b2 + ((1-b2)*g)*g; p += step * m / (sqrt(v) / sqrt(bias2) + eps).
 // torch's lerp(start, end, w) is start + w*(end - start) for |w| < 0.5, else end - (end - start)*(1 - w).
-__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n, Factors f, bool small_weight) {
+__device__ __forceinline__ void adamw_element(float* p, float gi, float* m, float* v, int64_t i, const Factors& f,
+                                              float decay, bool small_weight) {
   const float w = f.one_minus_beta1;
   const float one_minus_w = __fsub_rn(1.0f, w);
+  const float m0 = m[i];
+  const float mi = small_weight ? __fadd_rn(m0, __fmul_rn(w, __fsub_rn(gi, m0)))
+                                : __fsub_rn(gi, __fmul_rn(__fsub_rn(gi, m0), one_minus_w));
+  const float vi = __fadd_rn(__fmul_rn(v[i], f.beta2), __fmul_rn(__fmul_rn(f.one_minus_beta2, gi), gi));
+  const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), f.bias2_sqrt), f.eps);
+  m[i] = mi;
+  v[i] = vi;
+  p[i] = __fadd_rn(__fmul_rn(p[i], decay), __fdiv_rn(__fmul_rn(f.neg_step_size, mi), denom));
+}
+
+__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n, Factors f, bool small_weight) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float gi = g[i];
-    const float m0 = m[i];
-    const float mi = small_weight ? __fadd_rn(m0, __fmul_rn(w, __fsub_rn(gi, m0)))
-                                  : __fsub_rn(gi, __fmul_rn(__fsub_rn(gi, m0), one_minus_w));
-    const float vi = __fadd_rn(__fmul_rn(v[i], f.beta2), __fmul_rn(__fmul_rn(f.one_minus_beta2, gi), gi));
-    const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), f.bias2_sqrt), f.eps);
-    m[i] = mi;
-    v[i] = vi;
-    p[i] = __fadd_rn(__fmul_rn(p[i], f.decay), __fdiv_rn(__fmul_rn(f.neg_step_size, mi), denom));
-  }
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    adamw_element(p, g[i], m, v, i, f, f.decay, small_weight);
+}
+
+// One parameter of adamw_step_multi: its tensors, size and own 1 - lr*wd.
+struct AdamWEntry {
+  float* p;
+  const float* g;
+  float* m;
+  float* v;
+  int64_t n;
+  float decay;
+};
+
+// One CTA per chunk; the gradient is scaled as scale_ would (one f32 multiply, exact for a scale of 1).
+__global__ void adamw_multi_kernel(TableView<AdamWEntry> table, Factors f, float grad_scale, bool small_weight) {
+  const ChunkRange r = chunk_range(table.first_chunk, table.num_tensors, blockIdx.x);
+  const AdamWEntry e = table.entries[r.tensor];
+  const int64_t end = r.end < e.n ? r.end : e.n;
+  for (int64_t i = r.begin + threadIdx.x; i < end; i += blockDim.x)
+    adamw_element(e.p, __fmul_rn(e.g[i], grad_scale), e.m, e.v, i, f, e.decay, small_weight);
 }
 
 }  // namespace
@@ -43,6 +66,26 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_
   adamw_kernel<<<grid_for(n, kThreads), kThreads, 0, cuda_rt::stream()>>>(
       data_of<float>(param), data_of<float>(grad), data_of<float>(exp_avg), data_of<float>(exp_avg_sq), n, f,
       std::fabs(f.one_minus_beta1) < 0.5f);
+  VEOMNI_CUDA_LAUNCH_CHECK();
+}
+
+void adamw_step_multi(const std::vector<AdamWTensors>& slots, double lr, double beta1, double beta2, double eps,
+                      int64_t step, float grad_scale) {
+  std::vector<AdamWEntry> entries;
+  std::vector<int64_t> sizes;
+  for (const AdamWTensors& s : slots) {
+    const float decay = adamw_factors(lr, beta1, beta2, eps, s.weight_decay, step).decay;
+    entries.push_back({data_of<float>(*s.param), data_of<float>(*s.grad), data_of<float>(*s.exp_avg),
+                       data_of<float>(*s.exp_avg_sq), s.param->numel(), decay});
+    sizes.push_back(s.param->numel());
+  }
+  const DeviceTable<AdamWEntry> table = upload_table(entries, sizes, slots.front().param->device());
+  if (table.num_chunks == 0) return;
+  VEOMNI_CHECK(table.num_chunks <= INT32_MAX, "adamw_step_multi: {} chunks exceed the grid", table.num_chunks);
+  const Factors f = adamw_factors(lr, beta1, beta2, eps, 0.0, step);
+  constexpr int kThreads = 256;
+  adamw_multi_kernel<<<static_cast<unsigned>(table.num_chunks), kThreads, 0, cuda_rt::stream()>>>(
+      table.view(), f, grad_scale, std::fabs(f.one_minus_beta1) < 0.5f);
   VEOMNI_CUDA_LAUNCH_CHECK();
 }
 

@@ -65,6 +65,8 @@ void moe_unpermute_backward(const Tensor& dout, const Tensor& y, const Tensor& r
 // adamw.cu
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, double lr, double beta1,
                 double beta2, double eps, double weight_decay, int64_t step);
+void adamw_step_multi(const std::vector<AdamWTensors>& slots, double lr, double beta1, double beta2, double eps,
+                      int64_t step, float grad_scale);
 
 // elementwise.cu
 double sum(const Tensor& x);
@@ -73,6 +75,10 @@ void add_(Tensor& dst, const Tensor& src, float alpha);
 void scale_(Tensor& x, float factor);
 void fill_(Tensor& x, float value);
 void cast(const Tensor& src, Tensor& dst);
+
+// multi_tensor.cu
+double sum_squares_multi(const std::vector<const Tensor*>& xs);
+void cast_multi(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst);
 
 // encoder_ops.cu
 void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& y, Tensor& mean,

@@ -1,4 +1,4 @@
-// AdamW driver: decides decay per parameter and calls the adamw_step kernel on every slot.
+// AdamW driver: decides decay per parameter and updates every slot with one multi-tensor adamw_step.
 #include "optim/adamw.h"
 
 #include "kernels/ops.h"
@@ -26,13 +26,16 @@ void AdamW::add_slot(const std::string& name, Tensor master, Tensor grad) {
   slots_.push_back(std::move(slot));
 }
 
-void AdamW::step(double lr) {
+void AdamW::step(double lr, float grad_scale) {
   ++step_;
+  std::vector<ops::AdamWTensors> tensors;
   for (OptimizerSlot& slot : slots_) {
     if (slot.master.numel() == 0) continue;  // an FSDP rank may own no elements of a tiny parameter
-    ops::adamw_step(slot.master, slot.grad, slot.exp_avg, slot.exp_avg_sq, lr, options_.beta1, options_.beta2,
-                    options_.eps, slot.weight_decay ? options_.weight_decay : 0.0, step_);
+    tensors.push_back({&slot.master, &slot.grad, &slot.exp_avg, &slot.exp_avg_sq,
+                       slot.weight_decay ? options_.weight_decay : 0.0});
   }
+  // All slots in one pass: on a GPU one launch instead of one per parameter.
+  ops::adamw_step_multi(tensors, lr, options_.beta1, options_.beta2, options_.eps, step_, grad_scale);
 }
 
 }  // namespace veomni

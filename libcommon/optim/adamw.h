@@ -35,8 +35,9 @@ class AdamW {
   explicit AdamW(const AdamWOptions& options) : options_(options) {}
   // Allocates zeroed moments next to each master tensor.
   void add_slot(const std::string& name, Tensor master, Tensor grad);
-  // One update of every slot with learning rate lr; increments the step counter first (torch: step starts at 1).
-  void step(double lr);
+  // One update of every slot with learning rate lr, each gradient read times grad_scale (gradient clipping's factor;
+  // the gradients themselves are not changed); increments the step counter first (torch: step starts at 1).
+  void step(double lr, float grad_scale = 1.0f);
   int64_t steps_taken() const { return step_; }
   void set_steps_taken(int64_t step) { step_ = step; }
   std::vector<OptimizerSlot>& slots() { return slots_; }

@@ -128,4 +128,90 @@ TEST_F(CudaElementwise, AdamWMatchesCpuBitForBit) {
   EXPECT_THROW(ops::adamw_step(bf16, g, m, v, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1), Error);  // states are f32
 }
 
+// The multi-tensor ops walk chunks of 65536 elements: sizes below, at and across a chunk boundary, an empty tensor,
+// and a slice whose data is not 16-byte aligned.
+std::vector<Tensor> multi_tensor_inputs(std::mt19937& rng, float lo, float hi) {
+  std::vector<Tensor> xs;
+  for (int64_t n : {int64_t{1}, int64_t{0}, int64_t{65536}, int64_t{200003}, int64_t{4099}})
+    xs.push_back(random_f32({n}, rng, lo, hi));
+  xs.push_back(random_f32({1001}, rng, lo, hi).slice(1, 1001));
+  return xs;
+}
+
+TEST_F(CudaElementwise, AdamWMultiMatchesCpuSingleStepsBitForBit) {
+  std::mt19937 rng(45);
+  for (const float grad_scale : {1.0f, 0.3f}) {
+    SCOPED_TRACE(fmt::format("grad_scale {}", grad_scale));
+    std::vector<Tensor> p = multi_tensor_inputs(rng, -1.0f, 1.0f), gp, m, v, gm, gv;
+    for (Tensor& t : p) {
+      t = t.clone();
+      gp.push_back(t.to(gpu()));
+      m.push_back(Tensor::zeros(t.shape(), DType::F32));
+      v.push_back(Tensor::zeros(t.shape(), DType::F32));
+      gm.push_back(m.back().to(gpu()));
+      gv.push_back(v.back().to(gpu()));
+    }
+    for (int64_t step = 1; step <= 3; ++step) {
+      std::vector<Tensor> g = multi_tensor_inputs(rng, -0.1f, 0.1f), gg;
+      std::vector<ops::AdamWTensors> slots;
+      for (size_t i = 0; i < p.size(); ++i) {
+        const double wd = i % 2 == 0 ? 0.01 : 0.0;
+        Tensor scaled = g[i].clone();
+        ops::scale_(scaled, grad_scale);
+        ops::adamw_step(p[i], scaled, m[i], v[i], 1e-3, 0.9, 0.999, 1e-8, wd, step);
+        gg.push_back(g[i].to(gpu()));
+      }
+      for (size_t i = 0; i < p.size(); ++i) slots.push_back({&gp[i], &gg[i], &gm[i], &gv[i], i % 2 == 0 ? 0.01 : 0.0});
+      ops::adamw_step_multi(slots, 1e-3, 0.9, 0.999, 1e-8, step, grad_scale);
+      for (size_t i = 0; i < p.size(); ++i) EXPECT_TRUE(bitwise_equal(gg[i], g[i]));  // gradients not rewritten
+    }
+    for (size_t i = 0; i < p.size(); ++i) {
+      SCOPED_TRACE(fmt::format("slot {} ({} elements)", i, p[i].numel()));
+      EXPECT_TRUE(bitwise_equal(gp[i], p[i]));
+      EXPECT_TRUE(bitwise_equal(gm[i], m[i]));
+      EXPECT_TRUE(bitwise_equal(gv[i], v[i]));
+    }
+  }
+}
+
+TEST_F(CudaElementwise, SumSquaresMultiMatchesCpuAndRepeats) {
+  std::mt19937 rng(46);
+  const std::vector<Tensor> xs = multi_tensor_inputs(rng, -1.0f, 3.0f);
+  std::vector<Tensor> gxs;
+  std::vector<const Tensor*> cpu_ptrs, gpu_ptrs;
+  for (const Tensor& x : xs) gxs.push_back(x.to(gpu()));
+  for (size_t i = 0; i < xs.size(); ++i) {
+    cpu_ptrs.push_back(&xs[i]);
+    gpu_ptrs.push_back(&gxs[i]);
+  }
+  const double want = ops::sum_squares_multi(cpu_ptrs);
+  const double got = ops::sum_squares_multi(gpu_ptrs);
+  EXPECT_NEAR(got, want, 1e-12 * want);  // both in double; only the order differs
+  EXPECT_EQ(ops::sum_squares_multi(gpu_ptrs), got);  // a fixed order: the same double every time
+  EXPECT_GT(want, 0.0);
+}
+
+TEST_F(CudaElementwise, CastMultiEqualsCastPerTensor) {
+  std::mt19937 rng(47);
+  const std::vector<Tensor> xs = multi_tensor_inputs(rng, -2.0f, 2.0f);
+  for (DType to : {DType::BF16, DType::F32, DType::F16}) {
+    SCOPED_TRACE(dtype_name(to));
+    std::vector<Tensor> src, multi, single;
+    for (const Tensor& x : xs) {
+      src.push_back(x.to(gpu()));
+      multi.push_back(Tensor::empty(x.shape(), to, gpu()));
+      single.push_back(Tensor::empty(x.shape(), to, gpu()));
+    }
+    std::vector<const Tensor*> sp;
+    std::vector<Tensor*> dp;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      sp.push_back(&src[i]);
+      dp.push_back(&multi[i]);
+      ops::cast(src[i], single[i]);
+    }
+    ops::cast_multi(sp, dp);
+    for (size_t i = 0; i < xs.size(); ++i) EXPECT_TRUE(bitwise_equal(multi[i], single[i]));
+  }
+}
+
 }  // namespace
