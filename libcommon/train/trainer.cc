@@ -111,6 +111,12 @@ TokenSample token_sample(const Sample& sample, const std::string& context) {
 // One AdamW per learning-rate group (VeOmni's param groups: the LM, the vision tower at vit_lr, the audio encoder
 // at audio_lr); frozen parameters sit in a group that never steps, so their values stay exact and their (zero)
 // moments still go into checkpoints.
+// The global gradient norm and the factor the optimizer applies to every gradient (1: no clipping).
+struct GradientClip {
+  double norm = 0.0;
+  float grad_scale = 1.0f;
+};
+
 struct OptimizerGroup {
   std::string name;
   double peak_lr = 0;   // the schedule's value scaled by peak_lr / train.optimizer.lr
@@ -133,9 +139,9 @@ class Trainer {
   std::vector<MultimodalBatch> collate_my_micro_batches(const StepPlan& step);
   MultimodalBatch collate_micro_batch(const std::vector<int64_t>& sample_indices);
   OptimizerGroup& optimizer_group_of(const Parameter& p);
-  void step_optimizers(double lr);
+  void step_optimizers(double lr, float grad_scale);
   StepMetrics run_step(const StepPlan& step, int64_t global_step);
-  double clip_gradients();
+  GradientClip clip_gradients();
   void log_step(int64_t step, const StepMetrics& m, double seconds, ProgressClock& clock);
   void write_summary(const TrainSummary& summary, const std::string& path) const;
   void maybe_inject_fault(int64_t step) const;
@@ -251,7 +257,7 @@ void Trainer::build_mesh_and_model() {
     spdlog::info("model: {} with {} parameters from {}", model_type,
                  format_count(static_cast<double>(model_->params().num_elements())), config_.model.model_path);
   }
-  fsdp_ = std::make_unique<Fsdp>(model_->params(), mesh_, options.compute_dtype, reduce_dtype);
+  fsdp_ = std::make_unique<Fsdp>(model_->params(), mesh_, options.compute_dtype, reduce_dtype, acc.fsdp_config.overlap);
   model_->set_param_hooks(fsdp_.get());
 }
 
@@ -343,10 +349,10 @@ OptimizerGroup& Trainer::optimizer_group_of(const Parameter& p) {
 }
 
 // Every group follows the one schedule, scaled to its peak learning rate (as torch's LambdaLR scales each group).
-void Trainer::step_optimizers(double lr) {
+void Trainer::step_optimizers(double lr, float grad_scale) {
   const double base = config_.train.optimizer.lr;
   for (OptimizerGroup& g : optimizers_)
-    if (!g.frozen && !g.adamw->slots().empty()) g.adamw->step(lr * g.peak_lr / base);
+    if (!g.frozen && !g.adamw->slots().empty()) g.adamw->step(lr * g.peak_lr / base, grad_scale);
 }
 
 MultimodalBatch Trainer::collate_micro_batch(const std::vector<int64_t>& sample_indices) {
@@ -386,24 +392,25 @@ std::vector<MultimodalBatch> Trainer::collate_my_micro_batches(const StepPlan& s
   return mine;
 }
 
-double Trainer::clip_gradients() {
-  // Frozen parameters are not part of the norm (torch clips the parameters that have gradients).
+GradientClip Trainer::clip_gradients() {
+  // Frozen parameters are not part of the norm (torch clips the parameters that have gradients). One pass over every
+  // gradient and one host read, not one per parameter.
   std::vector<ParamShard>& shards = fsdp_->shards();
-  double local = 0;
+  std::vector<const Tensor*> grads;
   for (size_t i = 0; i < shards.size(); ++i)
-    if (!shard_frozen_[i]) local += ops::sum_squares(shards[i].grad);
-  std::vector<double> total{local};
+    if (!shard_frozen_[i] && shards[i].grad.numel() > 0) grads.push_back(&shards[i].grad);
+  std::vector<double> total{ops::sum_squares_multi(grads)};
   world_->allreduce_sum(total);
-  const double norm = std::sqrt(total[0]);
+  GradientClip clip;
+  clip.norm = std::sqrt(total[0]);
   const double max_norm = config_.train.optimizer.max_grad_norm;
-  // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below one.
-  if (max_norm > 0 && std::isfinite(norm)) {
-    const double coef = max_norm / (norm + 1e-6);
-    if (coef < 1.0)
-      for (size_t i = 0; i < shards.size(); ++i)
-        if (!shard_frozen_[i]) ops::scale_(shards[i].grad, static_cast<float>(coef));
+  // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below one. The optimizer applies
+  // the factor as it reads each gradient (the same f32 product that scaling the gradients first would give).
+  if (max_norm > 0 && std::isfinite(clip.norm)) {
+    const double coef = max_norm / (clip.norm + 1e-6);
+    if (coef < 1.0) clip.grad_scale = static_cast<float>(coef);
   }
-  return norm;
+  return clip;
 }
 
 void Trainer::maybe_inject_fault(int64_t step) const {
@@ -557,6 +564,7 @@ StepMetrics Trainer::run_step(const StepPlan& step, int64_t global_step) {
     sums[0] += stats.ce_sum;
     if (mesh_.sp_rank() == 0) sums[1] += stats.aux_loss;
   }
+  fsdp_->wait_for_gradients();  // the last reduce-scatters land in the shard gradients before clipping reads them
   world_->allreduce_sum(sums);
 
   StepMetrics m;
@@ -568,11 +576,12 @@ StepMetrics Trainer::run_step(const StepPlan& step, int64_t global_step) {
   if (!std::isfinite(m.loss) && config_.train.abort_on_nan)
     throw Error(fmt::format("loss is {} at step {} (train.abort_on_nan is on; lower train.optimizer.lr or check the "
                             "data)", std::isnan(m.loss) ? "NaN" : (m.loss > 0 ? "+inf" : "-inf"), global_step));
-  m.grad_norm = clip_gradients();
+  const GradientClip clip = clip_gradients();
+  m.grad_norm = clip.norm;
   m.data_seconds = data_seconds;
   m.compute_seconds = seconds_since(mark);
   m.lr = schedule_->lr_at(global_step - 1);
-  step_optimizers(m.lr);
+  step_optimizers(m.lr, clip.grad_scale);
   backend::synchronize();  // the step's time includes its queued GPU work
   m.optimizer_seconds = seconds_since(mark);
   measure_gpu_memory(m);
