@@ -163,6 +163,9 @@ struct Runtime {
   void* side_workspace[kSideStreams] = {};
   cudaEvent_t fork = nullptr;
   cudaEvent_t join[kSideStreams] = {};
+  cudaStream_t comm = nullptr;
+  std::mutex event_mutex;
+  std::vector<cudaEvent_t> free_events;  // the event pool
 };
 
 std::mutex g_init_mutex;
@@ -220,6 +223,9 @@ void initialize(int device_index) {
     VEOMNI_CUDA_CHECK(cudaMalloc(&rt->side_workspace[i], kCublasWorkspaceBytes));
     VEOMNI_CUDA_CHECK(cudaEventCreateWithFlags(&rt->join[i], cudaEventDisableTiming));
   }
+  int least_priority = 0, greatest_priority = 0;
+  VEOMNI_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
+  VEOMNI_CUDA_CHECK(cudaStreamCreateWithPriority(&rt->comm, cudaStreamNonBlocking, greatest_priority));
   rt->allocator = new CachingAllocator(device_index, rt->stream);
   register_device_allocator(DeviceType::CUDA, rt->allocator);
   g_runtime.store(rt, std::memory_order_release);
@@ -261,6 +267,43 @@ void join_side_streams() {
     VEOMNI_CUDA_CHECK(cudaEventRecord(rt.join[i], rt.side[i]));
     VEOMNI_CUDA_CHECK(cudaStreamWaitEvent(rt.stream, rt.join[i], 0));
   }
+}
+
+cudaStream_t comm_stream() { return runtime().comm; }
+
+cudaEvent_t acquire_event() {
+  Runtime& rt = runtime();
+  {
+    std::lock_guard lock(rt.event_mutex);
+    if (!rt.free_events.empty()) {
+      cudaEvent_t event = rt.free_events.back();
+      rt.free_events.pop_back();
+      return event;
+    }
+  }
+  cudaEvent_t event = nullptr;
+  VEOMNI_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  return event;
+}
+
+void release_event(cudaEvent_t event) {
+  if (!event) return;
+  Runtime& rt = runtime();
+  std::lock_guard lock(rt.event_mutex);
+  rt.free_events.push_back(event);
+}
+
+void record_event(cudaEvent_t event, cudaStream_t stream) { VEOMNI_CUDA_CHECK(cudaEventRecord(event, stream)); }
+
+void stream_wait_event(cudaStream_t stream, cudaEvent_t event) {
+  VEOMNI_CUDA_CHECK(cudaStreamWaitEvent(stream, event, 0));
+}
+
+void stream_wait_stream(cudaStream_t waiter, cudaStream_t producer) {
+  cudaEvent_t event = acquire_event();
+  record_event(event, producer);
+  stream_wait_event(waiter, event);
+  release_event(event);
 }
 
 MemoryStats memory_stats() { return runtime().allocator->stats(); }

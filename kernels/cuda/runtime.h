@@ -1,5 +1,6 @@
 // CUDA runtime plumbing shared by every CUDA kernel file: error checks naming file and line, the process's compute
-// stream, the cuBLASLt handle, device discovery and the caching allocator that backs Tensor on Device::cuda().
+// stream (and the communication stream beside it), the cuBLASLt handle, device discovery and the caching allocator
+// that backs Tensor on Device::cuda().
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -31,6 +32,33 @@ cudaStream_t side_stream(int index);
 void* side_cublas_workspace(int index, size_t* bytes);
 void fork_side_streams();
 void join_side_streams();
+
+// The communication stream: collectives that overlap compute (FSDP's prefetched all-gathers and its reduce-scatters,
+// through Communicator::*_async) run on it, created at the greatest priority so that their few blocks start as soon
+// as the compute kernels free an SM. The caching allocator below is NOT stream-aware: it hands a freed block to the
+// next request at once, which is safe only for work ordered on the compute stream. Work on the communication stream
+// therefore follows three rules:
+//  (a) Before a collective, the communication stream waits for the compute stream (stream_wait_stream(comm_stream(),
+//      stream()), after the collective's buffers were allocated): its inputs may have been produced there, and its
+//      output blocks may have been freed by work still queued there.
+//  (b) Before the compute stream reads a collective's output, it waits for an event recorded on the communication
+//      stream after the collective.
+//  (c) Every tensor a collective reads or writes stays referenced until the compute stream has waited as in (b); only
+//      then is it released. A block freed after that wait is safe to reuse: later compute work is ordered after the
+//      wait, and later communication work waits (a) for compute work queued after the free.
+// Under these rules synchronize() and empty_cache(), which wait for the compute stream only, also cover every
+// collective that the compute stream has waited for; one still unwaited (a prefetch in flight) keeps its buffers.
+// Collectives of one NCCL communicator run in the order they were issued even across streams (NCCL orders them), so
+// issuing on both streams is safe as long as every rank issues the same collectives in the same order.
+cudaStream_t comm_stream();
+// CUDA events (timing disabled) from a small pool. An event may go back to the pool right after a stream waited on
+// it: the wait keeps the record it saw, and a later record does not change it.
+cudaEvent_t acquire_event();
+void release_event(cudaEvent_t event);
+void record_event(cudaEvent_t event, cudaStream_t stream);
+void stream_wait_event(cudaStream_t stream, cudaEvent_t event);
+// Orders the work queued on `waiter` from now on after the work queued on `producer` so far (a pooled event).
+void stream_wait_stream(cudaStream_t waiter, cudaStream_t producer);
 
 // Caching allocator statistics (bytes).
 struct MemoryStats {

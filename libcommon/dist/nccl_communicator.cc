@@ -1,4 +1,5 @@
-// NCCL communicator: device collectives through NCCL, host ones delegated to MPI.
+// NCCL communicator: device collectives through NCCL (blocking ones on the compute stream, asynchronous ones on the
+// communication stream), host ones delegated to MPI.
 #include "dist/nccl_communicator.h"
 
 #include <cstring>
@@ -38,6 +39,17 @@ ncclDataType_t nccl_type(DType dtype) {
     case DType::U8: case DType::Bool: return ncclUint8;
   }
   return ncclUint8;
+}
+
+// The handle of collectives just queued on the communication stream: an event recorded there after them, which the
+// compute stream waits on (rule (b) in kernels/cuda/runtime.h), and the tensors they use, held until then (rule (c)).
+CollectiveHandle completion_on_comm_stream(std::vector<Tensor> held) {
+  cudaEvent_t done = cuda_rt::acquire_event();
+  cuda_rt::record_event(done, cuda_rt::comm_stream());
+  return CollectiveHandle(std::move(held), [done] {
+    cuda_rt::stream_wait_event(cuda_rt::stream(), done);
+    cuda_rt::release_event(done);
+  });
 }
 
 class NcclCommunicator final : public Communicator {
@@ -99,6 +111,44 @@ class NcclCommunicator final : public Communicator {
                                        nccl_type(in.dtype()), ncclSum, comm_, cuda_rt::stream()),
                      "reduce_scatter", name());
         });
+  }
+
+  // Not in the op profile: its timers bracket work on the compute stream, and these run beside it.
+  CollectiveHandle allgather_async(const std::vector<Tensor>& locals, const std::vector<Tensor>& outs) override {
+    VEOMNI_CHECK(locals.size() == outs.size(), "allgather_async of {} tensors into {}", locals.size(), outs.size());
+    if (locals.empty() || locals.front().is_cpu()) return Communicator::allgather_async(locals, outs);
+    std::vector<Tensor> held;
+    for (size_t i = 0; i < locals.size(); ++i) {
+      VEOMNI_CHECK(!locals[i].is_cpu() && !outs[i].is_cpu() && outs[i].numel() == locals[i].numel() * size() &&
+                       outs[i].dtype() == locals[i].dtype(),
+                   "allgather_async {} into {}", locals[i].describe(), outs[i].describe());
+      held.push_back(locals[i]);
+      held.push_back(outs[i]);
+    }
+    const cudaStream_t comm = cuda_rt::comm_stream();
+    cuda_rt::stream_wait_stream(comm, cuda_rt::stream());  // rule (a)
+    // One group: NCCL launches the gathers together (they are copies, so grouping changes no value).
+    check_nccl(ncclGroupStart(), "group_start", name());
+    for (size_t i = 0; i < locals.size(); ++i)
+      check_nccl(ncclAllGather(locals[i].raw_data(), outs[i].raw_data(), static_cast<size_t>(locals[i].numel()),
+                               nccl_type(locals[i].dtype()), comm_, comm),
+                 "allgather", name());
+    check_nccl(ncclGroupEnd(), "group_end", name());
+    return completion_on_comm_stream(std::move(held));
+  }
+
+  CollectiveHandle reduce_scatter_sum_async(const Tensor& in, const Tensor& out) override {
+    if (in.is_cpu()) return Communicator::reduce_scatter_sum_async(in, out);
+    VEOMNI_CHECK(in.numel() == out.numel() * size() && in.dtype() == out.dtype() && !out.is_cpu(),
+                 "reduce_scatter_async {} into {}", in.describe(), out.describe());
+    const cudaStream_t comm = cuda_rt::comm_stream();
+    cuda_rt::stream_wait_stream(comm, cuda_rt::stream());  // rule (a)
+    // The same call as reduce_scatter_sum on another stream: NCCL chooses its algorithm (and so the order of the sum)
+    // from the call's size and the communicator's topology, not from the stream, so the result is the same bits.
+    check_nccl(ncclReduceScatter(in.raw_data(), out.raw_data(), static_cast<size_t>(out.numel()),
+                                 nccl_type(in.dtype()), ncclSum, comm_, comm),
+               "reduce_scatter", name());
+    return completion_on_comm_stream({in, out});
   }
 
   void all_to_all_rows(const Tensor& send, const std::vector<int64_t>& send_rows, Tensor& recv,

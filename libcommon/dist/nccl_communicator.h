@@ -1,5 +1,6 @@
-// NCCL backend of Communicator: CUDA tensors move through NCCL on the compute stream; host vectors and CPU tensors
-// go through the MPI communicator it was built from (the unique id also travels through MPI).
+// NCCL backend of Communicator: CUDA tensors move through NCCL on the compute stream (the *_async collectives on the
+// communication stream, by the rules in kernels/cuda/runtime.h); host vectors and CPU tensors go through the MPI
+// communicator it was built from (the unique id also travels through MPI).
 #pragma once
 #include <memory>
 

@@ -1,8 +1,9 @@
-// FSDP gather / release / reduce-scatter over MPI or NCCL communicators.
+// FSDP gather / release / reduce-scatter over MPI or NCCL communicators, with prefetched gathers and deferred sums.
 #include "parallel/fsdp.h"
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "kernels/ops.h"
 #include "parallel/shard_spec.h"
@@ -11,13 +12,17 @@ namespace veomni {
 
 namespace {
 
-// A flat f32 view of the first n elements of t.
+constexpr size_t kNoGroup = SIZE_MAX;
+// Element alignment of each shard in a group's cast buffer (256 bytes in bf16).
+constexpr int64_t kShardAlign = 128;
+
+// A flat view of the first n elements of t.
 Tensor flat_prefix(const Tensor& t, int64_t n) { return t.view({t.numel()}).slice(0, n); }
 
 }  // namespace
 
-Fsdp::Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType reduce_dtype)
-    : store_(store), mesh_(mesh), compute_dtype_(compute_dtype), reduce_dtype_(reduce_dtype) {
+Fsdp::Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType reduce_dtype, bool overlap)
+    : store_(store), mesh_(mesh), compute_dtype_(compute_dtype), reduce_dtype_(reduce_dtype), overlap_(overlap) {
   shards_.reserve(store.all().size());
   for (const auto& owned : store.all()) {
     Parameter* p = owned.get();
@@ -49,16 +54,23 @@ Fsdp::Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType
       p->value = Tensor();
       p->grad = Tensor();
     }
+    shard_index_.emplace(p, shards_.size());
     shards_.push_back(std::move(s));
   }
 }
 
 ParamShard& Fsdp::shard_of(const Parameter* p) {
-  // Parameters are registered once and in order, so the store index is the shard index.
-  const auto& all = store_.all();
-  for (size_t i = 0; i < all.size(); ++i)
-    if (all[i].get() == p) return shards_[i];
-  VEOMNI_CHECK(false, "FSDP: unknown parameter {}", p->name);
+  const auto it = shard_index_.find(p);
+  VEOMNI_CHECK(it != shard_index_.end(), "FSDP: unknown parameter {}", p->name);
+  return shards_[it->second];
+}
+
+size_t Fsdp::index_of(const ParamGroup& group) const {
+  const std::vector<ParamGroup>& groups = store_.groups();
+  const std::less<const ParamGroup*> before;
+  VEOMNI_CHECK(!groups.empty() && !before(&group, groups.data()) && before(&group, groups.data() + groups.size()),
+               "FSDP: group '{}' is not one of the store's", group.name);
+  return static_cast<size_t>(&group - groups.data());
 }
 
 bool Fsdp::owns(const ParamGroup& group, const Parameter* p) const {
@@ -72,61 +84,208 @@ Tensor Fsdp::gather_rows(const ParamShard& s) const {
   return flat_prefix(buffer, s.local_numel).view(s.param->local_shape());
 }
 
-void Fsdp::gather(ParamGroup& group) {
+size_t Fsdp::predicted_next() const {
+  const size_t position = requests_.size();  // of the next request
+  if (!following_ || position == 0 || position >= predicted_.size()) return kNoGroup;
+  return predicted_[position];
+}
+
+void Fsdp::request(ParamGroup& group) {
+  const size_t g = index_of(group);
+  const size_t position = requests_.size();
+  requests_.push_back(g);
+  ++stats_.requests;
+  following_ = following_ && position < predicted_.size() && predicted_[position] == g;
+  if (kept_group_ == g) {
+    ++stats_.kept;
+    kept_group_ = kNoGroup;
+  } else if (kept_group_ != kNoGroup) {
+    ++stats_.prefetch_misses;
+    release_kept_values();
+  }
+
+  if (prefetched_.group == g) {
+    ++stats_.prefetch_hits;
+    materialize(prefetched_);
+  } else if (prefetched_.group != kNoGroup) {
+    ++stats_.prefetch_misses;
+    drop(prefetched_);
+  }
+  prefetched_ = GroupGather();
+
+  // What the prefetch did not cover (everything without one) is gathered now, ahead of the next group's gather.
+  GroupGather now = issue_gather(group);
+  if (!now.empty()) ++stats_.on_demand;
+  const size_t next = overlap_ ? predicted_next() : kNoGroup;
+  if (next != kNoGroup && next != g) {
+    prefetched_ = issue_gather(store_.groups()[next]);
+    prefetched_.group = prefetched_.empty() ? kNoGroup : next;
+  }
+  materialize(now);
+}
+
+std::vector<Tensor> Fsdp::shards_in_compute_dtype(const std::vector<ParamShard*>& shards) const {
+  std::vector<Tensor> out;
+  if (compute_dtype_ == DType::F32) {
+    for (const ParamShard* s : shards) out.push_back(s->master);
+    return out;
+  }
+  if (shards.empty()) return out;
+  // One buffer, one launch for the whole group; every shard starts 256-byte aligned, as NCCL likes its buffers.
+  const auto aligned = [](int64_t n) { return (n + kShardAlign - 1) / kShardAlign * kShardAlign; };
+  int64_t total = 0;
+  for (const ParamShard* s : shards) total += aligned(s->shard_numel);
+  const Tensor flat = Tensor::empty({total}, compute_dtype_, shards.front()->master.device());
+  int64_t offset = 0;
+  for (const ParamShard* s : shards) {
+    out.push_back(flat.slice(offset, offset + s->shard_numel));
+    offset += aligned(s->shard_numel);
+  }
+  std::vector<const Tensor*> src;
+  std::vector<Tensor*> dst;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    src.push_back(&shards[i]->master);
+    dst.push_back(&out[i]);
+  }
+  // Casting is element-wise, so casting the shard and gathering equals gathering and casting.
+  ops::cast_multi(src, dst);
+  return out;
+}
+
+Fsdp::GroupGather Fsdp::issue_gather(const ParamGroup& group) {
+  std::vector<ParamShard*> todo;
   for (Parameter* p : group.params) {
     ParamShard& s = shard_of(p);
-    if (s.aliased || p->value.defined()) continue;  // a shared (tied) parameter may still be materialised
-    if (compute_dtype_ == DType::F32) {
-      p->value = gather_rows(s);
-      continue;
-    }
-    // Casting is element-wise, so casting the shard and gathering equals gathering and casting.
-    Tensor shard = Tensor::empty({s.shard_numel}, compute_dtype_, s.master.device());
-    ops::cast(s.master, shard);
+    if (!s.aliased && !p->value.defined()) todo.push_back(&s);  // a shared (tied) parameter may still be materialised
+  }
+  const std::vector<Tensor> locals = shards_in_compute_dtype(todo);
+  GroupGather gather;
+  // One batch per communicator, in the order of their first parameter: the same order on every rank.
+  std::vector<Communicator*> comms;
+  std::vector<std::vector<Tensor>> batch_locals, batch_outs;
+  for (size_t i = 0; i < todo.size(); ++i) {
+    const ParamShard& s = *todo[i];
+    Parameter* p = s.param;
     if (s.group->size() == 1) {  // nothing to gather
-      p->value = flat_prefix(shard, s.local_numel).view(p->local_shape());
+      gather.values.emplace_back(p, flat_prefix(locals[i], s.local_numel).view(p->local_shape()));
       continue;
     }
     Tensor buffer = Tensor::empty({s.shard_numel * s.group->size()}, compute_dtype_, s.master.device());
-    s.group->allgather(shard, buffer);
-    p->value = flat_prefix(buffer, s.local_numel).view(p->local_shape());
+    gather.values.emplace_back(p, flat_prefix(buffer, s.local_numel).view(p->local_shape()));
+    const size_t k = static_cast<size_t>(std::find(comms.begin(), comms.end(), s.group) - comms.begin());
+    if (k == comms.size()) {
+      comms.push_back(s.group);
+      batch_locals.emplace_back();
+      batch_outs.emplace_back();
+    }
+    batch_locals[k].push_back(locals[i]);
+    batch_outs[k].push_back(buffer);
   }
+  for (size_t k = 0; k < comms.size(); ++k) {
+    if (overlap_) {
+      gather.done.push_back(comms[k]->allgather_async(batch_locals[k], batch_outs[k]));
+      continue;
+    }
+    for (size_t i = 0; i < batch_locals[k].size(); ++i) comms[k]->allgather(batch_locals[k][i], batch_outs[k][i]);
+  }
+  return gather;
+}
+
+void Fsdp::materialize(GroupGather& gather) {
+  for (CollectiveHandle& done : gather.done) done.wait();
+  for (auto& [p, value] : gather.values)
+    if (!p->value.defined()) p->value = std::move(value);  // else materialised meanwhile: the copy is dropped
+  gather = GroupGather();
+}
+
+void Fsdp::drop(GroupGather& gather) {
+  // Waiting first keeps the buffers from being reused while the gather may still write them.
+  for (CollectiveHandle& done : gather.done) done.wait();
+  gather = GroupGather();
 }
 
 void Fsdp::release(ParamGroup& group, bool reduce_grads) {
+  const size_t earlier = pending_.size();  // reductions of the groups before this one
+  // The same group requested next (the head's forward, then its backward): keep its values instead of gathering
+  // them again.
+  const bool keep = overlap_ && !requests_.empty() && requests_.back() == index_of(group) &&
+                    predicted_next() == requests_.back();
   for (Parameter* p : group.params) {
     ParamShard& s = shard_of(p);
     if (s.aliased) continue;
     // A tied parameter listed in a later group keeps its gradient until its owner group finishes backward, since
     // the owner's backward (the embedding, first layer) runs last and adds its own part.
     if (!owns(group, p)) {
-      if (!reduce_grads) p->value = Tensor();
+      if (!reduce_grads && !keep) p->value = Tensor();
       continue;
     }
-    if (reduce_grads && p->grad.defined() && s.group->size() == 1) {
-      p->grad = Tensor();  // a view of s.grad: already accumulated
-    } else if (reduce_grads && p->grad.defined()) {
-      const int64_t n = s.group->size();
-      const Device device = p->grad.device();
-      Tensor padded = Tensor::zeros({s.shard_numel * n}, reduce_dtype_, device);
-      if (reduce_dtype_ == DType::F32) {
-        flat_prefix(padded, s.local_numel).copy_from(p->grad.view({s.local_numel}));
+    if (reduce_grads && p->grad.defined()) {
+      if (s.group->size() == 1) {
+        p->grad = Tensor();  // a view of s.grad: already accumulated
       } else {
-        Tensor head = flat_prefix(padded, s.local_numel);
-        ops::cast(p->grad.view({s.local_numel}), head);
+        issue_reduction(s);
       }
-      Tensor reduced = Tensor::empty({s.shard_numel}, reduce_dtype_, device);
-      s.group->reduce_scatter_sum(padded, reduced);
-      if (reduce_dtype_ != DType::F32) {
-        Tensor widened = Tensor::empty({s.shard_numel}, DType::F32, device);
-        ops::cast(reduced, widened);
-        reduced = widened;
-      }
-      ops::add_(s.grad, reduced);
-      p->grad = Tensor();
     }
-    p->value = Tensor();
+    if (!keep) p->value = Tensor();
   }
+  if (keep) {
+    kept_group_ = requests_.back();
+    kept_after_backward_ = reduce_grads;
+  }
+  // This group's reductions run while the next group computes; the ones before it have had a whole group's time.
+  if (overlap_) {
+    finish_reductions(earlier, true);
+  } else {
+    finish_reductions(pending_.size(), false);
+  }
+}
+
+void Fsdp::issue_reduction(ParamShard& s) {
+  Parameter* p = s.param;
+  const int64_t n = s.group->size();
+  const Device device = p->grad.device();
+  Tensor padded = Tensor::zeros({s.shard_numel * n}, reduce_dtype_, device);
+  if (reduce_dtype_ == DType::F32) {
+    flat_prefix(padded, s.local_numel).copy_from(p->grad.view({s.local_numel}));
+  } else {
+    Tensor head = flat_prefix(padded, s.local_numel);
+    ops::cast(p->grad.view({s.local_numel}), head);
+  }
+  p->grad = Tensor();
+  PendingReduction pending;
+  pending.shard = &s;
+  pending.reduced = Tensor::empty({s.shard_numel}, reduce_dtype_, device);
+  if (overlap_) {
+    pending.done = s.group->reduce_scatter_sum_async(padded, pending.reduced);
+  } else {
+    s.group->reduce_scatter_sum(padded, pending.reduced);
+  }
+  pending_.push_back(std::move(pending));
+}
+
+void Fsdp::finish_reductions(size_t count, bool deferred) {
+  for (size_t i = 0; i < count; ++i) {
+    PendingReduction& r = pending_.front();
+    r.done.wait();
+    Tensor reduced = r.reduced;
+    if (reduce_dtype_ != DType::F32) {
+      Tensor widened = Tensor::empty({r.shard->shard_numel}, DType::F32, reduced.device());
+      ops::cast(reduced, widened);
+      reduced = widened;
+    }
+    ops::add_(r.shard->grad, reduced);
+    if (deferred) ++stats_.deferred_reductions;
+    pending_.pop_front();
+  }
+}
+
+void Fsdp::release_kept_values() {
+  if (kept_group_ == kNoGroup) return;
+  const ParamGroup& group = store_.groups()[kept_group_];
+  // What release() would have freed: after backward a tied parameter of another group keeps its value anyway.
+  for (Parameter* p : group.params)
+    if (!shard_of(p).aliased && (owns(group, p) || !kept_after_backward_)) p->value = Tensor();
+  kept_group_ = kNoGroup;
 }
 
 void Fsdp::attach_unsharded_grads(ParamGroup& group) {
@@ -137,7 +296,32 @@ void Fsdp::attach_unsharded_grads(ParamGroup& group) {
   }
 }
 
+void Fsdp::wait_for_gradients() {
+  finish_reductions(pending_.size(), overlap_);
+  if (prefetched_.group != kNoGroup) ++stats_.prefetch_misses;
+  drop(prefetched_);
+  if (kept_group_ != kNoGroup) ++stats_.prefetch_misses;
+  kept_group_ = kNoGroup;
+  // No gathered value outlives the step (kept for a request that did not come, or left by unbalanced hook calls):
+  // the optimizer is about to change the masters they came from.
+  for (ParamShard& s : shards_)
+    if (!s.aliased) s.param->value = Tensor();
+  if (!requests_.empty()) predicted_ = std::move(requests_);
+  requests_.clear();
+  following_ = !predicted_.empty();
+}
+
+void Fsdp::set_predicted_requests(std::vector<size_t> order) {
+  VEOMNI_CHECK(requests_.empty(), "FSDP: the prediction changes between steps only ({} requests into this one)",
+               requests_.size());
+  for (size_t g : order)
+    VEOMNI_CHECK(g < store_.groups().size(), "FSDP: predicted group {} of {}", g, store_.groups().size());
+  predicted_ = std::move(order);
+  following_ = !predicted_.empty();
+}
+
 void Fsdp::zero_grads() {
+  wait_for_gradients();
   for (ParamShard& s : shards_) s.grad.zero_();
 }
 

@@ -2,10 +2,28 @@
 // gradient; a group's parameters are all-gathered before its forward and its backward and freed after, and
 // gradients are reduce-scattered into the shards. Dense parameters shard over the world, expert parameters over
 // the ranks holding the same experts (ep_fsdp).
+//
+// Overlap (on by default, as torch FSDP2 does it): a step is what happens between two wait_for_gradients() calls.
+// Fsdp records the order in which groups are requested (before_forward / before_backward, recomputation included) in
+// one step and predicts the next step's from it. When a group is requested, the all-gather of the group predicted
+// next is issued at once ("prefetch"), so that on GPUs it runs on the communication stream while this group
+// computes; when the group predicted next is the same one (the head's forward, then its backward), it simply stays
+// gathered. after_backward issues the group's reduce-scatter and returns; the sum is added into the f32 shard
+// gradients at the next after_backward (first in, first out) or at wait_for_gradients(). The values and sums are the
+// same bits as without overlap (the same collectives of the same data, added in the same order per shard); a wrong
+// prediction only costs time. Every rank must make the same sequence of hook calls (their collectives pair up anyway),
+// so every rank predicts the same and issues the same collectives in the same order; nothing is decided from timing.
+//
+// Memory of overlap: at most one group's gathered parameters (compute dtype, full size, plus their cast shards) ahead
+// of the group in use, and in backward one group's reduce-scatter buffers (its gradients in reduce_dtype padded to
+// full size, and the reduced shard) until the next after_backward.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "dist/device_mesh.h"
@@ -24,22 +42,42 @@ struct ParamShard {
   bool aliased = false;           // group of one rank: value and grad are views of master/grad (no copies)
 };
 
+// What overlap did since construction (tests check that prefetches are issued and used).
+struct FsdpOverlapStats {
+  int64_t requests = 0;             // before_forward / before_backward calls
+  int64_t prefetch_hits = 0;        // requests served by the gather prefetched at the request before
+  int64_t prefetch_misses = 0;      // prefetched or kept gathers dropped unused (a wrong prediction, or the step
+                                    // ended first)
+  int64_t kept = 0;                 // requests of a group that stayed gathered since the request before
+  int64_t on_demand = 0;            // requests that had to gather (some of) their parameters on the spot
+  int64_t deferred_reductions = 0;  // reduce-scatters added into the shard gradients after their after_backward
+};
+
 class Fsdp final : public ParamHooks {
  public:
   // Takes over the parameters' current values (as initialised or loaded: every rank must hold the same full rows)
   // into the shards, on the values' device, and releases the full values (except when aliased). Gathers move
   // compute_dtype (the shard is cast first, so a bf16 run gathers half the bytes); gradients are reduce-scattered
-  // in reduce_dtype and accumulated into the f32 shard gradients.
-  Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType reduce_dtype = DType::F32);
+  // in reduce_dtype and accumulated into the f32 shard gradients. overlap false: every collective blocks in its hook
+  // (train.accelerator.fsdp_config.overlap, for debugging).
+  Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType reduce_dtype = DType::F32,
+       bool overlap = true);
 
-  void before_forward(ParamGroup& group) override { gather(group); }
+  void before_forward(ParamGroup& group) override { request(group); }
   void after_forward(ParamGroup& group) override { release(group, false); }
   void before_backward(ParamGroup& group) override {
-    gather(group);
+    request(group);
     attach_unsharded_grads(group);
   }
   void after_backward(ParamGroup& group) override { release(group, true); }
 
+  // Ends the step: adds every pending reduce-scatter into the shard gradients, drops the prefetched and kept
+  // gathers, and makes this step's request order the prediction for the next. Call it after the last micro-batch's
+  // backward, before reading the gradients (clipping) and before the optimizer changes the masters; zero_grads()
+  // calls it too.
+  void wait_for_gradients();
+
+  // The shards. Their gradients are complete only after wait_for_gradients().
   std::vector<ParamShard>& shards() { return shards_; }
   void zero_grads();
   // The full tensor of this rank's rows of a parameter, gathered (collective over the parameter's group).
@@ -47,19 +85,66 @@ class Fsdp final : public ParamHooks {
   // Bytes this rank holds persistently: master + grad (the optimizer adds two more f32 tensors per shard).
   int64_t shard_bytes() const;
 
+  bool overlap() const { return overlap_; }
+  const FsdpOverlapStats& overlap_stats() const { return stats_; }
+  // The predicted request order of the next step (group indices in the store): the last step's. Tests replace it
+  // between steps to force wrong predictions.
+  const std::vector<size_t>& predicted_requests() const { return predicted_; }
+  void set_predicted_requests(std::vector<size_t> order);
+
  private:
-  void gather(ParamGroup& group);
+  // The gathered values of one group's parameters, valid once the compute stream waited on `done`.
+  struct GroupGather {
+    size_t group = SIZE_MAX;
+    std::vector<std::pair<Parameter*, Tensor>> values;
+    std::vector<CollectiveHandle> done;
+    bool empty() const { return values.empty(); }
+  };
+  // A reduce-scatter issued by after_backward whose sum is not yet in the shard gradient.
+  struct PendingReduction {
+    ParamShard* shard = nullptr;
+    Tensor reduced;  // reduce_dtype [shard_numel]
+    CollectiveHandle done;
+  };
+
+  void request(ParamGroup& group);
   void release(ParamGroup& group, bool reduce_grads);
+  // Casts and gathers the group's parameters that hold no value (one collective batch per communicator).
+  GroupGather issue_gather(const ParamGroup& group);
+  // The shards' masters as the gathers send them: themselves in f32, else cast in one launch into one buffer.
+  std::vector<Tensor> shards_in_compute_dtype(const std::vector<ParamShard*>& shards) const;
+  // Waits for a gather and hands its values to the parameters that still hold none.
+  static void materialize(GroupGather& gather);
+  static void drop(GroupGather& gather);
+  // Frees what a release() with kept values left gathered (the request it was kept for did not come).
+  void release_kept_values();
+  void issue_reduction(ParamShard& shard);
+  // Adds the first `count` pending reductions into their shard gradients, oldest first.
+  void finish_reductions(size_t count, bool deferred);
+  // The group the prediction says comes after the current request; SIZE_MAX when there is none.
+  size_t predicted_next() const;
   // A parameter sharded over a group of one: backward accumulates straight into its shard's gradient.
   void attach_unsharded_grads(ParamGroup& group);
   ParamShard& shard_of(const Parameter* p);
+  size_t index_of(const ParamGroup& group) const;
   bool owns(const ParamGroup& group, const Parameter* p) const;
 
   ParamStore& store_;
   DeviceMesh mesh_;
   DType compute_dtype_;
   DType reduce_dtype_;
+  bool overlap_;
   std::vector<ParamShard> shards_;
+  std::unordered_map<const Parameter*, size_t> shard_index_;
+
+  std::vector<size_t> requests_;   // this step's requests so far
+  std::vector<size_t> predicted_;  // the last step's
+  bool following_ = false;         // this step's requests so far equal the prediction's first ones
+  GroupGather prefetched_;         // at most one group ahead
+  size_t kept_group_ = SIZE_MAX;   // released with its values kept, for a request of the same group next
+  bool kept_after_backward_ = false;
+  std::deque<PendingReduction> pending_;
+  FsdpOverlapStats stats_;
 };
 
 }  // namespace veomni

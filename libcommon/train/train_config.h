@@ -53,6 +53,7 @@ struct MixedPrecisionArgs {
 
 struct FsdpArgs {
   MixedPrecisionArgs mixed_precision;
+  bool overlap = true;  // prefetch the next group's all-gather and leave reduce-scatters running (false: debugging)
   bool operator==(const FsdpArgs&) const = default;
 };
 

@@ -1,0 +1,388 @@
+// FSDP communication overlap on two MPI ranks: prefetched gathers are issued and used, and neither wrong predictions
+// nor deferred reductions change a bit against the blocking path. ctest runs these as fsdp_overlap_2ranks
+// (tests/integration/fsdp_overlap.sh: mpirun -np 2 veomni_unit_tests --gtest_filter='FsdpOverlap*'; with
+// VEOMNI_FSDP_TEST_DEVICE=cuda on one GPU per rank over NCCL); in a single process every test skips.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "dist/device_mesh.h"
+#include "dist/nccl_communicator.h"
+#include "kernels/backend.h"
+#include "kernels/ops.h"
+#include "model/causal_lm.h"
+#include "parallel/fsdp.h"
+#include "test_model_util.h"
+
+namespace veomni {
+namespace {
+
+// The device the tests run on: the CPU (MPI), or with VEOMNI_FSDP_TEST_DEVICE=cuda this rank's GPU (NCCL).
+bool on_cuda() {
+  const char* device = std::getenv("VEOMNI_FSDP_TEST_DEVICE");
+  return device && std::string(device) == "cuda";
+}
+
+// This rank's GPU under VEOMNI_FSDP_TEST_DEVICE=cuda (the node-local rank, as veomni-train picks it).
+int g_gpu = 0;
+
+// The MPI world when this process is one of the two ranks of mpirun -np 2; null otherwise.
+std::shared_ptr<Communicator> two_rank_world() {
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (!size || std::string(size) != "2") return nullptr;
+  static const bool ready = [] {
+    mpi_initialize(nullptr, nullptr);
+    std::atexit(mpi_finalize);
+    if (on_cuda() && backend::cuda_device_count() > 0) {
+      g_gpu = mpi_local_rank();
+      backend::use_cuda_device(g_gpu);
+    }
+    return true;
+  }();
+  static_cast<void>(ready);
+  return mpi_world();
+}
+
+#define REQUIRE_TWO_RANKS(world)                                                                           \
+  const std::shared_ptr<Communicator> world = two_rank_world();                                            \
+  if (!world) GTEST_SKIP() << "runs on two MPI ranks: ctest -R fsdp_overlap_2ranks";                       \
+  if (on_cuda() && backend::cuda_device_count() < 1) GTEST_SKIP() << "VEOMNI_FSDP_TEST_DEVICE=cuda without a GPU"
+
+DeviceMesh test_mesh(const std::shared_ptr<Communicator>& world, int64_t ep) {
+  DeviceMesh mesh = build_device_mesh(world, 1, ep);
+  return on_cuda() ? with_nccl_groups(mesh) : mesh;
+}
+
+Device test_device() { return on_cuda() ? Device::cuda(g_gpu) : Device::cpu(); }
+
+std::vector<float> host_floats(const Tensor& t) {
+  Tensor host = t.to(Device::cpu());
+  if (host.dtype() != DType::F32) host = host.to_dtype(DType::F32);
+  return host.to_float_vector();
+}
+
+// Where two runs' records first differ, or "" when they are the same bits.
+std::string first_difference(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return fmt::format("{} records against {}", a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].size() != b[i].size()) return fmt::format("record {}: {} values against {}", i, a[i].size(), b[i].size());
+    for (size_t k = 0; k < a[i].size(); ++k)
+      if (std::memcmp(&a[i][k], &b[i][k], sizeof(float)) != 0)
+        return fmt::format("record {} element {}: {:.9g} against {:.9g}", i, k, a[i][k], b[i][k]);
+  }
+  return "";
+}
+
+std::vector<int64_t> stats_vector(const FsdpOverlapStats& s) {
+  return {s.requests, s.prefetch_hits, s.prefetch_misses, s.kept, s.on_demand, s.deferred_reductions};
+}
+
+FsdpOverlapStats operator-(const FsdpOverlapStats& a, const FsdpOverlapStats& b) {
+  return {a.requests - b.requests,   a.prefetch_hits - b.prefetch_hits, a.prefetch_misses - b.prefetch_misses,
+          a.kept - b.kept,           a.on_demand - b.on_demand,         a.deferred_reductions - b.deferred_reductions};
+}
+
+// Every rank must have decided the same: the stats are equal on both ranks.
+void expect_same_on_every_rank(Communicator& world, const FsdpOverlapStats& stats) {
+  const std::vector<int64_t> mine = stats_vector(stats);
+  std::vector<int64_t> all;
+  world.allgather(mine, all);
+  ASSERT_EQ(all.size(), 2 * mine.size());
+  EXPECT_EQ(std::vector<int64_t>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(mine.size())),
+            std::vector<int64_t>(all.begin() + static_cast<std::ptrdiff_t>(mine.size()), all.end()));
+}
+
+// A store shaped like a tied two-layer MoE model: embed; two layers of a matrix, an expert tensor (sharded over
+// ep_fsdp, a communicator of its own) and a norm vector; the head's norm and the shared embedding. Odd sizes, so
+// every shard is padded. Values depend on the element's place in the full tensor only, as FSDP requires.
+std::unique_ptr<ParamStore> synthetic_store(const DeviceMesh& mesh, Device device) {
+  auto store = std::make_unique<ParamStore>();
+  store->begin_group("embed");
+  Parameter* embed = store->add("embed", {11, 6});
+  for (int l = 0; l < 2; ++l) {
+    store->begin_group(fmt::format("layers.{}", l));
+    store->add(fmt::format("layers.{}.w", l), {7, 5});
+    Parameter* experts = store->add(fmt::format("layers.{}.experts", l), {4, 3, 5}, true);
+    const int64_t per_rank = 4 / mesh.shape.ep;
+    experts->local_begin = mesh.ep_rank() * per_rank;
+    experts->local_end = experts->local_begin + per_rank;
+    store->add(fmt::format("layers.{}.norm", l), {6});
+  }
+  store->begin_group("head");
+  store->add("norm", {6});
+  store->add_shared(embed);
+  for (size_t i = 0; i < store->all().size(); ++i) {
+    Parameter& p = *store->all()[i];
+    const Shape local = p.local_shape();
+    const int64_t row = shape_numel(local) / local.at(0);
+    std::vector<float> v(static_cast<size_t>(shape_numel(local)));
+    for (size_t k = 0; k < v.size(); ++k)
+      v[k] = std::sin(0.37f * static_cast<float>(static_cast<int64_t>(k) + p.local_begin * row) +
+                      1.3f * static_cast<float>(i));
+    p.value = Tensor::from_vector(v, local).to(device);
+  }
+  return store;
+}
+
+// Drives Fsdp's hooks as a model does (forward embed, layers, head; backward head, layers, embed) and records every
+// value a request handed out, and the shard gradients and masters of every step.
+class SyntheticRun {
+ public:
+  SyntheticRun(const DeviceMesh& mesh, DType compute, DType reduce, bool overlap)
+      : store_(synthetic_store(mesh, test_device())),
+        fsdp_(*store_, mesh, compute, reduce, overlap),
+        rank_(mesh.rank) {}
+
+  Fsdp& fsdp() { return fsdp_; }
+  const std::vector<std::vector<float>>& record() const { return record_; }
+
+  void micro_batches(int step, int count) {
+    std::vector<ParamGroup>& groups = store_->groups();
+    for (int m = 0; m < count; ++m) {
+      for (ParamGroup& g : groups) {
+        fsdp_.before_forward(g);
+        read_values(g);
+        fsdp_.after_forward(g);
+      }
+      for (size_t i = groups.size(); i-- > 0;) {
+        fsdp_.before_backward(groups[i]);
+        read_values(groups[i]);
+        add_gradients(groups[i], step, m);
+        fsdp_.after_backward(groups[i]);
+      }
+    }
+  }
+
+  // The trainer's step: zero, micro-batches, wait, then an update of the masters (so a value that outlived its step
+  // would be caught by the next one).
+  void step(int step, int micro_batch_count) {
+    fsdp_.zero_grads();
+    micro_batches(step, micro_batch_count);
+    fsdp_.wait_for_gradients();
+    record_shards();
+    for (ParamShard& s : fsdp_.shards()) ops::add_(s.master, s.grad, -0.5f);
+  }
+
+  void record_shards() {
+    for (const ParamShard& s : fsdp_.shards()) {
+      record_.push_back(host_floats(s.grad));
+      record_.push_back(host_floats(s.master));
+    }
+  }
+
+ private:
+  void read_values(const ParamGroup& g) {
+    for (const Parameter* p : g.params) record_.push_back(host_floats(p->value));
+  }
+
+  // Rank-dependent gradients, so that the reduction's sum matters; accumulated as backward does.
+  void add_gradients(const ParamGroup& g, int step, int micro_batch) {
+    for (Parameter* p : g.params) {
+      if (!p->grad.defined()) p->grad = Tensor::zeros(p->local_shape(), DType::F32, test_device());
+      std::vector<float> d(static_cast<size_t>(p->grad.numel()));
+      for (size_t k = 0; k < d.size(); ++k)
+        d[k] = 0.01f * std::cos(0.91f * static_cast<float>(k) + 1.7f * static_cast<float>(micro_batch) +
+                                2.3f * static_cast<float>(rank_) + 0.3f * static_cast<float>(step) +
+                                static_cast<float>(p->name.size()));
+      ops::add_(p->grad, Tensor::from_vector(d, p->local_shape()).to(test_device()));
+    }
+  }
+
+  std::unique_ptr<ParamStore> store_;
+  Fsdp fsdp_;
+  int64_t rank_;
+  std::vector<std::vector<float>> record_;
+};
+
+struct Precision {
+  DType compute;
+  DType reduce;
+  int64_t ep;
+};
+
+void PrintTo(const Precision& p, std::ostream* out) {
+  *out << dtype_name(p.compute) << " compute, " << dtype_name(p.reduce) << " reduce, ep " << p.ep;
+}
+
+class FsdpOverlapSynthetic : public ::testing::TestWithParam<Precision> {};
+
+TEST_P(FsdpOverlapSynthetic, PrefetchIsUsedAndEveryBitMatchesTheBlockingPath) {
+  REQUIRE_TWO_RANKS(world);
+  const Precision precision = GetParam();
+  if (precision.reduce != DType::F32 && !on_cuda()) GTEST_SKIP() << "MPI reduces float32 only";
+  const DeviceMesh mesh = test_mesh(world, precision.ep);
+  SyntheticRun blocking(mesh, precision.compute, precision.reduce, false);
+  SyntheticRun overlapped(mesh, precision.compute, precision.reduce, true);
+  FsdpOverlapStats after_first;
+  for (int step = 0; step < 3; ++step) {
+    blocking.step(step, 2);
+    overlapped.step(step, 2);
+    if (step == 0) after_first = overlapped.fsdp().overlap_stats();
+  }
+  EXPECT_EQ(first_difference(overlapped.record(), blocking.record()), "");
+  const FsdpOverlapStats first = after_first, steady = overlapped.fsdp().overlap_stats() - after_first;
+  EXPECT_EQ(first.prefetch_hits, 0) << "the first step has no prediction yet";
+  EXPECT_GT(first.on_demand, 2);
+  EXPECT_GT(steady.prefetch_hits, 0);
+  EXPECT_EQ(steady.prefetch_misses, 0);
+  EXPECT_EQ(steady.on_demand, 2) << "only the first request of each step gathers on the spot";
+  EXPECT_GT(steady.deferred_reductions, 0);
+  if (precision.ep == 1) {
+    // Per step of two micro-batches (16 requests): 5 hits each (every layer and the head's forward, the layers'
+    // backward), kept: the head from forward to backward twice and the embedding into the second micro-batch.
+    EXPECT_EQ(steady.requests, 32);
+    EXPECT_EQ(steady.prefetch_hits, 20);
+    EXPECT_EQ(steady.kept, 6);
+    // Reduce-scatters per micro-batch: the head's norm, two layers of three, the embedding.
+    EXPECT_EQ(steady.deferred_reductions, 2 * 2 * 8);
+  }
+  EXPECT_EQ(blocking.fsdp().overlap_stats().prefetch_hits, 0);
+  EXPECT_EQ(blocking.fsdp().overlap_stats().deferred_reductions, 0);
+  expect_same_on_every_rank(*world, overlapped.fsdp().overlap_stats());
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, FsdpOverlapSynthetic,
+                         ::testing::Values(Precision{DType::F32, DType::F32, 1}, Precision{DType::BF16, DType::F32, 1},
+                                           Precision{DType::BF16, DType::BF16, 1}, Precision{DType::F32, DType::F32, 2},
+                                           Precision{DType::BF16, DType::F32, 2}),
+                         [](const ::testing::TestParamInfo<Precision>& param) {
+                           return fmt::format("{}_reduce_{}_ep{}", dtype_name(param.param.compute),
+                                              dtype_name(param.param.reduce), param.param.ep);
+                         });
+
+TEST(FsdpOverlap, WrongPredictionsChangeNoBit) {
+  REQUIRE_TWO_RANKS(world);
+  const DeviceMesh mesh = test_mesh(world, 1);
+  SyntheticRun blocking(mesh, DType::BF16, DType::F32, false);
+  SyntheticRun overlapped(mesh, DType::BF16, DType::F32, true);
+  blocking.step(0, 2);
+  overlapped.step(0, 2);
+  const std::vector<size_t> learned = overlapped.fsdp().predicted_requests();
+  // Per micro-batch: embed, layers.0, layers.1, head forward; head, layers.1, layers.0, embed backward.
+  ASSERT_EQ(learned, (std::vector<size_t>{0, 1, 2, 3, 3, 2, 1, 0, 0, 1, 2, 3, 3, 2, 1, 0}));
+  struct Wrong {
+    std::string what;
+    std::vector<size_t> order;
+    int64_t misses;  // prefetched or kept gathers that must be dropped
+  };
+  std::vector<Wrong> wrong;
+  std::vector<size_t> order(learned.begin() + 1, learned.end());
+  order.push_back(0);
+  wrong.push_back({"rotated: wrong from the first request, so nothing is prefetched", order, 0});
+  order = learned;
+  order[2] = 3;
+  wrong.push_back({"the head predicted after layers.0 in forward", order, 1});
+  order = learned;
+  std::swap(order[4], order[5]);
+  wrong.push_back({"layers.1 predicted after the head's forward", order, 1});
+  order = learned;
+  order.insert(order.end(), learned.begin(), learned.begin() + 8);
+  wrong.push_back({"a third micro-batch that does not come: the embedding is kept at the end", order, 1});
+  wrong.push_back({"stops in the first backward", std::vector<size_t>(learned.begin(), learned.begin() + 5), 0});
+  wrong.push_back({"none", {}, 0});
+  int step = 1;
+  for (const Wrong& w : wrong) {
+    const FsdpOverlapStats before = overlapped.fsdp().overlap_stats();
+    overlapped.fsdp().set_predicted_requests(w.order);
+    blocking.step(step, 2);
+    overlapped.step(step, 2);
+    EXPECT_EQ((overlapped.fsdp().overlap_stats() - before).prefetch_misses, w.misses) << w.what;
+    EXPECT_EQ(first_difference(overlapped.record(), blocking.record()), "") << w.what;
+    ++step;
+  }
+  // Learned again from the last step: right once more.
+  const FsdpOverlapStats before = overlapped.fsdp().overlap_stats();
+  blocking.step(step, 2);
+  overlapped.step(step, 2);
+  blocking.step(step + 1, 2);
+  overlapped.step(step + 1, 2);
+  const FsdpOverlapStats last = overlapped.fsdp().overlap_stats() - before;
+  EXPECT_EQ(last.prefetch_misses, 0);
+  EXPECT_GT(last.prefetch_hits, 0);
+  EXPECT_EQ(first_difference(overlapped.record(), blocking.record()), "");
+  expect_same_on_every_rank(*world, overlapped.fsdp().overlap_stats());
+}
+
+TEST(FsdpOverlap, GradientsAreCompleteOnlyAfterWaitForGradients) {
+  REQUIRE_TWO_RANKS(world);
+  const DeviceMesh mesh = test_mesh(world, 1);
+  SyntheticRun blocking(mesh, DType::F32, DType::F32, false);
+  SyntheticRun overlapped(mesh, DType::F32, DType::F32, true);
+  blocking.fsdp().zero_grads();
+  overlapped.fsdp().zero_grads();
+  blocking.micro_batches(0, 1);
+  overlapped.micro_batches(0, 1);
+  // The embedding is reduced last: its sum is still pending with overlap, already added without.
+  const std::vector<float> expected = host_floats(blocking.fsdp().shards().front().grad);
+  ASSERT_EQ(blocking.fsdp().shards().front().param->name, "embed");
+  const std::vector<float> pending = host_floats(overlapped.fsdp().shards().front().grad);
+  EXPECT_TRUE(std::all_of(pending.begin(), pending.end(), [](float v) { return v == 0.0f; }));
+  EXPECT_TRUE(std::any_of(expected.begin(), expected.end(), [](float v) { return v != 0.0f; }));
+  overlapped.fsdp().wait_for_gradients();
+  blocking.fsdp().wait_for_gradients();
+  blocking.record_shards();
+  overlapped.record_shards();
+  EXPECT_EQ(first_difference(overlapped.record(), blocking.record()), "");
+}
+
+// The toy Qwen3 model (tied embeddings, two layers, recomputation on and off) trained three steps of two
+// micro-batches per rank: loss sums and gradients are the same bits with overlap, whose steady steps prefetch.
+TEST(FsdpOverlap, ToyModelStepsMatchTheBlockingPath) {
+  REQUIRE_TWO_RANKS(world);
+  if (on_cuda()) GTEST_SKIP() << "GPU kernels with float atomics are not bitwise reproducible";
+  const DeviceMesh mesh = test_mesh(world, 1);
+  const ModelConfig config = test::tiny_dense_config(true);
+  for (const bool recompute : {false, true}) {
+    ModelOptions options;
+    options.recompute = recompute;
+    std::vector<std::unique_ptr<CausalLM>> models;
+    std::vector<std::unique_ptr<Fsdp>> fsdps;
+    for (const bool overlap : {false, true}) {
+      models.push_back(std::make_unique<CausalLM>(config, options));
+      models.back()->init_weights(5);
+      fsdps.push_back(std::make_unique<Fsdp>(models.back()->params(), mesh, DType::F32, DType::F32, overlap));
+      models.back()->set_param_hooks(fsdps.back().get());
+    }
+    std::vector<std::vector<float>> records[2];
+    std::vector<double> ce_sums[2];
+    FsdpOverlapStats after_first;
+    for (int step = 0; step < 3; ++step) {
+      for (size_t r = 0; r < 2; ++r) {
+        fsdps[r]->zero_grads();
+        for (int m = 0; m < 2; ++m) {
+          const Batch batch = test::packed_batch({7, 5}, config.vocab_size,
+                                                 static_cast<uint64_t>(1000 * step + 10 * m + mesh.rank));
+          ce_sums[r].push_back(models[r]->forward(batch).ce_sum);
+          models[r]->backward(1.0f / 20.0f, 0.0f);
+        }
+        fsdps[r]->wait_for_gradients();
+        for (ParamShard& s : fsdps[r]->shards()) {
+          records[r].push_back(host_floats(s.grad));
+          ops::add_(s.master, s.grad, -0.5f);
+        }
+      }
+      if (step == 0) after_first = fsdps[1]->overlap_stats();
+    }
+    EXPECT_EQ(ce_sums[1], ce_sums[0]) << "recompute " << recompute;
+    EXPECT_EQ(first_difference(records[1], records[0]), "") << "recompute " << recompute;
+    const FsdpOverlapStats steady = fsdps[1]->overlap_stats() - after_first;
+    EXPECT_EQ(steady.requests, 32) << "recompute " << recompute;
+    EXPECT_EQ(steady.prefetch_hits, 20) << "recompute " << recompute;
+    EXPECT_EQ(steady.prefetch_misses, 0) << "recompute " << recompute;
+    EXPECT_EQ(steady.kept, 6) << "recompute " << recompute;
+    EXPECT_EQ(steady.on_demand, 2) << "recompute " << recompute;
+    expect_same_on_every_rank(*world, fsdps[1]->overlap_stats());
+  }
+}
+
+}  // namespace
+}  // namespace veomni
