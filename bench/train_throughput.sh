@@ -4,7 +4,8 @@
 # formula against 989 TFLOP/s per GPU) and peak GPU memory, averaged over the steps after the first WARMUP.
 # usage: bench/train_throughput.sh BIN_DIR MODEL_CONFIG_DIR [SEQ=4096] [STEPS=10] [NP=1] [extra veomni-train args...]
 # PROFILE=1 bench/train_throughput.sh ... also prints rank 0's op profile (VEOMNI_PROFILE_OPS=1, man veomni-train:
-# per-op CUDA-event times over all steps, warm-up included) after the JSON line; the timed run is then a little slower.
+# per-op CUDA-event times over the timed steps, VEOMNI_PROFILE_OPS_SKIP_STEPS leaving the warm-up out) after the JSON
+# line; the timed run is then a little slower.
 # DATA_TYPE=qwen3omni bench/train_throughput.sh ... trains a Qwen3-Omni thinker config (e.g.
 # configs/model_configs/qwen3_omni_moe_mid) on `veomni-dummy-data --type qwen3omni` samples of exactly SEQ tokens
 # (dummy --seq-len SEQ+96: 2 images (8 tokens), 2 audio clips (104), 1 video (40), SEQ-152 text; SEQ >= 152) with
@@ -19,7 +20,9 @@ trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 total=$((steps + warmup))
-if [[ ${PROFILE:-0} == 1 ]]; then export VEOMNI_PROFILE_OPS=1 VEOMNI_PROFILE_OPS_OUT="$work/ops"; fi
+if [[ ${PROFILE:-0} == 1 ]]; then
+  export VEOMNI_PROFILE_OPS=1 VEOMNI_PROFILE_OPS_OUT="$work/ops" VEOMNI_PROFILE_OPS_SKIP_STEPS=$warmup
+fi
 data_type=${DATA_TYPE:-text}
 case $data_type in
   text) dummy_seq=$((seq + 1)) recipe=$here/configs/qwen3_toy.yaml ;;

@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <system_error>
 
 #include <nlohmann/json.hpp>
 
@@ -28,6 +30,7 @@
 #include "dist/nccl_communicator.h"
 #include "io/json_file.h"
 #include "kernels/backend.h"
+#include "kernels/op_profiler.h"
 #include "kernels/ops.h"
 #include "model/hf_loader.h"
 #include "model/model_config.h"
@@ -629,6 +632,19 @@ void Trainer::write_summary(const TrainSummary& summary, const std::string& path
   write_json_file(path, j);
 }
 
+// VEOMNI_PROFILE_OPS_SKIP_STEPS=N: the op profile leaves out this run's first N steps (warm-up: first-use kernel
+// loading, cuBLASLt timing, allocator growth), so its table describes steady steps. Unset: 0.
+int64_t op_profile_skip_steps() {
+  const char* text = std::getenv("VEOMNI_PROFILE_OPS_SKIP_STEPS");
+  if (!text || !*text) return 0;
+  int64_t steps = -1;
+  const char* end = text + std::strlen(text);
+  const auto [ptr, ec] = std::from_chars(text, end, steps);
+  VEOMNI_INPUT_CHECK(ec == std::errc() && ptr == end && steps >= 0,
+                     "VEOMNI_PROFILE_OPS_SKIP_STEPS is '{}': expected a step count >= 0", text);
+  return steps;
+}
+
 TrainSummary Trainer::run() {
   resume_dir_ = agree_on_resume_checkpoint();
   build_mesh_and_model();
@@ -650,6 +666,7 @@ TrainSummary Trainer::run() {
 
   ProgressClock clock(start_.global_step, total_steps_);
   int64_t global_step = start_.global_step;
+  const int64_t profile_skip = op_profile_skip_steps();
   const int64_t save_steps = config_.train.checkpoint.save_steps;
   for (auto e = static_cast<size_t>(start_.epoch); e < epochs_.size(); ++e) {
     const std::vector<StepPlan>& epoch = epochs_[e];
@@ -657,6 +674,7 @@ TrainSummary Trainer::run() {
     for (size_t s = first; s < epoch.size(); ++s) {
       ++global_step;
       const StepMetrics m = run_step(epoch[s], global_step);
+      if (op_profile_enabled() && global_step - start_.global_step == profile_skip) op_profile_reset();
       const double seconds = clock.finish_step(global_step);
       log_step(global_step, m, seconds, clock);
       summary.tokens += m.tokens;
