@@ -6,6 +6,7 @@
 # PROFILE=1 bench/train_throughput.sh ... also prints rank 0's op profile (VEOMNI_PROFILE_OPS=1, man veomni-train:
 # per-op CUDA-event times over the timed steps, VEOMNI_PROFILE_OPS_SKIP_STEPS leaving the warm-up out) after the JSON
 # line; the timed run is then a little slower.
+# LOG_LEVEL=info bench/train_throughput.sh ... shows veomni-train's per-step lines (default warn).
 # DATA_TYPE=qwen3omni bench/train_throughput.sh ... trains a Qwen3-Omni thinker config (e.g.
 # configs/model_configs/qwen3_omni_moe_mid) on `veomni-dummy-data --type qwen3omni` samples of exactly SEQ tokens
 # (dummy --seq-len SEQ+96: 2 images (8 tokens), 2 audio clips (104), 1 video (40), SEQ-152 text; SEQ >= 152) with
@@ -38,7 +39,7 @@ mpirun --bind-to none -np "$np" "$bin/veomni-train" "$recipe" --model.config_pat
   --train.micro_batch_size 1 --train.max_steps "$total" --train.device cuda --train.precision mixed \
   --train.accelerator.fsdp_config.mixed_precision.enable true --train.gradient_checkpointing.enable false \
   --train.optimizer.lr 1e-4 --train.checkpoint.output_dir "$work/run" --train.checkpoint.save_steps -1 \
-  --log-level warn "$@"
+  --log-level "${LOG_LEVEL:-warn}" "$@"
 # MFU from config.json (tokens per GPU per second x FLOPs per token, attention's seq^2 term included).
 python3 - "$model/config.json" "$work/run/log_dict.json" "$seq" "$warmup" "$np" "$data_type" <<'PY'
 import json, sys

@@ -128,11 +128,11 @@ TEST_F(CudaElementwise, AdamWMatchesCpuBitForBit) {
   EXPECT_THROW(ops::adamw_step(bf16, g, m, v, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1), Error);  // states are f32
 }
 
-// The multi-tensor ops walk chunks of 65536 elements: sizes below, at and across a chunk boundary, an empty tensor,
-// and a slice whose data is not 16-byte aligned.
+// The multi-tensor ops walk chunks of kMultiTensorChunk (16384) elements: sizes below, at and across a chunk boundary,
+// several chunks, an empty tensor, and a slice whose data is not 16-byte aligned.
 std::vector<Tensor> multi_tensor_inputs(std::mt19937& rng, float lo, float hi) {
   std::vector<Tensor> xs;
-  for (int64_t n : {int64_t{1}, int64_t{0}, int64_t{65536}, int64_t{200003}, int64_t{4099}})
+  for (int64_t n : {int64_t{1}, int64_t{0}, int64_t{16384}, int64_t{16385}, int64_t{200003}, int64_t{4099}})
     xs.push_back(random_f32({n}, rng, lo, hi));
   xs.push_back(random_f32({1001}, rng, lo, hi).slice(1, 1001));
   return xs;
