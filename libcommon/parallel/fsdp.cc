@@ -117,7 +117,9 @@ void Fsdp::request(ParamGroup& group) {
   GroupGather now = issue_gather(group);
   if (!now.empty()) ++stats_.on_demand;
   const size_t next = overlap_ ? predicted_next() : kNoGroup;
-  if (next != kNoGroup && next != g) {
+  // A group with nothing to gather (one rank, or every shard aliased) would only have its cast done early, holding
+  // its compute-dtype copy one layer longer (1.1 GiB for a 30B-A3B MoE layer) for no overlap.
+  if (next != kNoGroup && next != g && needs_gather(store_.groups()[next])) {
     prefetched_ = issue_gather(store_.groups()[next]);
     prefetched_.group = prefetched_.empty() ? kNoGroup : next;
   }
@@ -150,6 +152,14 @@ std::vector<Tensor> Fsdp::shards_in_compute_dtype(const std::vector<ParamShard*>
   // Casting is element-wise, so casting the shard and gathering equals gathering and casting.
   ops::cast_multi(src, dst);
   return out;
+}
+
+bool Fsdp::needs_gather(const ParamGroup& group) {
+  for (Parameter* p : group.params) {
+    const ParamShard& s = shard_of(p);
+    if (!s.aliased && !p->value.defined() && s.group->size() > 1) return true;
+  }
+  return false;
 }
 
 Fsdp::GroupGather Fsdp::issue_gather(const ParamGroup& group) {

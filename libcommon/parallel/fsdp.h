@@ -110,6 +110,8 @@ class Fsdp final : public ParamHooks {
   void request(ParamGroup& group);
   void release(ParamGroup& group, bool reduce_grads);
   // Casts and gathers the group's parameters that hold no value (one collective batch per communicator).
+  // Whether any of the group's parameters needs a collective to materialise (not just a cast).
+  bool needs_gather(const ParamGroup& group);
   GroupGather issue_gather(const ParamGroup& group);
   // The shards' masters as the gathers send them: themselves in f32, else cast in one launch into one buffer.
   std::vector<Tensor> shards_in_compute_dtype(const std::vector<ParamShard*>& shards) const;
