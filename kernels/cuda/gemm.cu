@@ -4,17 +4,16 @@
 // f32 or bf16. cuBLASLt wants A and B of one dtype and no bf16 output from f32 inputs: those mixes go through f32
 // buffers.
 //
-// Algorithm choice (autotuning). cuBLASLt's heuristic ranks its algorithms by a model of the GPU, and on Hopper its
-// first pick is poor for some shapes: an H100 profile ran the q_proj forward NT GEMM 4096x2048x1024 (bf16) at 40
-// TFLOP/s where the NN GEMM of the same m, n, k ran at 571. So, like torch.backends.cudnn.benchmark, the first call
-// of each plan key on the plain matmul path times up to kCandidates of the heuristic's results on its real operands
-// (kernels/cuda/gemm_autotune.cc) and the fastest is kept with the plan; later calls pay nothing. The trials never
-// leave a trace in the result: a GEMM that reads its output (beta != 0) or whose output overlaps an input runs its
-// trials into a scratch D (cuBLASLt allows C != D), and one that overwrites its output is then run for real.
-// The grouped GEMMs see a new row count per expert and step, so timing each key would never end: they take the
-// heuristic's first pick, or a timed choice where the exact key was timed by a plain matmul.
-// Timings are noisy, so two runs (or two ranks) may choose different algorithms for one shape and their results
-// differ in the last bits; VEOMNI_GEMM_AUTOTUNE=0 keeps the heuristic's first pick for bit-reproducible GPU runs.
+// Algorithm choice (autotuning, opt-in with VEOMNI_GEMM_AUTOTUNE=1). Like torch.backends.cudnn.benchmark, the first
+// call of each plan key on the plain matmul path can time up to kCandidates of the heuristic's results on its real
+// operands (kernels/cuda/gemm_autotune.cc) and keep the fastest with the plan; later calls pay nothing. It is off by
+// default: on an H100, in steady steps, the heuristic's first pick was within 1-10% of the best of eight for every
+// GEMM of the dense and MoE benchmarks and the end-to-end step did not change (an earlier profile that suggested a
+// poor NT pick had measured warm-up calls), while timing makes runs choose differently and differ in the last bits.
+// The trials never leave a trace in the result: a GEMM that reads its output (beta != 0) or whose output overlaps an
+// input runs its trials into a scratch D (cuBLASLt allows C != D), and one that overwrites its output is then run
+// for real. The grouped GEMMs see a new row count per expert and step, so timing each key would never end: they take
+// the heuristic's first pick, or a timed choice where the exact key was timed by a plain matmul.
 #include <cublas_v2.h>
 
 #include <algorithm>

@@ -90,10 +90,10 @@ void log_choice(std::string_view what, std::span<const cublasLtMatmulHeuristicRe
 }  // namespace
 
 bool gemm_autotune_from_env_value(const char* value) {
-  if (value == nullptr || *value == '\0' || std::strcmp(value, "1") == 0) return true;
-  if (std::strcmp(value, "0") == 0) return false;
-  spdlog::warn("VEOMNI_GEMM_AUTOTUNE={} is neither 0 nor 1: GEMM autotuning stays on", value);
-  return true;
+  if (value == nullptr || *value == '\0' || std::strcmp(value, "0") == 0) return false;
+  if (std::strcmp(value, "1") == 0) return true;
+  spdlog::warn("VEOMNI_GEMM_AUTOTUNE={} is neither 0 nor 1: GEMM autotuning stays off", value);
+  return false;
 }
 
 bool gemm_autotune_enabled() {

@@ -12,13 +12,13 @@
 namespace veomni::ops::cuda {
 
 // Whether a GEMM times cuBLASLt's candidates on the first use of its plan key. Read once from VEOMNI_GEMM_AUTOTUNE
-// (unset, empty or "1": on; "0": off, the heuristic's first pick, the same algorithm every run), unless
+// ("1": on; unset, empty or "0": off, the heuristic's first pick, the same algorithm every run), unless
 // set_gemm_autotune() said otherwise.
 bool gemm_autotune_enabled();
 // Overrides the environment for the rest of the process (tests, benchmarks). Choices already timed are kept: they are
 // used again whenever autotuning is on, and the heuristic's first pick is used while it is off.
 void set_gemm_autotune(bool enabled);
-// The meaning of one VEOMNI_GEMM_AUTOTUNE value (nullptr when unset); an unknown value warns and leaves it on.
+// The meaning of one VEOMNI_GEMM_AUTOTUNE value (nullptr when unset); an unknown value warns and leaves it off.
 bool gemm_autotune_from_env_value(const char* value);
 
 // Counters since the process started, to show that a call did (or did not) time its candidates.

@@ -206,11 +206,11 @@ TEST_F(CudaGemmAutotune, AGroupReusesTheChoiceTimedForItsExactKey) {
 
 // No GPU needed: what each VEOMNI_GEMM_AUTOTUNE value means, and the override.
 TEST(CudaGemmAutotuneMode, EnvironmentValuesAndOverride) {
-  EXPECT_TRUE(ops::cuda::gemm_autotune_from_env_value(nullptr));
-  EXPECT_TRUE(ops::cuda::gemm_autotune_from_env_value(""));
+  EXPECT_FALSE(ops::cuda::gemm_autotune_from_env_value(nullptr));  // off unless asked for
+  EXPECT_FALSE(ops::cuda::gemm_autotune_from_env_value(""));
   EXPECT_TRUE(ops::cuda::gemm_autotune_from_env_value("1"));
   EXPECT_FALSE(ops::cuda::gemm_autotune_from_env_value("0"));
-  EXPECT_TRUE(ops::cuda::gemm_autotune_from_env_value("maybe"));  // warns, stays on
+  EXPECT_FALSE(ops::cuda::gemm_autotune_from_env_value("maybe"));  // warns, stays off
   {
     const AutotuneMode off(false);
     EXPECT_FALSE(ops::cuda::gemm_autotune_enabled());
