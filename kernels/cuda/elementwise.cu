@@ -143,14 +143,6 @@ __global__ void partial_sums(const T* x, int64_t n, double* partial) {
   if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }
 
-__global__ void total_of(const double* partial, int count, double* total) {
-  __shared__ double scratch[kWarp];
-  double acc = 0.0;
-  for (int i = threadIdx.x; i < count; i += blockDim.x) acc += partial[i];
-  acc = block_sum(acc, scratch);
-  if (threadIdx.x == 0) *total = acc;
-}
-
 template <bool kSquare>
 double reduce(const Tensor& x) {
   const int64_t n = x.numel();
@@ -168,12 +160,12 @@ double reduce(const Tensor& x) {
       const int blocks = reduce_blocks(n / kPack);
       partial_sums<T, kPack, kSquare><<<blocks, kThreads, 0, stream>>>(xp, n, partial_p);
       VEOMNI_CUDA_LAUNCH_CHECK();
-      total_of<<<1, 1024, 0, stream>>>(partial_p, blocks, total_p);
+      sum_of_partials<double><<<1, 1024, 0, stream>>>(partial_p, blocks, total_p);
     } else {
       const int blocks = reduce_blocks(n);
       partial_sums<T, 1, kSquare><<<blocks, kThreads, 0, stream>>>(xp, n, partial_p);
       VEOMNI_CUDA_LAUNCH_CHECK();
-      total_of<<<1, 1024, 0, stream>>>(partial_p, blocks, total_p);
+      sum_of_partials<double><<<1, 1024, 0, stream>>>(partial_p, blocks, total_p);
     }
     VEOMNI_CUDA_LAUNCH_CHECK();
   });

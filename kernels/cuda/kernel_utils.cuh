@@ -86,4 +86,15 @@ __device__ T block_sum(T v, T* scratch) {
   return warp_sum(v);
 }
 
+// *total = the sum of count per-block partial sums, by one CTA in a fixed order (the same double every run). A
+// template so that every kernel file can launch it from this header.
+template <typename T>
+__global__ void sum_of_partials(const T* partial, int64_t count, T* total) {
+  __shared__ T scratch[kWarp];
+  T acc = T(0);
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) acc += partial[i];
+  acc = block_sum(acc, scratch);
+  if (threadIdx.x == 0) *total = acc;
+}
+
 }  // namespace veomni::ops::cuda

@@ -31,15 +31,6 @@ __global__ void chunk_squares(TableView<SquaresEntry> table, double* partial) {
   if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }
 
-// One CTA adds the partials in a fixed order.
-__global__ void sum_partials(const double* partial, int64_t count, double* total) {
-  __shared__ double scratch[kWarp];
-  double acc = 0.0;
-  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) acc += partial[i];
-  acc = block_sum(acc, scratch);
-  if (threadIdx.x == 0) *total = acc;
-}
-
 struct CastEntry {
   const void* src;
   void* dst;
@@ -80,7 +71,7 @@ double sum_squares_multi(const std::vector<const Tensor*>& xs) {
   const cudaStream_t stream = cuda_rt::stream();
   chunk_squares<<<grid_of(table.num_chunks, "sum_squares_multi"), kThreads, 0, stream>>>(table.view(), partial_p);
   VEOMNI_CUDA_LAUNCH_CHECK();
-  sum_partials<<<1, 1024, 0, stream>>>(partial_p, table.num_chunks, partial_p + table.num_chunks);
+  sum_of_partials<double><<<1, 1024, 0, stream>>>(partial_p, table.num_chunks, partial_p + table.num_chunks);
   VEOMNI_CUDA_LAUNCH_CHECK();
   double total = 0.0;
   cuda_rt::copy_to_host(&total, partial_p + table.num_chunks, sizeof total);
