@@ -85,6 +85,35 @@ TEST_F(CudaRuntime, CopiesRoundTripBetweenHostAndDevice) {
   EXPECT_EQ(to_host(Tensor::from_vector(ids, {3}).to(gpu())).data<int64_t>()[2], 1LL << 40);
 }
 
+// The Ulysses layouts: columns [c0, c0 + w) of every row of a [rows, cols] matrix into a packed [rows, w] one and
+// back, as one strided copy, equal to the row-by-row copy on the host.
+TEST_F(CudaRuntime, StridedCopyMovesEveryRowOnce) {
+  std::mt19937 rng(2);
+  const int64_t rows = 70001, cols = 24, c0 = 8, w = 12;  // more rows than any grid dimension
+  const Tensor host = random_f32({rows, cols}, rng);
+  const Tensor dev = host.to(gpu());
+  Tensor packed = Tensor::zeros({rows, w}, DType::F32, gpu());
+  DeviceAllocator& mem = device_allocator(DeviceType::CUDA);
+  const size_t f = sizeof(float);
+  mem.copy_2d(packed.raw_data(), w * f, static_cast<const char*>(dev.raw_data()) + c0 * f, cols * f, w * f,
+              static_cast<size_t>(rows), gpu());
+  Tensor want = Tensor::empty({rows, w}, DType::F32);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < w; ++c) want.data<float>()[r * w + c] = host.data<float>()[r * cols + c0 + c];
+  EXPECT_TRUE(bitwise_equal(packed.to(Device::cpu()), want));
+  // Back into the other columns of a zeroed matrix: only those change.
+  Tensor back = Tensor::zeros({rows, cols}, DType::F32, gpu());
+  mem.copy_2d(static_cast<char*>(back.raw_data()) + 2 * f, cols * f, packed.raw_data(), w * f, w * f,
+              static_cast<size_t>(rows), gpu());
+  const Tensor got = back.to(Device::cpu());
+  for (int64_t r : {int64_t{0}, rows / 2, rows - 1}) {
+    EXPECT_EQ(got.data<float>()[r * cols + 1], 0.0f);
+    EXPECT_EQ(got.data<float>()[r * cols + 2], want.data<float>()[r * w]);
+    EXPECT_EQ(got.data<float>()[r * cols + 2 + w - 1], want.data<float>()[r * w + w - 1]);
+    EXPECT_EQ(got.data<float>()[r * cols + 2 + w], 0.0f);
+  }
+}
+
 TEST_F(CudaRuntime, EmptyTensorsNeedNoMemory) {
   Tensor t = Tensor::empty({0, 128}, DType::F32, gpu());
   EXPECT_EQ(t.numel(), 0);
