@@ -1,7 +1,6 @@
 // The table of multi-tensor kernels: one launch walks many tensors (every parameter of a model), one CTA per chunk of
 // one tensor, instead of one launch (and, for reductions, one host read) per tensor.
 #pragma once
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -18,8 +17,8 @@ namespace veomni::ops::cuda {
 inline constexpr int64_t kMultiTensorChunk = int64_t{1} << 14;
 
 // Entries (one per tensor) and first_chunk[t] (the first CTA of tensor t; first_chunk[T] = number of CTAs) on the
-// device. Only these few bytes per tensor travel, not a list of chunks: small uploads ride in the launch stream
-// without waiting for it. `storage` keeps them alive until the launch is queued (its free is stream-ordered).
+// device. Only these few bytes per tensor travel (the CTAs find their chunk by a binary search), not a list of
+// chunks. `storage` keeps them alive until the launch is queued (its free is stream-ordered).
 // What a kernel takes (trivially copyable, unlike the owning DeviceTable).
 template <typename Entry>
 struct TableView {
