@@ -41,21 +41,36 @@ constexpr int pack_of() {
 
 bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
-// y[i] = op(x[i], y[i]) for i < n. x and y may be the same array (scale_). With P > 1 the first n/P*P elements go
-// in vectors (pointers aligned by the caller) and the tail one by one.
+// Vectors per thread per step of the vector loop: both are loaded before either is stored, so a thread keeps two
+// 16-byte loads in flight and an activation-sized map (4M bf16: 512Ki vectors) fits in one wave of CTAs.
+constexpr int kVectorsPerStep = 2;
+
+// y[i] = op(x[i], y[i]) for i < n. x and y may be the same array (scale_): a thread reads and writes only its own
+// elements, so loading both vectors first is safe. With P > 1 the first n/P*P elements go in vectors (pointers
+// aligned by the caller) and the tail one by one.
 template <typename TX, typename TY, int P, bool kReadsX, bool kReadsY, typename Op>
 __global__ void map_kernel(const TX* x, TY* y, int64_t n, Op op) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const int64_t packs = n / P;
-  for (int64_t p = first; p < packs; p += stride) {
-    Vec<TX, P> xv{};
-    Vec<TY, P> yv{};
-    if constexpr (kReadsX) xv = reinterpret_cast<const Vec<TX, P>*>(x)[p];
-    if constexpr (kReadsY) yv = reinterpret_cast<const Vec<TY, P>*>(y)[p];
+  for (int64_t p0 = first; p0 < packs; p0 += stride * kVectorsPerStep) {
+    Vec<TX, P> xv[kVectorsPerStep] = {};
+    Vec<TY, P> yv[kVectorsPerStep] = {};
 #pragma unroll
-    for (int j = 0; j < P; ++j) yv.v[j] = from_float<TY>(op(to_float(xv.v[j]), to_float(yv.v[j])));
-    reinterpret_cast<Vec<TY, P>*>(y)[p] = yv;
+    for (int u = 0; u < kVectorsPerStep; ++u) {
+      const int64_t p = p0 + u * stride;
+      if (p >= packs) break;
+      if constexpr (kReadsX) xv[u] = reinterpret_cast<const Vec<TX, P>*>(x)[p];
+      if constexpr (kReadsY) yv[u] = reinterpret_cast<const Vec<TY, P>*>(y)[p];
+    }
+#pragma unroll
+    for (int u = 0; u < kVectorsPerStep; ++u) {
+      const int64_t p = p0 + u * stride;
+      if (p >= packs) break;
+#pragma unroll
+      for (int j = 0; j < P; ++j) yv[u].v[j] = from_float<TY>(op(to_float(xv[u].v[j]), to_float(yv[u].v[j])));
+      reinterpret_cast<Vec<TY, P>*>(y)[p] = yv[u];
+    }
   }
   for (int64_t i = packs * P + first; i < n; i += stride) {
     const float xi = kReadsX ? to_float(x[i]) : 0.0f;
@@ -74,7 +89,8 @@ void map(const void* x, void* y, int64_t n, Op op) {
   const cudaStream_t stream = cuda_rt::stream();
   if (vectorised)
     map_kernel<TX, TY, kPack, kReadsX, kReadsY>
-        <<<grid_for((n + kPack - 1) / kPack, kThreads), kThreads, 0, stream>>>(xp, yp, n, op);
+        <<<grid_for((n / kPack + kVectorsPerStep - 1) / kVectorsPerStep, kThreads), kThreads, 0, stream>>>(xp, yp, n,
+                                                                                                          op);
   else
     map_kernel<TX, TY, 1, kReadsX, kReadsY><<<grid_for(n, kThreads), kThreads, 0, stream>>>(xp, yp, n, op);
   VEOMNI_CUDA_LAUNCH_CHECK();

@@ -1,5 +1,7 @@
-// CUDA RMSNorm: one warp per row for y, rstd and dx; the weight gradient is a column sum over all rows, done in two
-// fixed-order passes (per chunk of rows, then over the chunks) so it is deterministic without atomics.
+// CUDA RMSNorm: a group of lanes per row for y, rstd and dx, reading each row once in 16-byte packs; the weight
+// gradient is a column sum over all rows, taken in fixed-order partial sums (no atomics) so it is deterministic.
+#include <type_traits>
+
 #include "kernels/cuda/kernel_utils.cuh"
 #include "kernels/cuda/ops_cuda.h"
 
@@ -79,11 +81,253 @@ __global__ void dweight_accumulate(const float* partial, int64_t chunks, int64_t
   }
 }
 
+// ---------------------------------------------------------------- vector path
+//
+// Taken when the row length is a whole number of 16-byte packs, every tensor starts 16-byte aligned and the
+// activations (x, y / dy, x, dx) share one dtype T; the weight may be f32 or bf16 (TW). A group of kLanes lanes owns
+// one row at a time; lane l holds packs l, l + kLanes, ... (kPacks of them) in registers, so a row is read from
+// memory once. kLanes = 16 for short rows (the per-head q/k norms: 128 bf16 = 16 packs, two rows per warp) and 32
+// otherwise. The reductions inside a row run per lane over its packs, then over the group's lanes by an xor tree: a
+// different order from the scalar path's (lane-strided elements), fixed all the same.
+
+constexpr int kThreads = kWarpsPerBlock * kWarp;
+
+// Rows [first, first + groups per warp) of a warp: its own row and whether that row exists. The first row is the same
+// for every lane of the warp, so a warp leaves (or loops) as a whole and its shuffles see every lane.
+template <int kLanes>
+struct RowSlot {
+  static constexpr int kGroupsPerWarp = kWarp / kLanes;
+  int lane;  // lane within the row's group
+  int sub;   // the group's place in its warp
+  __device__ RowSlot()
+      : lane(static_cast<int>(threadIdx.x) % kLanes), sub(static_cast<int>(threadIdx.x) % kWarp / kLanes) {}
+  __device__ int64_t first_of(int64_t warp) const { return warp * kGroupsPerWarp; }
+};
+
+template <typename T, typename TW, int kLanes, int kPacks>
+__global__ void __launch_bounds__(kThreads) forward_rows_packed(const T* x, const TW* w, float eps, T* y, float* rstd,
+                                                                int64_t n, int d) {
+  constexpr int P = packed::kPer16<T>;
+  using Pk = packed::Pack<T, P>;
+  const RowSlot<kLanes> slot;
+  const int64_t first = slot.first_of(blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + threadIdx.x / kWarp);
+  if (first >= n) return;  // the whole warp
+  const int64_t row = first + slot.sub;
+  const bool valid = row < n;
+  const int packs = d / P;
+  const Pk* xrow = reinterpret_cast<const Pk*>(x + (valid ? row * d : 0));
+  Pk xs[kPacks] = {};
+  float sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kPacks; ++k) {
+    const int p = slot.lane + k * kLanes;
+    if (valid && p < packs) {
+      xs[k] = xrow[p];
+#pragma unroll
+      for (int j = 0; j < P; ++j) {
+        const float v = packed::as_float(xs[k].v[j]);
+        sq += v * v;
+      }
+    }
+  }
+  sq = packed::group_sum<kLanes>(sq);
+  if (!valid) return;  // after the group's last shuffle
+  const float r = static_cast<float>(1.0 / sqrt(static_cast<double>(sq) / static_cast<double>(d) + eps));
+  if (slot.lane == 0) rstd[row] = r;
+  T* yrow = y + row * d;
+#pragma unroll
+  for (int k = 0; k < kPacks; ++k) {
+    const int p = slot.lane + k * kLanes;
+    if (p >= packs) continue;
+    float wv[P], out[P];
+    packed::load<TW, P>(w + p * P, wv);
+    // HF's order of roundings: (x * rstd) first, then the weight.
+#pragma unroll
+    for (int j = 0; j < P; ++j) out[j] = (packed::as_float(xs[k].v[j]) * r) * wv[j];
+    packed::store<T, P>(yrow + p * P, out);
+  }
+}
+
+// dx as backward_rows computes it; in the same pass each lane adds dy * x * rstd of its columns over the rows its
+// group visits (rows group, group + groups in the grid, ...), the block adds its groups' sums in group order, and
+// partial[block, c] gets the block's column sum: dweight_accumulate then adds the blocks in order. dy and x are read
+// once.
+template <typename T, typename TW, int kLanes, int kPacks>
+__global__ void __launch_bounds__(kThreads)
+    backward_rows_packed(const T* dy, const T* x, const TW* w, const float* rstd, T* dx, int64_t n, int d,
+                         float* partial) {
+  constexpr int P = packed::kPer16<T>;
+  using Pk = packed::Pack<T, P>;
+  const RowSlot<kLanes> slot;
+  const int packs = d / P;
+  const int64_t warps_in_grid = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  float acc[kPacks][P] = {};
+  for (int64_t first = slot.first_of(blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + threadIdx.x / kWarp);
+       first < n; first += slot.first_of(warps_in_grid)) {
+    const int64_t row = first + slot.sub;
+    const bool valid = row < n;
+    const int64_t base = valid ? row * d : 0;
+    const Pk* dyrow = reinterpret_cast<const Pk*>(dy + base);
+    const Pk* xrow = reinterpret_cast<const Pk*>(x + base);
+    Pk dys[kPacks] = {}, xs[kPacks] = {};
+    float dot = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k) {
+      const int p = slot.lane + k * kLanes;
+      if (valid && p < packs) {
+        dys[k] = dyrow[p];
+        xs[k] = xrow[p];
+        float wv[P];
+        packed::load<TW, P>(w + p * P, wv);
+#pragma unroll
+        for (int j = 0; j < P; ++j) dot += wv[j] * packed::as_float(dys[k].v[j]) * packed::as_float(xs[k].v[j]);
+      }
+    }
+    dot = packed::group_sum<kLanes>(dot);
+    if (!valid) continue;  // the warp's last row slot; no shuffle follows in this iteration
+    const float r = rstd[row];
+    const double rd = r;
+    const float coef = static_cast<float>(rd * rd * rd * static_cast<double>(dot) / static_cast<double>(d));
+    T* dxrow = dx + base;
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k) {
+      const int p = slot.lane + k * kLanes;
+      if (p >= packs) continue;
+      float wv[P], out[P];
+      packed::load<TW, P>(w + p * P, wv);
+#pragma unroll
+      for (int j = 0; j < P; ++j) {
+        const float g = packed::as_float(dys[k].v[j]);
+        const float xv = packed::as_float(xs[k].v[j]);
+        out[j] = r * (wv[j] * g) - coef * xv;
+        acc[k][j] += g * xv * r;
+      }
+      packed::store<T, P>(dxrow + p * P, out);
+    }
+  }
+
+  // Column sums over the block, one round per pack slot k: thread t stages its P sums at t * P, so column c of the
+  // round (pack slot c / P of every group, element c % P) sits at g * kLanes * P + c for group g.
+  constexpr int kGroupsPerBlock = kThreads / kLanes;
+  static_assert(kLanes * P <= kThreads, "one thread per column of a round");
+  __shared__ float stage[kThreads * P];
+#pragma unroll
+  for (int k = 0; k < kPacks; ++k) {
+#pragma unroll
+    for (int j = 0; j < P; ++j) stage[threadIdx.x * P + j] = acc[k][j];
+    __syncthreads();
+    const int c = threadIdx.x;
+    const int col = k * kLanes * P + c;
+    if (c < kLanes * P && col < d) {
+      float total = 0.0f;
+      for (int g = 0; g < kGroupsPerBlock; ++g) total += stage[g * kLanes * P + c];
+      partial[blockIdx.x * static_cast<int64_t>(d) + col] = total;
+    }
+    __syncthreads();  // the next round overwrites stage
+  }
+}
+
+// Calls f(lanes, packs) (std::integral_constant values) with the group width and the packs per lane that hold a row of
+// `packs` 16-byte packs; false (f not called) when a row needs more than kMaxPacks per lane, i.e. more registers than
+// the kernel should hold: such rows take the scalar path.
+template <int kMaxPacks, typename F>
+bool with_row_shape(int64_t packs, F&& f) {
+  using std::integral_constant;
+  if (packs <= 16) return f(integral_constant<int, 16>{}, integral_constant<int, 1>{}), true;
+  if (packs <= 32) return f(integral_constant<int, 32>{}, integral_constant<int, 1>{}), true;
+  if (packs <= 64) return f(integral_constant<int, 32>{}, integral_constant<int, 2>{}), true;
+  if (packs <= 128) return f(integral_constant<int, 32>{}, integral_constant<int, 4>{}), true;
+  if (packs <= 256) return f(integral_constant<int, 32>{}, integral_constant<int, 8>{}), true;
+  if constexpr (kMaxPacks >= 16)
+    if (packs <= 512) return f(integral_constant<int, 32>{}, integral_constant<int, 16>{}), true;
+  return false;
+}
+
+// Whether the vector path can take these tensors: one activation dtype, rows of whole packs, 16-byte aligned starts.
+bool packable(const std::initializer_list<const Tensor*>& activations, const Tensor& weight, int64_t d) {
+  const DType dtype = activations.begin()[0]->dtype();
+  const int64_t per_pack = dtype == DType::BF16 ? 8 : 4;
+  if (d % per_pack != 0 || !packed::aligned16(weight.raw_data())) return false;
+  for (const Tensor* t : activations)
+    if (t->dtype() != dtype || !packed::aligned16(t->raw_data())) return false;
+  return true;
+}
+
+// Rows of the forward pass: one per group, so n / groups-per-block blocks.
+unsigned forward_blocks(int64_t n, int lanes) {
+  const int64_t rows_per_block = kWarpsPerBlock * (kWarp / lanes);
+  return static_cast<unsigned>((n + rows_per_block - 1) / rows_per_block);
+}
+
+// Blocks of the backward pass: every block writes d column sums (8 bytes each, written and read back), so the grid
+// stays small next to the rows it reads (at most ~1/16 of their bytes), but no smaller than two blocks per SM of a
+// 132-SM part to keep HBM busy. Depends on n and the dtype only, so the summation order is the same every run.
+unsigned backward_blocks(int64_t n, int lanes, int64_t elem_bytes) {
+  constexpr int64_t kMinBlocks = 2 * 132;
+  const int64_t rows_per_block = kWarpsPerBlock * (kWarp / lanes);
+  const int64_t most = (n + rows_per_block - 1) / rows_per_block;
+  const int64_t by_traffic = 3 * elem_bytes * n / 128;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min(most, std::max(kMinBlocks, by_traffic))));
+}
+
+bool forward_packed(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) {
+  const int64_t n = x.dim(0), d = x.dim(1);
+  if (!packable({&x, &y}, weight, d)) return false;
+  const int64_t packs = d / (x.dtype() == DType::BF16 ? 8 : 4);
+  bool launched = false;
+  packed::with_float_type(x.dtype(), [&](auto t_tag) {
+    packed::with_float_type(weight.dtype(), [&](auto w_tag) {
+      using T = decltype(t_tag);
+      using TW = decltype(w_tag);
+      launched = with_row_shape<16>(packs, [&](auto lanes, auto per_lane) {
+        forward_rows_packed<T, TW, decltype(lanes)::value, decltype(per_lane)::value>
+            <<<forward_blocks(n, decltype(lanes)::value), kThreads, 0, cuda_rt::stream()>>>(
+                data_of<const T>(x), data_of<const TW>(weight), eps, data_of<T>(y), data_of<float>(rstd), n,
+                static_cast<int>(d));
+      });
+    });
+  });
+  return launched;
+}
+
+// Backward rows hold dy and x (kPacks packs each) and the column sums (kPacks * P floats): at most 8 packs a lane.
+bool backward_packed(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
+                     Tensor& dweight) {
+  const int64_t n = x.dim(0), d = x.dim(1);
+  if (!packable({&dy, &x, &dx}, weight, d)) return false;
+  const int64_t elem_bytes = x.dtype() == DType::BF16 ? 2 : 4;
+  const int64_t packs = d * elem_bytes / 16;
+  const cudaStream_t stream = cuda_rt::stream();
+  bool launched = false;
+  packed::with_float_type(x.dtype(), [&](auto t_tag) {
+    packed::with_float_type(weight.dtype(), [&](auto w_tag) {
+      using T = decltype(t_tag);
+      using TW = decltype(w_tag);
+      launched = with_row_shape<8>(packs, [&](auto lanes, auto per_lane) {
+        const unsigned blocks = backward_blocks(n, decltype(lanes)::value, elem_bytes);
+        Tensor partial = Tensor::empty({blocks, d}, DType::F32, x.device());
+        backward_rows_packed<T, TW, decltype(lanes)::value, decltype(per_lane)::value><<<blocks, kThreads, 0, stream>>>(
+            data_of<const T>(dy), data_of<const T>(x), data_of<const TW>(weight), data_of<float>(rstd),
+            data_of<T>(dx), n, static_cast<int>(d), data_of<float>(partial));
+        VEOMNI_CUDA_LAUNCH_CHECK();
+        dweight_accumulate<<<grid_for(d, 256), 256, 0, stream>>>(data_of<float>(partial), blocks, d,
+                                                                 floats_of(dweight));
+      });
+    });
+  });
+  return launched;
+}
+
 }  // namespace
 
 void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) {
   const int64_t n = x.dim(0), d = x.dim(1);
   if (n == 0) return;
+  if (forward_packed(x, weight, eps, y, rstd)) {
+    VEOMNI_CUDA_LAUNCH_CHECK();
+    return;
+  }
+  // Scalar path: rows of odd lengths, slices off a 16-byte boundary, mixed activation dtypes, very long rows.
   forward_rows<<<row_blocks(n), kWarpsPerBlock * kWarp, 0, cuda_rt::stream()>>>(
       floats_of(x), floats_of(weight), eps, floats_of(y), data_of<float>(rstd), n, d);
   VEOMNI_CUDA_LAUNCH_CHECK();
@@ -93,6 +337,11 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
                       Tensor& dweight) {
   const int64_t n = x.dim(0), d = x.dim(1);
   if (n == 0 || d == 0) return;
+  if (backward_packed(dy, x, weight, rstd, dx, dweight)) {
+    VEOMNI_CUDA_LAUNCH_CHECK();
+    return;
+  }
+  // Scalar path (as in rmsnorm_forward): dx by rows, then the column sums in a second pass over dy and x.
   const cudaStream_t stream = cuda_rt::stream();
   backward_rows<<<row_blocks(n), kWarpsPerBlock * kWarp, 0, stream>>>(
       floats_of(dy), floats_of(x), floats_of(weight), data_of<float>(rstd), floats_of(dx), n, d);

@@ -100,6 +100,32 @@ TEST_F(CudaElementwise, CastsRoundLikeTheCpu) {
   EXPECT_THROW(ops::cast(Tensor::zeros({4}, DType::F32, gpu()), i32), Error);
 }
 
+// Activation-sized maps (3M elements and an odd tail): each thread of the vector loop takes two vectors (the second
+// missing for some when the vector count is odd), then the tail goes one by one; shift 1 takes the element-wise path.
+TEST_F(CudaElementwise, LargeCastsAndAddsMatchCpu) {
+  std::mt19937 rng(48);
+  const int64_t n = 3 * 1024 * 1024 + 5;
+  const Tensor x = random_f32({n + 1}, rng, -3.0f, 3.0f);
+  const Tensor y = random_f32({n + 1}, rng, -3.0f, 3.0f);
+  for (const auto& [from, to] : {std::pair{DType::F32, DType::BF16}, std::pair{DType::BF16, DType::F32}})
+    for (int64_t shift : {0, 1}) {
+      SCOPED_TRACE(fmt::format("{} -> {} shift {}", dtype_name(from), dtype_name(to), shift));
+      const Tensor src = x.to_dtype(from).slice(shift, shift + n);
+      Tensor got = Tensor::empty({n}, to, gpu());
+      ops::cast(x.to_dtype(from).to(gpu()).slice(shift, shift + n), got);
+      EXPECT_TRUE(bitwise_equal(got, src.to_dtype(to)));
+
+      // dst (in `to`) += 0.75 * src (in `from`), both `shift` elements into their buffers.
+      const Tensor dst = representable(y, to).slice(shift, shift + n);
+      Tensor want = dst.clone();
+      ops::add_(want, src.to_dtype(DType::F32), 0.75f);
+      Tensor gdst_buffer = y.to_dtype(to).to(gpu());
+      Tensor gdst = gdst_buffer.slice(shift, shift + n);
+      ops::add_(gdst, x.to_dtype(from).to(gpu()).slice(shift, shift + n), 0.75f);
+      EXPECT_TRUE(close_to(gdst, want, rtol_for(to)));
+    }
+}
+
 TEST_F(CudaElementwise, AdamWMatchesCpuBitForBit) {
   std::mt19937 rng(44);
   struct Hyper {

@@ -1,7 +1,8 @@
 // GPU tests of the per-layer ops against their CPU twins: RMSNorm, RoPE (tables and rotation), SwiGLU (split and
 // fused), cross-entropy and embedding, in f32 and bf16 with the f32 statistics, tables and weight gradients the
-// models use, at awkward sizes, and their error paths.
+// models use, at awkward sizes, on both the 16-byte vector paths and their scalar fallbacks, and their error paths.
 #include <cmath>
+#include <tuple>
 
 #include "gpu_test_util.h"
 #include "kernels/ops.h"
@@ -12,6 +13,19 @@ using namespace veomni::gpu_test;
 namespace {
 
 class CudaLayers : public CudaTest {};
+
+// A GPU copy of a CPU f32 tensor, in `dtype`, whose data starts `shift` elements into its buffer: shift 1 puts it off
+// the 16-byte boundary the vector paths need, so the op takes its scalar fallback.
+Tensor to_gpu_shifted(const Tensor& cpu_f32, DType dtype, int64_t shift) {
+  const Tensor buffer = Tensor::zeros({cpu_f32.numel() + shift}, dtype, gpu());
+  Tensor t = buffer.slice(shift, shift + cpu_f32.numel()).view(cpu_f32.shape());
+  t.copy_from(cpu_f32.to_dtype(dtype));
+  return t;
+}
+
+Tensor empty_gpu_shifted(const Shape& shape, DType dtype, int64_t shift) {
+  return to_gpu_shifted(Tensor::zeros(shape, DType::F32), dtype, shift);
+}
 
 // ---------------------------------------------------------------- RMSNorm
 
@@ -39,6 +53,74 @@ TEST_F(CudaLayers, RmsNormForwardAndBackwardMatchCpu) {
       EXPECT_TRUE(close_to(gdx, dx, rtol_for(dtype)));
       EXPECT_TRUE(close_to(gdw, dw, kF32Rtol));
     }
+}
+
+// One RMSNorm forward + backward against the CPU: activations (x, dy) in `act`, outputs (y, dx) in `out`, the
+// weight in `weight`, the activations `shift` elements off their buffers' start.
+struct NormCase {
+  int64_t n, d;
+  DType act, weight, out;
+  int64_t shift;
+};
+
+void check_rmsnorm(const NormCase& c, std::mt19937& rng) {
+  SCOPED_TRACE(fmt::format("n {} d {} act {} weight {} out {} shift {}", c.n, c.d, dtype_name(c.act),
+                           dtype_name(c.weight), dtype_name(c.out), c.shift));
+  const Tensor x = representable(random_f32({c.n, c.d}, rng, -2.0f, 2.0f), c.act);
+  const Tensor w = representable(random_f32({c.d}, rng, 0.5f, 1.5f), c.weight);
+  const Tensor dy = representable(random_f32({c.n, c.d}, rng), c.act);
+  const Tensor dw0 = random_f32({c.d}, rng);
+  Tensor y = Tensor::empty({c.n, c.d}, DType::F32), rstd = Tensor::empty({c.n}, DType::F32);
+  Tensor dx = Tensor::empty({c.n, c.d}, DType::F32), dw = dw0.clone();
+  ops::rmsnorm_forward(x, w, 1e-6f, y, rstd);
+  ops::rmsnorm_backward(dy, x, w, rstd, dx, dw);
+
+  const Tensor gx = to_gpu_shifted(x, c.act, c.shift), gdy = to_gpu_shifted(dy, c.act, c.shift);
+  const Tensor gw = to_gpu(w, c.weight);
+  Tensor gy = empty_gpu_shifted({c.n, c.d}, c.out, c.shift), grstd = Tensor::empty({c.n}, DType::F32, gpu());
+  Tensor gdx = empty_gpu_shifted({c.n, c.d}, c.out, c.shift), gdw = to_gpu(dw0);
+  ops::rmsnorm_forward(gx, gw, 1e-6f, gy, grstd);
+  ops::rmsnorm_backward(gdy, gx, gw, grstd, gdx, gdw);
+  EXPECT_TRUE(close_to(grstd, rstd, kF32Rtol));
+  EXPECT_TRUE(close_to(gy, y, rtol_for(c.out)));
+  EXPECT_TRUE(close_to(gdx, dx, rtol_for(c.out)));
+  EXPECT_TRUE(close_to(gdw, dw, kF32Rtol));
+}
+
+// The vector path's shapes: per-head rows (d = 128: 16 bf16 packs, two rows a warp; an odd row count leaves the last
+// warp half empty; enough rows that the backward's groups visit several), rows of 1 to 16 packs a lane, a row that
+// leaves most lanes idle, mixed weight dtypes; then the scalar fallbacks: a row length that is not whole packs, a
+// view off the 16-byte boundary, outputs in another dtype than the inputs, and a bf16 row too long for the backward's
+// registers (d = 4096: the forward keeps the vector path).
+TEST_F(CudaLayers, RmsNormVectorAndFallbackPathsMatchCpu) {
+  std::mt19937 rng(27);
+  const DType bf = DType::BF16, f32 = DType::F32;
+  const NormCase cases[] = {
+      {20011, 128, bf, bf, bf, 0}, {4099, 128, f32, f32, f32, 0}, {4096, 1024, bf, bf, bf, 0},
+      {67, 1024, bf, f32, bf, 0},  {67, 1024, f32, bf, f32, 0},   {9, 2048, bf, bf, bf, 0},
+      {5, 4096, bf, bf, bf, 0},    {33, 136, bf, bf, bf, 0},      {70, 96, f32, f32, f32, 0},
+      {33, 8, bf, bf, bf, 0},      {33, 4, f32, f32, f32, 0},     {3, 1, f32, f32, f32, 0},
+      {37, 130, bf, bf, bf, 0},    {300, 128, bf, bf, bf, 1},     {300, 128, f32, f32, f32, 3},
+      {45, 256, bf, bf, f32, 0},   {5, 2048, f32, f32, f32, 0},
+  };
+  for (const NormCase& c : cases) check_rmsnorm(c, rng);
+}
+
+TEST_F(CudaLayers, RmsNormWeightGradIsDeterministicOnTheVectorPath) {
+  std::mt19937 rng(28);
+  for (const auto& [n, d] : {std::pair<int64_t, int64_t>{20011, 128}, {4096, 1024}, {1000, 2048}}) {
+    SCOPED_TRACE(fmt::format("n {} d {}", n, d));
+    const Tensor x = to_gpu(random_f32({n, d}, rng), DType::BF16), dy = to_gpu(random_f32({n, d}, rng), DType::BF16);
+    const Tensor w = to_gpu(random_f32({d}, rng), DType::BF16);
+    Tensor y = Tensor::empty({n, d}, DType::BF16, gpu()), rstd = Tensor::empty({n}, DType::F32, gpu());
+    ops::rmsnorm_forward(x, w, 1e-6f, y, rstd);
+    Tensor dx1 = Tensor::empty({n, d}, DType::BF16, gpu()), dx2 = dx1.clone();
+    Tensor dw1 = Tensor::zeros({d}, DType::F32, gpu()), dw2 = Tensor::zeros({d}, DType::F32, gpu());
+    ops::rmsnorm_backward(dy, x, w, rstd, dx1, dw1);
+    ops::rmsnorm_backward(dy, x, w, rstd, dx2, dw2);
+    EXPECT_TRUE(bitwise_equal(dw1, dw2));
+    EXPECT_TRUE(bitwise_equal(dx1, dx2));
+  }
 }
 
 TEST_F(CudaLayers, RmsNormWeightGradIsDeterministic) {
@@ -108,6 +190,31 @@ TEST_F(CudaLayers, RopeApplyAndInverseMatchCpu) {
   EXPECT_THROW(ops::rope_apply(x, cos.to(gpu()).to_dtype(DType::F32), sin, false), Error);  // sin on the CPU
 }
 
+// head_dim 128 (Qwen3) and 64 take the vector path in both dtypes, 72 only in f32 (half = 36: 9 f32 packs, 4.5 bf16
+// ones), 6 in neither; shift 1 puts x off the 16-byte boundary.
+TEST_F(CudaLayers, RopeApplyVectorAndFallbackPathsMatchCpu) {
+  std::mt19937 rng(29);
+  const int64_t s = 37;
+  std::vector<int64_t> pos(s);
+  for (int64_t i = 0; i < s; ++i) pos[static_cast<size_t>(i)] = 7 * i + 3;
+  for (const auto& [h, d, shift] : {std::tuple<int64_t, int64_t, int64_t>{16, 128, 0}, {8, 128, 1}, {3, 72, 0},
+                                    {2, 6, 0}, {5, 64, 0}}) {
+    Tensor cos = Tensor::empty({s, d}, DType::F32), sin = Tensor::empty({s, d}, DType::F32);
+    ops::rope_tables(Tensor::from_vector(pos, {s}), d, 1000000.0, {}, cos, sin);
+    const Tensor gcos = cos.to(gpu()), gsin = sin.to(gpu());
+    for (DType dtype : float_dtypes())
+      for (bool inverse : {false, true}) {
+        SCOPED_TRACE(fmt::format("h {} d {} shift {} {} inverse {}", h, d, shift, dtype_name(dtype), inverse));
+        const Tensor x = representable(random_f32({s, h, d}, rng), dtype);
+        Tensor want = x.clone();
+        ops::rope_apply(want, cos, sin, inverse);
+        Tensor got = to_gpu_shifted(x, dtype, shift);
+        ops::rope_apply(got, gcos, gsin, inverse);
+        EXPECT_TRUE(close_to(got, want, rtol_for(dtype)));
+      }
+  }
+}
+
 // ---------------------------------------------------------------- SwiGLU
 
 TEST_F(CudaLayers, SwigluSplitAndFusedMatchCpu) {
@@ -149,6 +256,57 @@ TEST_F(CudaLayers, SwigluSplitAndFusedMatchCpu) {
   }
   Tensor odd = Tensor::zeros({2, 5}, DType::F32, gpu()), half = Tensor::zeros({2, 2}, DType::F32, gpu());
   EXPECT_THROW(ops::swiglu_fused_forward(odd, half), Error);
+}
+
+// Split and fused SwiGLU, each against the CPU, with the inputs and outputs `shift` elements off their buffers' start.
+void check_swiglu(int64_t n, int64_t i, DType dtype, int64_t shift, std::mt19937& rng) {
+  SCOPED_TRACE(fmt::format("n {} i {} {} shift {}", n, i, dtype_name(dtype), shift));
+  const double rtol = rtol_for(dtype);
+  const Tensor gate = representable(random_f32({n, i}, rng, -6.0f, 6.0f), dtype);
+  const Tensor up = representable(random_f32({n, i}, rng), dtype);
+  const Tensor dout = representable(random_f32({n, i}, rng), dtype);
+  Tensor out = Tensor::empty({n, i}, DType::F32), dgate = out.clone(), dup = out.clone();
+  ops::swiglu_forward(gate, up, out);
+  ops::swiglu_backward(dout, gate, up, dgate, dup);
+  const Tensor ggate = to_gpu_shifted(gate, dtype, shift), gup = to_gpu_shifted(up, dtype, shift);
+  const Tensor gdout = to_gpu_shifted(dout, dtype, shift);
+  Tensor gout = empty_gpu_shifted({n, i}, dtype, shift), gdgate = empty_gpu_shifted({n, i}, dtype, shift);
+  Tensor gdup = empty_gpu_shifted({n, i}, dtype, shift);
+  ops::swiglu_forward(ggate, gup, gout);
+  ops::swiglu_backward(gdout, ggate, gup, gdgate, gdup);
+  EXPECT_TRUE(close_to(gout, out, rtol));
+  EXPECT_TRUE(close_to(gdgate, dgate, rtol));
+  EXPECT_TRUE(close_to(gdup, dup, rtol));
+
+  Tensor gate_up = Tensor::empty({n, 2 * i}, DType::F32);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < i; ++c) {
+      gate_up.data<float>()[r * 2 * i + c] = gate.data<float>()[r * i + c];
+      gate_up.data<float>()[r * 2 * i + i + c] = up.data<float>()[r * i + c];
+    }
+  Tensor fout = Tensor::empty({n, i}, DType::F32), fgrad = Tensor::empty({n, 2 * i}, DType::F32);
+  ops::swiglu_fused_forward(gate_up, fout);
+  ops::swiglu_fused_backward(dout, gate_up, fgrad);
+  const Tensor ggate_up = to_gpu_shifted(gate_up, dtype, shift);
+  Tensor gfout = empty_gpu_shifted({n, i}, dtype, shift), gfgrad = empty_gpu_shifted({n, 2 * i}, dtype, shift);
+  ops::swiglu_fused_forward(ggate_up, gfout);
+  ops::swiglu_fused_backward(gdout, ggate_up, gfgrad);
+  EXPECT_TRUE(close_to(gfout, fout, rtol));
+  EXPECT_TRUE(close_to(gfgrad, fgrad, rtol));
+}
+
+// I = 96 and 3072 (Qwen3-0.6B) are whole packs in both dtypes (vector path), I = 100 only in f32 (12.5 bf16 packs:
+// fallback), I = 77 in neither; shift 1 puts every tensor off the 16-byte boundary.
+TEST_F(CudaLayers, SwigluVectorAndFallbackPathsMatchCpu) {
+  std::mt19937 rng(30);
+  for (DType dtype : float_dtypes()) {
+    check_swiglu(37, 96, dtype, 0, rng);
+    check_swiglu(64, 3072, dtype, 0, rng);
+    check_swiglu(13, 100, dtype, 0, rng);
+    check_swiglu(13, 77, dtype, 0, rng);
+    check_swiglu(21, 96, dtype, 1, rng);
+    check_swiglu(1, 8, dtype, 0, rng);
+  }
 }
 
 // ---------------------------------------------------------------- cross-entropy
