@@ -23,8 +23,9 @@ bool parameter_uses_weight_decay(const std::string& hf_name);
 // process, this rank's shard under FSDP), their gradient and the two moments.
 struct OptimizerSlot {
   std::string name;
-  Tensor master;      // f32
-  Tensor grad;        // f32, same numel as master
+  Tensor master;                 // f32
+  const Tensor* grad = nullptr;  // f32, same numel as master: read where it is at step time (FSDP allocates each
+                                 // step's gradients during backward and frees them at zero_grads)
   Tensor exp_avg;     // f32
   Tensor exp_avg_sq;  // f32
   bool weight_decay = true;
@@ -33,8 +34,9 @@ struct OptimizerSlot {
 class AdamW {
  public:
   explicit AdamW(const AdamWOptions& options) : options_(options) {}
-  // Allocates zeroed moments next to each master tensor.
-  void add_slot(const std::string& name, Tensor master, Tensor grad);
+  // Allocates zeroed moments next to each master tensor. `grad` must outlive the optimizer; it may be undefined
+  // until step().
+  void add_slot(const std::string& name, Tensor master, const Tensor* grad);
   // One update of every slot with learning rate lr, each gradient read times grad_scale (gradient clipping's factor;
   // the gradients themselves are not changed); increments the step counter first (torch: step starts at 1).
   void step(double lr, float grad_scale = 1.0f);

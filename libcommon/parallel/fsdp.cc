@@ -40,7 +40,7 @@ Fsdp::Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType
     s.shard_numel = spec.shard_numel;
     const Device device = p->value.defined() ? p->value.device() : Device::cpu();
     s.master = Tensor::zeros({s.shard_numel}, DType::F32, device);
-    s.grad = Tensor::zeros({s.shard_numel}, DType::F32, device);
+    s.grad = Tensor::zeros({s.shard_numel}, DType::F32, device);  // released by zero_grads() unless aliased
     VEOMNI_CHECK(p->value.defined() && p->value.numel() == s.local_numel, "FSDP: parameter {} is not materialised ({})",
                  p->name, p->value.describe());
     Tensor mine = flat_prefix(s.master, spec.flat_end - spec.flat_begin);
@@ -283,7 +283,11 @@ void Fsdp::finish_reductions(size_t count, bool deferred) {
       ops::cast(reduced, widened);
       reduced = widened;
     }
-    ops::add_(r.shard->grad, reduced);
+    // The first sum of the step becomes the gradient (0 + x = x) instead of being added to zeros.
+    if (r.shard->grad.defined())
+      ops::add_(r.shard->grad, reduced);
+    else
+      r.shard->grad = reduced;
     if (deferred) ++stats_.deferred_reductions;
     pending_.pop_front();
   }
@@ -302,6 +306,7 @@ void Fsdp::attach_unsharded_grads(ParamGroup& group) {
   for (Parameter* p : group.params) {
     ParamShard& s = shard_of(p);
     if (s.aliased || s.group->size() != 1 || p->grad.defined()) continue;
+    if (!s.grad.defined()) s.grad = Tensor::zeros({s.shard_numel}, DType::F32, s.master.device());
     p->grad = flat_prefix(s.grad, s.local_numel).view(p->local_shape());
   }
 }
@@ -314,8 +319,11 @@ void Fsdp::wait_for_gradients() {
   kept_group_ = kNoGroup;
   // No gathered value outlives the step (kept for a request that did not come, or left by unbalanced hook calls):
   // the optimizer is about to change the masters they came from.
-  for (ParamShard& s : shards_)
+  for (ParamShard& s : shards_) {
     if (!s.aliased) s.param->value = Tensor();
+    // A parameter nothing added to this step (unused, frozen) has a zero gradient, as before zero_grads().
+    if (!s.grad.defined()) s.grad = Tensor::zeros({s.shard_numel}, DType::F32, s.master.device());
+  }
   if (!requests_.empty()) predicted_ = std::move(requests_);
   requests_.clear();
   following_ = !predicted_.empty();
@@ -332,12 +340,22 @@ void Fsdp::set_predicted_requests(std::vector<size_t> order) {
 
 void Fsdp::zero_grads() {
   wait_for_gradients();
-  for (ParamShard& s : shards_) s.grad.zero_();
+  for (ParamShard& s : shards_) {
+    if (s.aliased) {
+      s.grad.zero_();  // the parameter's gradient is a view of it
+      continue;
+    }
+    // Released, as torch's zero_grad(set_to_none=True): the f32 gradients (4 bytes a parameter) take no memory
+    // during the forward passes, where activations peak; backward allocates each as it first adds to it.
+    s.grad = Tensor();
+    s.param->grad = Tensor();
+  }
 }
 
 int64_t Fsdp::shard_bytes() const {
   int64_t bytes = 0;
-  for (const ParamShard& s : shards_) bytes += static_cast<int64_t>(s.master.nbytes() + s.grad.nbytes());
+  for (const ParamShard& s : shards_)
+    bytes += static_cast<int64_t>(s.master.nbytes() + s.shard_numel * static_cast<int64_t>(sizeof(float)));
   return bytes;
 }
 

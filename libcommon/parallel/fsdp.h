@@ -38,7 +38,7 @@ struct ParamShard {
   int64_t local_numel = 0;        // elements of this rank's rows of the parameter (all rows unless EP)
   int64_t shard_numel = 0;        // ceil(local_numel / group size): padded shard length
   Tensor master;                  // f32 [shard_numel]: this rank's slice of the flattened rows, zero padded
-  Tensor grad;                    // f32 [shard_numel]
+  Tensor grad;                    // f32 [shard_numel]; undefined (zero) from zero_grads() until backward adds to it
   bool aliased = false;           // group of one rank: value and grad are views of master/grad (no copies)
 };
 
@@ -77,12 +77,15 @@ class Fsdp final : public ParamHooks {
   // calls it too.
   void wait_for_gradients();
 
-  // The shards. Their gradients are complete only after wait_for_gradients().
+  // The shards. Their gradients are complete (and every one allocated) only after wait_for_gradients().
   std::vector<ParamShard>& shards() { return shards_; }
+  // Ends the step (wait_for_gradients) and releases the shard gradients (zeroes them when aliased): the next
+  // backward allocates each on its first addition, so the f32 gradients hold no memory during the forward passes.
   void zero_grads();
   // The full tensor of this rank's rows of a parameter, gathered (collective over the parameter's group).
   Tensor gather_rows(const ParamShard& shard) const;
-  // Bytes this rank holds persistently: master + grad (the optimizer adds two more f32 tensors per shard).
+  // Bytes this rank holds from backward to the optimizer step: master + grad (the optimizer adds two more f32 tensors
+  // per shard).
   int64_t shard_bytes() const;
 
   bool overlap() const { return overlap_; }

@@ -313,7 +313,7 @@ void Trainer::build_optimizer() {
   }
   for (ParamShard& s : fsdp_->shards()) {
     OptimizerGroup& group = optimizer_group_of(*s.param);
-    group.adamw->add_slot(s.param->name, s.master, s.grad);
+    group.adamw->add_slot(s.param->name, s.master, &s.grad);
     shard_slots_.emplace_back(static_cast<size_t>(&group - optimizers_.data()), group.adamw->slots().size() - 1);
     shard_frozen_.push_back(group.frozen);
   }

@@ -322,11 +322,11 @@ TEST(FsdpOverlap, GradientsAreCompleteOnlyAfterWaitForGradients) {
   overlapped.fsdp().zero_grads();
   blocking.micro_batches(0, 1);
   overlapped.micro_batches(0, 1);
-  // The embedding is reduced last: its sum is still pending with overlap, already added without.
+  // The embedding is reduced last: its sum is still pending with overlap (no gradient yet: zero_grads released it),
+  // already in the gradient without.
   const std::vector<float> expected = host_floats(blocking.fsdp().shards().front().grad);
   ASSERT_EQ(blocking.fsdp().shards().front().param->name, "embed");
-  const std::vector<float> pending = host_floats(overlapped.fsdp().shards().front().grad);
-  EXPECT_TRUE(std::all_of(pending.begin(), pending.end(), [](float v) { return v == 0.0f; }));
+  EXPECT_FALSE(overlapped.fsdp().shards().front().grad.defined());
   EXPECT_TRUE(std::any_of(expected.begin(), expected.end(), [](float v) { return v != 0.0f; }));
   overlapped.fsdp().wait_for_gradients();
   blocking.fsdp().wait_for_gradients();
@@ -406,6 +406,40 @@ TEST(FsdpOverlap, OneRankPrefetchesNothing) {
   EXPECT_EQ(stats.prefetch_misses, 0);
 }
 
+// zero_grads releases the shard gradients (torch's set_to_none: no f32 gradient memory during forward); backward
+// allocates each as it first adds to it, and wait_for_gradients gives every one a value (zeros where nothing was
+// added). Aliased shards (f32 compute, a group of one) keep theirs, zeroed, since the parameter's is a view of it.
+TEST(FsdpOverlap, ZeroGradsReleasesGradientsUntilBackwardAddsToThem) {
+  const auto local = std::make_shared<test::LocalCommunicator>();
+  DeviceMesh mesh;
+  mesh.shape = MeshShape{1, 1, 1};
+  mesh.rank = 0;
+  mesh.world = mesh.sp = mesh.ep = mesh.ep_fsdp = local;
+  SyntheticRun released(mesh, DType::BF16, DType::F32, true);
+  released.step(0, 1);
+  released.fsdp().zero_grads();
+  for (const ParamShard& s : released.fsdp().shards()) {
+    EXPECT_FALSE(s.grad.defined()) << s.param->name;
+    EXPECT_FALSE(s.param->grad.defined()) << s.param->name;
+  }
+  released.micro_batches(1, 1);
+  for (const ParamShard& s : released.fsdp().shards()) EXPECT_TRUE(s.grad.defined()) << s.param->name;
+  released.fsdp().zero_grads();
+  released.fsdp().wait_for_gradients();  // nothing added: zeros
+  for (const ParamShard& s : released.fsdp().shards()) {
+    ASSERT_TRUE(s.grad.defined()) << s.param->name;
+    EXPECT_EQ(ops::sum_squares(s.grad), 0.0) << s.param->name;
+  }
+
+  SyntheticRun aliased(mesh, DType::F32, DType::F32, true);
+  aliased.step(0, 1);
+  aliased.fsdp().zero_grads();
+  for (const ParamShard& s : aliased.fsdp().shards()) {
+    ASSERT_TRUE(s.aliased && s.grad.defined()) << s.param->name;
+    EXPECT_EQ(ops::sum_squares(s.grad), 0.0) << s.param->name;
+    EXPECT_EQ(s.param->grad.raw_data(), s.grad.raw_data()) << s.param->name;
+  }
+}
+
 }  // namespace
 }  // namespace veomni
-

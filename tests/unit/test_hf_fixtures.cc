@@ -88,7 +88,7 @@ void check_adamw_steps(const std::string& name) {
   options.weight_decay = hp["weight_decay"].get<double>();
   AdamW adamw(options);
   model->params().zero_grads();
-  for (const auto& p : model->params().all()) adamw.add_slot(p->name, p->value, p->grad);
+  for (const auto& p : model->params().all()) adamw.add_slot(p->name, p->value, &p->grad);
   const StepLossScale scale = loss_scale_of(f);
   const auto expected = f.expected["adamw_losses"].get<std::vector<double>>();
   for (size_t step = 0; step < expected.size(); ++step) {

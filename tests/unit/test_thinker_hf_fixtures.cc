@@ -162,7 +162,7 @@ void check_adamw_steps(const CaseName& name) {
   model->params().zero_grads();  // allocates the gradients the slots hold
   std::vector<std::vector<float>> initial;
   for (const auto& p : model->params().all()) {
-    adamw.add_slot(p->name, p->value, p->grad);
+    adamw.add_slot(p->name, p->value, &p->grad);
     initial.push_back(p->value.to_float_vector());
   }
   const auto expected = c.expected["adamw_losses"].get<std::vector<double>>();
