@@ -2,7 +2,6 @@
 // gradient written over it (in place when dlogits is logits). No copy of the logits is made, whatever the vocabulary.
 // Rows whose size and alignment allow it move 16 bytes per load.
 #include <cmath>
-#include <type_traits>
 
 #include "kernels/cuda/index_checks.h"
 #include "kernels/cuda/kernel_utils.cuh"
@@ -58,21 +57,11 @@ __device__ MaxSum block_max_sum(MaxSum v) {
   return v;
 }
 
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T>
-__device__ __forceinline__ T from_float(float v) {
-  if constexpr (std::is_same_v<T, float>)
-    return v;
-  else
-    return __float2bfloat16_rn(v);
-}
-
+using packed::as_float;
+using packed::rounded;
 // kVec consecutive elements moved by one 16-byte load (a 16- or 32-byte store).
 template <typename T, int kVec>
-struct alignas(sizeof(T) * kVec) Vec {
-  T v[kVec];
-};
+using Vec = packed::Pack<T, kVec>;
 
 // Adds kVec values at once: their max first, then one rescale of the running sum and kVec independent
 // exponentials, which keeps the exponential unit busy instead of waiting on one long chain.
@@ -107,12 +96,12 @@ __global__ void cross_entropy_vectorised(const TL* logits, const int64_t* labels
     if (g) {
       Vec<TG, kVec> zero;
 #pragma unroll
-      for (int i = 0; i < kVec; ++i) zero.v[i] = from_float<TG>(0.0f);
+      for (int i = 0; i < kVec; ++i) zero.v[i] = rounded<TG>(0.0f);
       for (int64_t v = threadIdx.x; v < vectors; v += blockDim.x) g[v] = zero;
     }
     return;
   }
-  const float label_logit = to_float(logits[row * vocab + label]);
+  const float label_logit = as_float(logits[row * vocab + label]);
   // Two running statistics per thread: two vectors in flight.
   MaxSum a, b;
   int64_t v = threadIdx.x;
@@ -121,8 +110,8 @@ __global__ void cross_entropy_vectorised(const TL* logits, const int64_t* labels
     float fa[kVec], fb[kVec];
 #pragma unroll
     for (int i = 0; i < kVec; ++i) {
-      fa[i] = to_float(va.v[i]);
-      fb[i] = to_float(vb.v[i]);
+      fa[i] = as_float(va.v[i]);
+      fb[i] = as_float(vb.v[i]);
     }
     a = add_vector<kVec>(a, fa);
     b = add_vector<kVec>(b, fb);
@@ -131,7 +120,7 @@ __global__ void cross_entropy_vectorised(const TL* logits, const int64_t* labels
     const Vec<TL, kVec> va = x[v];
     float fa[kVec];
 #pragma unroll
-    for (int i = 0; i < kVec; ++i) fa[i] = to_float(va.v[i]);
+    for (int i = 0; i < kVec; ++i) fa[i] = as_float(va.v[i]);
     a = add_vector<kVec>(a, fa);
   }
   const MaxSum stats = block_max_sum(combine(a, b));
@@ -143,8 +132,8 @@ __global__ void cross_entropy_vectorised(const TL* logits, const int64_t* labels
     Vec<TG, kVec> out;
 #pragma unroll
     for (int i = 0; i < kVec; ++i) {
-      const float p = expf(to_float(in.v[i]) - stats.max) * inv_sum;
-      out.v[i] = from_float<TG>(grad_scale * (w * kVec + i == label ? p - 1.0f : p));
+      const float p = expf(as_float(in.v[i]) - stats.max) * inv_sum;
+      out.v[i] = rounded<TG>(grad_scale * (w * kVec + i == label ? p - 1.0f : p));
     }
     g[w] = out;
   }

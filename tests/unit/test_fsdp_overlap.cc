@@ -385,14 +385,20 @@ TEST(FsdpOverlap, ToyModelStepsMatchTheBlockingPath) {
   }
 }
 
-// One rank (one GPU, or a parameter nobody shares): there is nothing to gather, so nothing is prefetched; casting the
-// next group early would only hold its compute-dtype copy one layer longer. Same bits as the blocking path.
-TEST(FsdpOverlap, OneRankPrefetchesNothing) {
+// A single process's mesh: every communicator is the local one.
+DeviceMesh one_rank_mesh() {
   const auto local = std::make_shared<test::LocalCommunicator>();
   DeviceMesh mesh;
   mesh.shape = MeshShape{1, 1, 1};
   mesh.rank = 0;
   mesh.world = mesh.sp = mesh.ep = mesh.ep_fsdp = local;
+  return mesh;
+}
+
+// One rank (one GPU, or a parameter nobody shares): there is nothing to gather, so nothing is prefetched; casting the
+// next group early would only hold its compute-dtype copy one layer longer. Same bits as the blocking path.
+TEST(FsdpOverlap, OneRankPrefetchesNothing) {
+  const DeviceMesh mesh = one_rank_mesh();
   SyntheticRun blocking(mesh, DType::BF16, DType::F32, false);
   SyntheticRun overlapped(mesh, DType::BF16, DType::F32, true);
   for (int step = 0; step < 3; ++step) {
@@ -410,11 +416,7 @@ TEST(FsdpOverlap, OneRankPrefetchesNothing) {
 // allocates each as it first adds to it, and wait_for_gradients gives every one a value (zeros where nothing was
 // added). Aliased shards (f32 compute, a group of one) keep theirs, zeroed, since the parameter's is a view of it.
 TEST(FsdpOverlap, ZeroGradsReleasesGradientsUntilBackwardAddsToThem) {
-  const auto local = std::make_shared<test::LocalCommunicator>();
-  DeviceMesh mesh;
-  mesh.shape = MeshShape{1, 1, 1};
-  mesh.rank = 0;
-  mesh.world = mesh.sp = mesh.ep = mesh.ep_fsdp = local;
+  const DeviceMesh mesh = one_rank_mesh();
   SyntheticRun released(mesh, DType::BF16, DType::F32, true);
   released.step(0, 1);
   released.fsdp().zero_grads();
