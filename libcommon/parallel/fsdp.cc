@@ -254,12 +254,21 @@ void Fsdp::issue_reduction(ParamShard& s) {
   Parameter* p = s.param;
   const int64_t n = s.group->size();
   const Device device = p->grad.device();
-  Tensor padded = Tensor::zeros({s.shard_numel * n}, reduce_dtype_, device);
-  if (reduce_dtype_ == DType::F32) {
-    flat_prefix(padded, s.local_numel).copy_from(p->grad.view({s.local_numel}));
+  // The send buffer: the gradient itself when it needs neither padding nor a cast (every f32-reduced tensor whose
+  // size the group divides: no copy), else the gradient in reduce_dtype with a zeroed tail. The collective's handle
+  // holds it until the sum has landed.
+  const bool whole = s.local_numel == s.shard_numel * n;
+  Tensor padded;
+  if (whole && reduce_dtype_ == DType::F32 && p->grad.dtype() == DType::F32) {
+    padded = p->grad.view({s.local_numel});
   } else {
+    padded = Tensor::empty({s.shard_numel * n}, reduce_dtype_, device);
     Tensor head = flat_prefix(padded, s.local_numel);
-    ops::cast(p->grad.view({s.local_numel}), head);
+    if (reduce_dtype_ == p->grad.dtype())
+      head.copy_from(p->grad.view({s.local_numel}));
+    else
+      ops::cast(p->grad.view({s.local_numel}), head);
+    if (!whole) padded.slice(s.local_numel, s.shard_numel * n).zero_();
   }
   p->grad = Tensor();
   PendingReduction pending;
