@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "kernels/cuda/attention_cudnn.h"
 #include "kernels/cuda/ops_cuda.h"
 #include "kernels/cuda/runtime.h"
 
@@ -849,6 +850,7 @@ void backward_mma(BackwardArgs<bf16_t> args, const std::vector<int32_t>& cu, Dev
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const std::vector<int32_t>& cu_seqlens,
                        bool causal, float scale, Tensor& out, Tensor& lse) {
+  if (attention_forward_via_cudnn(q, k, v, cu_seqlens, causal, scale, out, lse)) return;
   const DType dtype = q.dtype();
   require_dtype("attention_forward", dtype, {&k, &v, &out});
   if (q.dim(0) == 0) return;
@@ -887,6 +889,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
 void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                         const Tensor& lse, const std::vector<int32_t>& cu_seqlens, bool causal, float scale, Tensor& dq,
                         Tensor& dk, Tensor& dv) {
+  if (attention_backward_via_cudnn(dout, q, k, v, out, lse, cu_seqlens, causal, scale, dq, dk, dv)) return;
   const DType dtype = q.dtype();
   require_dtype("attention_backward", dtype, {&dout, &k, &v, &out, &dq, &dk, &dv});
   const int64_t total = q.dim(0), q_heads = q.dim(1), dim = q.dim(2);

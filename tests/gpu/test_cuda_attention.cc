@@ -1,5 +1,6 @@
 // GPU tests of packed variable-length attention: the CUDA kernels (f32 FMA, bf16 tensor cores) against the CPU fp32
-// reference on the same inputs, and sampled double-precision checks of long sequences (16k, 32k tokens).
+// reference on the same inputs, and sampled double-precision checks of long sequences (16k, 32k tokens); then
+// cuDNN's fused attention (bf16) against the same reference and against our bf16 kernels.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cuda/attention_cudnn.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/ops.h"
 
@@ -24,6 +26,20 @@ namespace {
     if (cuda_rt::device_count() == 0) GTEST_SKIP() << "no CUDA device"; \
     cuda_rt::initialize(0);                                             \
   } while (0)
+
+// Runs a scope's attention calls under one backend (VEOMNI_ATTENTION_BACKEND's choices), then restores the previous.
+class BackendScope {
+ public:
+  explicit BackendScope(ops::cuda::AttentionBackend backend) : previous_(ops::cuda::attention_backend()) {
+    ops::cuda::set_attention_backend(backend);
+  }
+  ~BackendScope() { ops::cuda::set_attention_backend(previous_); }
+  BackendScope(const BackendScope&) = delete;
+  BackendScope& operator=(const BackendScope&) = delete;
+
+ private:
+  ops::cuda::AttentionBackend previous_;
+};
 
 struct Case {
   std::vector<int32_t> cu;
@@ -158,6 +174,7 @@ TEST(CudaAttention, F32MatchesCpuReference) {
 
 TEST(CudaAttention, Bf16MatchesCpuReference) {
   REQUIRE_GPU();
+  const BackendScope native(ops::cuda::AttentionBackend::Native);  // our kernels, not cuDNN
   sweep(DType::BF16, kBf16Tolerance);
 }
 
@@ -165,6 +182,7 @@ TEST(CudaAttention, Bf16MatchesCpuReference) {
 // stores, 40 and 80 the padded 16-byte path.
 TEST(CudaAttention, UnpaddedHeadDims) {
   REQUIRE_GPU();
+  const BackendScope native(ops::cuda::AttentionBackend::Native);  // our kernels, not cuDNN
   uint64_t seed = 200;
   for (int64_t d : {7, 20, 40, 80})
     for (bool causal : {true, false}) {
@@ -176,6 +194,7 @@ TEST(CudaAttention, UnpaddedHeadDims) {
 // Many key and query blocks per sequence: the pipelined loads and the causal tile order.
 TEST(CudaAttention, MultiBlockSequencesMatchCpuReference) {
   REQUIRE_GPU();
+  const BackendScope native(ops::cuda::AttentionBackend::Native);  // our kernels, not cuDNN
   const std::vector<int32_t> cu = {0, 700, 1500};
   for (bool causal : {true, false}) {
     expect_matches_cpu({cu, 4, 2, 128, causal}, DType::F32, kF32Tolerance, 300 + causal);
@@ -317,6 +336,7 @@ void expect_sampled_rows_match(const Case& c, DType dtype, double rtol, const st
 // The training shape: one 32k-token causal sequence, Hq 16 / Hkv 8, head_dim 128, bf16.
 TEST(CudaAttention, Long32kCausalBf16Sampled) {
   REQUIRE_GPU();
+  const BackendScope native(ops::cuda::AttentionBackend::Native);  // our kernels, not cuDNN
   const int64_t s = 32768;
   expect_sampled_rows_match({{0, static_cast<int32_t>(s)}, 16, 8, 128, true}, DType::BF16, kBf16Tolerance,
                             {0, 1, 63, 64, 4095, 16411, s - 1}, {0, 5, 15}, {0, 77, 16384, s - 2, s - 1}, {0, 7});
@@ -345,4 +365,201 @@ TEST(CudaAttention, RejectsUnsupportedArguments) {
     Tensor out = Tensor::empty(q.shape(), DType::BF16, gpu);
     EXPECT_THROW(ops::attention_forward(q, k, k, cu, true, 0.1f, out, lse), Error);  // mixed dtypes
   }
+}
+
+// ---------------------------------------------------------------- cuDNN fused attention (bf16)
+
+namespace {
+
+// cuDNN's packed (ragged) attention needs sm90+; the tests below skip elsewhere and fail if cuDNN refuses there.
+#define REQUIRE_SM90()                                                                       \
+  do {                                                                                       \
+    REQUIRE_GPU();                                                                           \
+    int major = 0;                                                                           \
+    VEOMNI_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0)); \
+    if (major < 9) GTEST_SKIP() << "cuDNN packed attention needs sm90 or newer, not sm" << major << "x"; \
+  } while (0)
+
+struct GpuTensors {
+  Tensor q, k, v, dout, out, lse, dq, dk, dv;
+};
+
+GpuTensors gpu_tensors(const Case& c, const Inputs& in) {
+  const Device gpu = Device::cuda(0);
+  const DType bf16 = DType::BF16;
+  GpuTensors t{to_gpu(in.q, bf16), to_gpu(in.k, bf16), to_gpu(in.v, bf16), to_gpu(in.dout, bf16), {}, {}, {}, {}, {}};
+  t.out = Tensor::empty(t.q.shape(), bf16, gpu);
+  t.lse = Tensor::empty({c.hq, c.cu.back()}, DType::F32, gpu);
+  t.dq = Tensor::empty(t.q.shape(), bf16, gpu);
+  t.dk = Tensor::empty(t.k.shape(), bf16, gpu);
+  t.dv = Tensor::empty(t.v.shape(), bf16, gpu);
+  return t;
+}
+
+Outputs to_host(const GpuTensors& t) {
+  return {to_host_f32(t.out), to_host_f32(t.lse), to_host_f32(t.dq), to_host_f32(t.dk), to_host_f32(t.dv)};
+}
+
+// Forward and backward straight through cuDNN: a refusal fails the test with cuDNN's reason.
+void run_cudnn(const Case& c, const Inputs& in, float scale, Outputs& result) {
+  GpuTensors t = gpu_tensors(c, in);
+  std::string why;
+  ASSERT_TRUE(ops::cuda::cudnn_attention_forward(t.q, t.k, t.v, c.cu, c.causal, scale, t.out, t.lse, &why))
+      << "cuDNN refused the forward: " << why;
+  ASSERT_TRUE(ops::cuda::cudnn_attention_backward(t.dout, t.q, t.k, t.v, t.out, t.lse, c.cu, c.causal, scale, t.dq,
+                                                  t.dk, t.dv, &why))
+      << "cuDNN refused the backward: " << why;
+  result = to_host(t);
+}
+
+Outputs native_attention(const Case& c, const Inputs& in, float scale) {
+  const BackendScope native(ops::cuda::AttentionBackend::Native);
+  return gpu_attention(c, in, scale, DType::BF16);
+}
+
+// lse of cuDNN and of our kernels: both fp32 statistics of the same bf16 inputs, so far closer than bf16 outputs.
+constexpr double kLseTolerance = 1e-4;
+
+void expect_all_close(const Outputs& got, const Outputs& want, double rtol, double lse_rtol, const char* against) {
+  EXPECT_TRUE(close_to(values(got.out), values(want.out), rtol)) << "out vs " << against;
+  EXPECT_TRUE(close_to(values(got.lse), values(want.lse), lse_rtol)) << "lse vs " << against;
+  EXPECT_TRUE(close_to(values(got.dq), values(want.dq), rtol)) << "dq vs " << against;
+  EXPECT_TRUE(close_to(values(got.dk), values(want.dk), rtol)) << "dk vs " << against;
+  EXPECT_TRUE(close_to(values(got.dv), values(want.dv), rtol)) << "dv vs " << against;
+}
+
+// cuDNN against the CPU fp32 reference and against our bf16 kernels on the same inputs.
+void expect_cudnn_matches(const Case& c, uint64_t seed) {
+  SCOPED_TRACE(describe(c, DType::BF16) + " through cuDNN");
+  const Inputs in = make_inputs(c, DType::BF16, seed);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+  Outputs got;
+  ASSERT_NO_FATAL_FAILURE(run_cudnn(c, in, scale, got));
+  expect_all_close(got, cpu_attention(c, in, scale), kBf16Tolerance, kBf16Tolerance, "the CPU reference");
+  expect_all_close(got, native_attention(c, in, scale), kBf16Tolerance, kLseTolerance, "our bf16 kernels");
+}
+
+}  // namespace
+
+// The training shape must go through cuDNN on Hopper: a silent refusal here would quietly cost 2x in attention.
+TEST(CudnnAttention, TakesTheTrainingShape) {
+  REQUIRE_SM90();
+  expect_cudnn_matches({{0, 1024}, 16, 8, 128, true}, 500);
+}
+
+TEST(CudnnAttention, PackedUnevenSequencesCausal) {
+  REQUIRE_SM90();
+  expect_cudnn_matches({{0, 1, 78, 378, 1378}, 16, 8, 128, true}, 501);
+}
+
+// Encoders attend both ways; a zero-length sequence in the middle too.
+TEST(CudnnAttention, PackedFullAttention) {
+  REQUIRE_SM90();
+  expect_cudnn_matches({{0, 1, 78, 78, 378, 878}, 8, 2, 128, false}, 502);
+}
+
+TEST(CudnnAttention, GroupedQueries32To4) {
+  REQUIRE_SM90();
+  expect_cudnn_matches({{0, 5, 205, 605}, 32, 4, 128, true}, 503);
+}
+
+TEST(CudnnAttention, HeadDim64AndMultiHead) {
+  REQUIRE_SM90();
+  expect_cudnn_matches({{0, 100, 433}, 8, 2, 64, true}, 504);
+  expect_cudnn_matches({{0, 100, 433}, 4, 4, 64, false}, 505);
+}
+
+// The backward accumulates dQ in a workspace that cuDNN must clear itself: run it twice on one recycled workspace
+// (the caching allocator hands the same block back) and the second dq must not carry the first.
+TEST(CudnnAttention, RepeatedBackwardIsStable) {
+  REQUIRE_SM90();
+  const Case c{{0, 300, 1000}, 16, 8, 128, true};
+  const Inputs in = make_inputs(c, DType::BF16, 506);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+  GpuTensors t = gpu_tensors(c, in);
+  std::string why;
+  ASSERT_TRUE(ops::cuda::cudnn_attention_forward(t.q, t.k, t.v, c.cu, c.causal, scale, t.out, t.lse, &why)) << why;
+  std::vector<Outputs> runs;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(ops::cuda::cudnn_attention_backward(t.dout, t.q, t.k, t.v, t.out, t.lse, c.cu, c.causal, scale, t.dq,
+                                                    t.dk, t.dv, &why))
+        << why;
+    runs.push_back(to_host(t));
+  }
+  for (int i = 1; i < 3; ++i) {
+    EXPECT_TRUE(close_to(values(runs[i].dq), values(runs[0].dq), 1e-2)) << "dq of run " << i;
+    EXPECT_TRUE(close_to(values(runs[i].dk), values(runs[0].dk), 1e-2)) << "dk of run " << i;
+    EXPECT_TRUE(close_to(values(runs[i].dv), values(runs[0].dv), 1e-2)) << "dv of run " << i;
+  }
+}
+
+// A forward of one backend and the backward of the other share out and lse: our forward, cuDNN's backward.
+TEST(CudnnAttention, BackwardTakesOurKernelsLse) {
+  REQUIRE_SM90();
+  const Case c{{0, 77, 377}, 16, 8, 128, true};
+  const Inputs in = make_inputs(c, DType::BF16, 507);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+  GpuTensors t = gpu_tensors(c, in);
+  {
+    const BackendScope native(ops::cuda::AttentionBackend::Native);
+    ops::attention_forward(t.q, t.k, t.v, c.cu, c.causal, scale, t.out, t.lse);
+  }
+  std::string why;
+  ASSERT_TRUE(ops::cuda::cudnn_attention_backward(t.dout, t.q, t.k, t.v, t.out, t.lse, c.cu, c.causal, scale, t.dq,
+                                                  t.dk, t.dv, &why))
+      << why;
+  expect_all_close(to_host(t), cpu_attention(c, in, scale), kBf16Tolerance, kBf16Tolerance, "the CPU reference");
+}
+
+// The op API under auto (the default) on the short packed lengths of the bf16 kernels' sweep (an empty sequence,
+// single tokens): through cuDNN where it takes the case (head dims 16..256), our kernels where it does not (20).
+// Fewer shapes than that sweep: each new shape builds a cuDNN plan.
+TEST(CudnnAttention, AutoBackendMatchesCpuReference) {
+  REQUIRE_GPU();
+  const BackendScope backend(ops::cuda::AttentionBackend::Auto);
+  uint64_t seed = 600;
+  for (int64_t d : {16, 20, 64, 128, 256})
+    expect_matches_cpu({kPackedLengths, 4, 2, d, true}, DType::BF16, kBf16Tolerance, seed++);
+  expect_matches_cpu({kPackedLengths, 8, 2, 128, false}, DType::BF16, kBf16Tolerance, seed++);
+}
+
+// One 32k-token causal sequence through cuDNN (the plan's longest bucket in training), sampled.
+TEST(CudnnAttention, Long32kCausalSampled) {
+  REQUIRE_SM90();
+  const BackendScope backend(ops::cuda::AttentionBackend::Cudnn);
+  const int64_t s = 32768;
+  expect_sampled_rows_match({{0, static_cast<int32_t>(s)}, 16, 8, 128, true}, DType::BF16, kBf16Tolerance,
+                            {0, 1, 63, 64, 4095, 16411, s - 1}, {0, 5, 15}, {0, 77, 16384, s - 2, s - 1}, {0, 7});
+}
+
+// VEOMNI_ATTENTION_BACKEND=cudnn turns a case cuDNN cannot take into an error naming the reason; auto runs ours.
+TEST(CudnnAttention, ForcedBackendRefusesWithReason) {
+  REQUIRE_SM90();  // elsewhere the reason is the GPU, not the head dim
+  const Case c{{0, 40}, 4, 2, 20, true};  // head_dim 20: not a multiple of 8
+  const Inputs in = make_inputs(c, DType::BF16, 508);
+  GpuTensors t = gpu_tensors(c, in);
+  std::string why;
+  EXPECT_FALSE(ops::cuda::cudnn_attention_forward(t.q, t.k, t.v, c.cu, c.causal, 0.2f, t.out, t.lse, &why));
+  EXPECT_NE(why.find("head_dim"), std::string::npos) << why;
+  {
+    const BackendScope backend(ops::cuda::AttentionBackend::Cudnn);
+    try {
+      ops::attention_forward(t.q, t.k, t.v, c.cu, c.causal, 0.2f, t.out, t.lse);
+      ADD_FAILURE() << "VEOMNI_ATTENTION_BACKEND=cudnn ran a case cuDNN cannot take";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("head_dim"), std::string::npos) << e.what();
+    }
+  }
+  const BackendScope backend(ops::cuda::AttentionBackend::Auto);
+  EXPECT_NO_THROW(ops::attention_forward(t.q, t.k, t.v, c.cu, c.causal, 0.2f, t.out, t.lse));
+}
+
+TEST(CudnnAttention, BackendNames) {
+  using ops::cuda::AttentionBackend;
+  EXPECT_EQ(ops::cuda::parse_attention_backend("auto", "test"), AttentionBackend::Auto);
+  EXPECT_EQ(ops::cuda::parse_attention_backend("", "test"), AttentionBackend::Auto);
+  EXPECT_EQ(ops::cuda::parse_attention_backend("cudnn", "test"), AttentionBackend::Cudnn);
+  EXPECT_EQ(ops::cuda::parse_attention_backend("native", "test"), AttentionBackend::Native);
+  EXPECT_THROW(ops::cuda::parse_attention_backend("flash", "VEOMNI_ATTENTION_BACKEND"), InputError);
+  EXPECT_STREQ(ops::cuda::attention_backend_name(AttentionBackend::Cudnn), "cudnn");
 }
