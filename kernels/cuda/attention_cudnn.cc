@@ -148,7 +148,10 @@ std::string unsupported_reason(const Tensor& q, const Tensor& k, std::initialize
   const int major = compute_capability_major(q.device().index);
   if (major < 9) return fmt::format("packed (ragged) cuDNN attention needs sm90 or newer, this GPU is sm{}x", major);
   const int64_t d = q.dim(2);
-  if (d % 8 != 0 || d > 256) return fmt::format("cuDNN attention takes head_dim a multiple of 8 up to 256, got {}", d);
+  // Only the head dims checked against the CPU reference on an H100 (tests/gpu/test_cuda_attention.cc): with cuDNN
+  // 9.14, head_dim 256 gave NaN key/value gradients on packed sequences, silently, so unverified sizes run ours.
+  if (d != 16 && d != 64 && d != 128)
+    return fmt::format("cuDNN attention is used for head_dim 16, 64 and 128 (the sizes verified here), got {}", d);
   if (k.dim(1) == 0 || q.dim(1) % k.dim(1) != 0)
     return fmt::format("{} query heads are not a multiple of {} kv heads", q.dim(1), k.dim(1));
   for (const Tensor* t : all_tensors)
