@@ -3,8 +3,8 @@
 // Execute) and the op graphs cuDNN's fused SDPA engines match. Depends on cuDNN and the standard library only, so
 // the descriptors can be built and finalized on a machine without a GPU (only the operation graph needs a handle).
 //
-// The graphs are the composite ones cuDNN 9.10-9.20 fuse into its flash-attention kernels (the unified SDPA op
-// cannot do causal attention before 9.21): matmul, pointwise (scale, gen_index, comparisons, binary_select, exp,
+// The graphs are the composite ones cuDNN fuses into its flash-attention kernels (run and checked with cuDNN 9.14, the
+// GPU machines'; the unified SDPA op cannot do causal attention before 9.21): matmul, pointwise (scale, gen_index, comparisons, binary_select, exp,
 // log, ...), reduction and reshape operations, laid out as cudnn-frontend's CompositeSDPANode and
 // CompositeSDPABackwardNode expand them. Set CUDNN_LOGLEVEL_DBG=3 CUDNN_LOGDEST_DBG=stderr to see why cuDNN rejects
 // a graph; cuDNN reads those variables itself.
