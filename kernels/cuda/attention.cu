@@ -745,9 +745,7 @@ std::vector<Tile> make_tiles(const std::vector<int32_t>& cu, int block, bool cau
 
 Tensor upload_tiles(const std::vector<Tile>& tiles, Device device) {
   Tensor t = Tensor::empty({static_cast<int64_t>(tiles.size()) * 3}, DType::I32, device);
-  // From pageable memory the call returns once the bytes are staged, so `tiles` may go away afterwards.
-  VEOMNI_CUDA_CHECK(cudaMemcpyAsync(t.raw_data(), tiles.data(), tiles.size() * sizeof(Tile), cudaMemcpyHostToDevice,
-                                    cuda_rt::stream()));
+  cuda_rt::upload_from_host(t.raw_data(), tiles.data(), tiles.size() * sizeof(Tile));
   return t;
 }
 

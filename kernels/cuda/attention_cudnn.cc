@@ -216,8 +216,7 @@ Workspace make_workspace(const ca::Plan& plan, const PlanKey& key, const std::ve
   Workspace ws;
   ws.buffer = Tensor::empty({static_cast<int64_t>(bytes)}, DType::U8, device);
   auto* base = static_cast<uint8_t*>(ws.buffer.raw_data());
-  // From pageable memory the call returns once the bytes are staged, so `meta` may go away afterwards.
-  VEOMNI_CUDA_CHECK(cudaMemcpyAsync(base, meta.data(), meta_bytes, cudaMemcpyHostToDevice, cuda_rt::stream()));
+  cuda_rt::upload_from_host(base, meta.data(), meta_bytes);
   ws.tensors[ca::kSeqLenQ] = base;
   ws.tensors[ca::kSeqLenKV] = base;
   ws.tensors[ca::kOffsetQ] = ws.tensors[ca::kOffsetO] = base + lens_bytes;

@@ -51,9 +51,7 @@ DeviceTable<Entry> upload_table(const std::vector<Entry>& entries, const std::ve
   if (!entries.empty()) std::memcpy(host.data() + entries_offset, entries.data(), entries.size() * sizeof(Entry));
   DeviceTable<Entry> table;
   table.storage = Tensor::empty({static_cast<int64_t>(host.size())}, DType::U8, device);
-  // From pageable memory the copy returns once the bytes are staged, so `host` may go away afterwards.
-  VEOMNI_CUDA_CHECK(cudaMemcpyAsync(table.storage.raw_data(), host.data(), host.size(), cudaMemcpyHostToDevice,
-                                    cuda_rt::stream()));
+  cuda_rt::upload_from_host(table.storage.raw_data(), host.data(), host.size());
   auto* base = static_cast<unsigned char*>(table.storage.raw_data());
   table.first_chunk = reinterpret_cast<const int64_t*>(base);
   table.entries = reinterpret_cast<const Entry*>(base + entries_offset);

@@ -323,6 +323,11 @@ void reset_peak_memory() { runtime().allocator->reset_peak(); }
 
 void empty_cache() { runtime().allocator->release_cached(); }
 
+void upload_from_host(void* device_dst, const void* host_src, size_t bytes) {
+  if (bytes == 0) return;
+  VEOMNI_CUDA_CHECK(cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, stream()));
+}
+
 void copy_to_host(void* host_dst, const void* device_src, size_t bytes) {
   if (bytes == 0) return;
   const cudaStream_t s = stream();

@@ -75,6 +75,10 @@ void empty_cache();
 
 // Copies device memory to the host and waits for it (small reads: flags, counts, reduction results).
 void copy_to_host(void* host_dst, const void* device_src, size_t bytes);
+// Queues a copy of host bytes to the device on the compute stream, ordered before the kernels queued after it. From
+// pageable memory cudaMemcpyAsync returns once the bytes are staged, so `host_src` may go away when this returns
+// (small per-launch tables: attention tiles, multi-tensor chunk tables, cuDNN sequence lengths and offsets).
+void upload_from_host(void* device_dst, const void* host_src, size_t bytes);
 
 }  // namespace veomni::cuda_rt
 
