@@ -103,7 +103,7 @@ void Dataset::resize(const Shape& shape) {
   auto guard = detail::lock();
   const std::vector<hsize_t> dims = to_hsize(shape);
   if (H5Dset_extent(id_, dims.data()) < 0)
-    detail::throw_error(where_, fmt::format("cannot resize to {}", shape_str(shape)));
+    detail::throw_write_error(id_, where_, fmt::format("cannot resize to {}", shape_str(shape)));
 }
 
 void Dataset::write(const void* data, DType dtype, const Shape& offset, const Shape& count) {
@@ -112,7 +112,8 @@ void Dataset::write(const void* data, DType dtype, const Shape& offset, const Sh
   Selection selection = select_block(*this, offset, count);
   if (H5Dwrite(id_, detail::memory_type(dtype), selection.memory_space.id(), selection.file_space.id(), H5P_DEFAULT,
                data) < 0)
-    detail::throw_error(where_, fmt::format("cannot write {} elements at {}", shape_str(count), shape_str(offset)));
+    detail::throw_write_error(id_, where_,
+                              fmt::format("cannot write {} elements at {}", shape_str(count), shape_str(offset)));
 }
 
 void Dataset::read(void* data, DType dtype, const Shape& offset, const Shape& count) const {

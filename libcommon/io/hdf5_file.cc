@@ -89,7 +89,7 @@ Group Group::create_group(const std::string& name) {
   Object plist = own(H5Pcreate(H5P_GROUP_CREATE), where, "cannot create group properties");
   if (H5Pset_obj_track_times(plist.id(), false) < 0) detail::throw_error(where, "cannot set group properties");
   const hid_t id = H5Gcreate2(id_, name.c_str(), H5P_DEFAULT, plist.id(), H5P_DEFAULT);
-  if (id < 0) detail::throw_error(where, "cannot create group");
+  if (id < 0) detail::throw_write_error(id_, where, "cannot create group");
   return Group(id, where);
 }
 
@@ -109,7 +109,7 @@ Dataset Group::create_dataset(const std::string& name, const DatasetLayout& layo
   Object plist = creation_properties(layout, where);
   const hid_t id =
       H5Dcreate2(id_, name.c_str(), detail::file_type(layout.dtype), space.id(), H5P_DEFAULT, plist.id(), H5P_DEFAULT);
-  if (id < 0) detail::throw_error(where, "cannot create dataset");
+  if (id < 0) detail::throw_write_error(id_, where, "cannot create dataset");
   return Dataset(id, where);
 }
 
@@ -117,8 +117,18 @@ File File::create(const std::string& path) {
   auto guard = detail::lock();
   Object plist = own(H5Pcreate(H5P_FILE_CREATE), path, "cannot create file properties");
   if (H5Pset_obj_track_times(plist.id(), false) < 0) detail::throw_error(path, "cannot set file properties");
+  std::error_code ignored;
+  const bool existed = std::filesystem::exists(path, ignored);
   const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, plist.id(), H5P_DEFAULT);
-  if (id < 0) detail::throw_error(path, "cannot create HDF5 file");
+  if (id < 0) {
+    int system_errno = 0;
+    const std::string reason = detail::describe_error_stack(&system_errno);
+    const std::string message = fmt::format("{}: cannot create HDF5 file: {}", path, reason);
+    // HDF5 may have created the file before its first write failed: leave nothing behind.
+    if (!existed) std::filesystem::remove(path, ignored);
+    if (detail::is_storage_failure(system_errno)) throw Error(message);
+    throw InputError(message);
+  }
   File file;
   file.id_ = id;
   file.where_ = path;
@@ -142,7 +152,7 @@ File File::open(const std::string& path, FileMode mode) {
 
 void File::flush() {
   auto guard = detail::lock();
-  if (H5Fflush(id_, H5F_SCOPE_GLOBAL) < 0) detail::throw_error(where_, "cannot flush");
+  if (H5Fflush(id_, H5F_SCOPE_GLOBAL) < 0) detail::throw_write_error(id_, where_, "cannot flush");
 }
 
 }  // namespace veomni::h5

@@ -10,6 +10,21 @@ namespace veomni::h5 {
 
 namespace {
 
+// A file open for writing is flushed before it is closed: when the flush fails (disk full) its remaining writes
+// are discarded, so that H5Fclose cannot fail (see detail::discard_file_writes). Returns whether the flush
+// succeeded, leaving HDF5's explanation in `reason` when not.
+bool flush_before_close(hid_t file, std::string& reason) {
+  unsigned intent = 0;
+  if (H5Fget_intent(file, &intent) < 0 || (intent & H5F_ACC_RDWR) == 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return true;
+  }
+  if (H5Fflush(file, H5F_SCOPE_LOCAL) >= 0) return true;
+  reason = detail::describe_error_stack();
+  detail::discard_file_writes(file);
+  return false;
+}
+
 herr_t close_id(hid_t id) {
   switch (H5Iget_type(id)) {
     case H5I_FILE: return H5Fclose(id);
@@ -53,12 +68,13 @@ void write_attribute(const Object& object, const std::string& name, hid_t type, 
   auto guard = detail::lock();
   const htri_t exists = H5Aexists_by_name(object.id(), ".", name.c_str(), H5P_DEFAULT);
   if (exists > 0 && H5Adelete_by_name(object.id(), ".", name.c_str(), H5P_DEFAULT) < 0)
-    detail::throw_error(where, "cannot replace the attribute");
+    detail::throw_write_error(object.id(), where, "cannot replace the attribute");
   Object space = own(H5Screate(H5S_SCALAR), where, "cannot create a scalar space");
-  Object attribute =
-      own(H5Acreate_by_name(object.id(), ".", name.c_str(), type, space.id(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-          where, "cannot create");
-  if (H5Awrite(attribute.id(), type, value) < 0) detail::throw_error(where, "cannot write");
+  const hid_t created =
+      H5Acreate_by_name(object.id(), ".", name.c_str(), type, space.id(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  if (created < 0) detail::throw_write_error(object.id(), where, "cannot create");
+  Object attribute(created, where);
+  if (H5Awrite(attribute.id(), type, value) < 0) detail::throw_write_error(object.id(), where, "cannot write");
 }
 
 herr_t collect_name(hid_t, const char* name, const H5A_info_t*, void* names) {
@@ -71,6 +87,8 @@ herr_t collect_name(hid_t, const char* name, const H5A_info_t*, void* names) {
 Object::~Object() {
   if (id_ < 0) return;
   auto guard = detail::lock();
+  std::string ignored;
+  if (H5Iget_type(id_) == H5I_FILE) flush_before_close(id_, ignored);
   close_id(id_);
   H5Eclear2(H5E_DEFAULT);
 }
@@ -90,7 +108,22 @@ void Object::close() {
   if (id_ < 0) return;
   auto guard = detail::lock();
   const hid_t id = std::exchange(id_, -1);
-  if (close_id(id) < 0) detail::throw_error(where_, "cannot close (data may not have been written)");
+  // Flushed first so that a failure is reported while the identifier is still good (see flush_before_close).
+  std::string reason;
+  bool written = true;
+  const H5I_type_t type = H5Iget_type(id);
+  if (type == H5I_FILE) {
+    written = flush_before_close(id, reason);
+  } else if (type == H5I_DATASET && H5Dflush(id) < 0) {
+    reason = detail::describe_error_stack();
+    detail::discard_file_writes(id);
+    written = false;
+  }
+  if (close_id(id) < 0 && written) {
+    reason = detail::describe_error_stack();
+    written = false;
+  }
+  if (!written) throw Error(fmt::format("{}: cannot close (data may not have been written): {}", where_, reason));
 }
 
 bool Object::has_attribute(const std::string& name) const {

@@ -11,7 +11,9 @@ namespace veomni::h5 {
 using Id = int64_t;
 
 // Owns one identifier and closes it; `where` ("file.h5:/samples/input_ids") prefixes every error message.
-// Every failure throws InputError naming `where`, what was attempted and HDF5's own explanation.
+// Every failure throws naming `where`, what was attempted and HDF5's own explanation: InputError for reads (the file
+// is bad input), Error (exit 1) for writes that the system could not store (disk full, ...); after such a write
+// failure the file's further writes are discarded, so that closing it cannot fail (see io/hdf5_detail.h).
 class Object {
  public:
   Object() = default;
@@ -25,7 +27,7 @@ class Object {
   Id id() const { return id_; }
   bool valid() const { return id_ >= 0; }
   const std::string& where() const { return where_; }
-  // Closes now and reports a failure (the destructor closes quietly).
+  // Closes now and reports a failure (the destructor closes quietly). A file or dataset is flushed first.
   void close();
   // Gives up ownership: the caller closes the returned identifier.
   Id release() { return std::exchange(id_, -1); }
