@@ -13,6 +13,12 @@ namespace veomni {
 
 namespace {
 
+// The running tool's name, for abort_run's message ("veomni" outside run_tool, e.g. in tests).
+std::string& tool_name() {
+  static std::string name = "veomni";
+  return name;
+}
+
 [[noreturn]] void abort_peers_if_needed(int code) {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
@@ -47,6 +53,7 @@ void report(const std::string& tool, const char* what) {
 }  // namespace
 
 int run_tool(const std::string& tool, const std::function<int()>& body) {
+  tool_name() = tool;
   try {
     return body();
   } catch (const Error& e) {
@@ -56,6 +63,18 @@ int run_tool(const std::string& tool, const std::function<int()>& body) {
     report(tool, e.what());
     abort_peers_if_needed(kExitCheckFailed);
   }
+}
+
+void abort_run(const std::string& message, int code) {
+  report(tool_name(), message.c_str());
+  abort_peers_if_needed(code);
+}
+
+void abort_process(const std::string& message, int code) {
+  report(tool_name(), message.c_str());
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(code);
 }
 
 std::string version_text(const std::string& tool) {

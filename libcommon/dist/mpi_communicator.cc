@@ -1,10 +1,12 @@
-// MPI backend of Communicator for CPU tensors; large messages are split so MPI's int counts never overflow.
+// MPI backend of Communicator for CPU tensors; large messages are split so MPI's int counts never overflow. Every
+// collective is non-blocking underneath and waited for with a deadline (dist/mpi_collective_wait.h).
 #include <mpi.h>
 
 #include <algorithm>
 #include <climits>
 
 #include "dist/communicator.h"
+#include "dist/mpi_collective_wait.h"
 
 namespace veomni {
 
@@ -29,6 +31,19 @@ MPI_Datatype mpi_type(DType dtype) {
   return MPI_BYTE;
 }
 
+// The world rank of each of the `size` ranks of `comm`, in group-rank order.
+std::vector<int> world_ranks_of(MPI_Comm comm, int size) {
+  MPI_Group group, world;
+  MPI_Comm_group(comm, &group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  std::vector<int> ranks(static_cast<size_t>(size)), out(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) ranks[static_cast<size_t>(r)] = r;
+  MPI_Group_translate_ranks(group, size, ranks.data(), world, out.data());
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  return out;
+}
+
 // Largest element count sent in one MPI call (counts are int).
 constexpr int64_t kChunk = int64_t{1} << 30;
 
@@ -37,6 +52,7 @@ class MpiCommunicator final : public Communicator {
   MpiCommunicator(MPI_Comm comm, std::string name, bool owned) : comm_(comm), name_(std::move(name)), owned_(owned) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    members_ = world_ranks_of(comm_, size_);
   }
   ~MpiCommunicator() override {
     int finalized = 0;
@@ -56,20 +72,25 @@ class MpiCommunicator final : public Communicator {
     const size_t esize = dtype_size(t.dtype());
     for (int64_t done = 0; done < t.numel(); done += kChunk) {
       const int n = static_cast<int>(std::min(kChunk, t.numel() - done));
-      check_mpi(MPI_Allreduce(MPI_IN_PLACE, p + done * esize, n, mpi_type(t.dtype()), MPI_SUM, comm_), "allreduce", name_);
+      run("allreduce", [&](MPI_Request* r) {
+        return MPI_Iallreduce(MPI_IN_PLACE, p + done * esize, n, mpi_type(t.dtype()), MPI_SUM, comm_, r);
+      });
     }
   }
   void allreduce_sum(std::vector<double>& v) override {
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_SUM, comm_),
-              "allreduce", name_);
+    run("allreduce", [&](MPI_Request* r) {
+      return MPI_Iallreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_SUM, comm_, r);
+    });
   }
   void allreduce_sum(std::vector<int64_t>& v) override {
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_INT64_T, MPI_SUM, comm_),
-              "allreduce", name_);
+    run("allreduce", [&](MPI_Request* r) {
+      return MPI_Iallreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_INT64_T, MPI_SUM, comm_, r);
+    });
   }
   void allreduce_max(std::vector<double>& v) override {
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_MAX, comm_),
-              "allreduce", name_);
+    run("allreduce_max", [&](MPI_Request* r) {
+      return MPI_Iallreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_MAX, comm_, r);
+    });
   }
 
   void allgather(const Tensor& local, Tensor& out) override {
@@ -79,15 +100,17 @@ class MpiCommunicator final : public Communicator {
                  local.describe(), out.describe());
     VEOMNI_CHECK(local.numel() <= kChunk, "allgather of {} elements per rank exceeds one MPI message",
                  local.numel());
-    check_mpi(MPI_Allgather(local.raw_data(), static_cast<int>(local.numel()), mpi_type(local.dtype()), out.raw_data(),
-                            static_cast<int>(local.numel()), mpi_type(local.dtype()), comm_),
-              "allgather", name_);
+    run("allgather", [&](MPI_Request* r) {
+      return MPI_Iallgather(local.raw_data(), static_cast<int>(local.numel()), mpi_type(local.dtype()), out.raw_data(),
+                            static_cast<int>(local.numel()), mpi_type(local.dtype()), comm_, r);
+    });
   }
   void allgather(const std::vector<int64_t>& local, std::vector<int64_t>& out) override {
     out.assign(local.size() * static_cast<size_t>(size_), 0);
-    check_mpi(MPI_Allgather(local.data(), static_cast<int>(local.size()), MPI_INT64_T, out.data(),
-                            static_cast<int>(local.size()), MPI_INT64_T, comm_),
-              "allgather", name_);
+    run("allgather", [&](MPI_Request* r) {
+      return MPI_Iallgather(local.data(), static_cast<int>(local.size()), MPI_INT64_T, out.data(),
+                            static_cast<int>(local.size()), MPI_INT64_T, comm_, r);
+    });
   }
 
   void reduce_scatter_sum(const Tensor& in, Tensor& out) override {
@@ -96,9 +119,10 @@ class MpiCommunicator final : public Communicator {
     VEOMNI_CHECK(in.numel() == out.numel() * size_ && in.dtype() == out.dtype() && in.dtype() == DType::F32,
                  "reduce_scatter {} into {}", in.describe(), out.describe());
     VEOMNI_CHECK(out.numel() <= kChunk, "reduce_scatter of {} elements per rank exceeds one MPI message", out.numel());
-    check_mpi(MPI_Reduce_scatter_block(in.raw_data(), out.raw_data(), static_cast<int>(out.numel()), MPI_FLOAT,
-                                       MPI_SUM, comm_),
-              "reduce_scatter", name_);
+    run("reduce_scatter", [&](MPI_Request* r) {
+      return MPI_Ireduce_scatter_block(in.raw_data(), out.raw_data(), static_cast<int>(out.numel()), MPI_FLOAT, MPI_SUM,
+                                       comm_, r);
+    });
   }
 
   void all_to_all_rows(const Tensor& send, const std::vector<int64_t>& send_rows, Tensor& recv,
@@ -126,9 +150,10 @@ class MpiCommunicator final : public Communicator {
                  "all_to_all row counts do not match tensors {} / {}", send.describe(), recv.describe());
     const void* sp = send.numel() ? send.raw_data() : nullptr;
     void* rp = recv.numel() ? recv.raw_data() : nullptr;
-    check_mpi(MPI_Alltoallv(sp, scounts.data(), sdispls.data(), MPI_BYTE, rp, rcounts.data(), rdispls.data(), MPI_BYTE,
-                            comm_),
-              "all_to_all", name_);
+    run("all_to_all", [&](MPI_Request* r) {
+      return MPI_Ialltoallv(sp, scounts.data(), sdispls.data(), MPI_BYTE, rp, rcounts.data(), rdispls.data(), MPI_BYTE,
+                            comm_, r);
+    });
   }
 
   void broadcast(Tensor& t, int root) override {
@@ -137,18 +162,32 @@ class MpiCommunicator final : public Communicator {
     const size_t esize = dtype_size(t.dtype());
     for (int64_t done = 0; done < t.numel(); done += kChunk) {
       const int n = static_cast<int>(std::min(kChunk, t.numel() - done));
-      check_mpi(MPI_Bcast(p + done * esize, n, mpi_type(t.dtype()), root, comm_), "broadcast", name_);
+      run("broadcast", [&](MPI_Request* r) {
+        return MPI_Ibcast(p + done * esize, n, mpi_type(t.dtype()), root, comm_, r);
+      });
     }
   }
   void broadcast(std::string& text, int root) override {
     int64_t length = static_cast<int64_t>(text.size());
-    check_mpi(MPI_Bcast(&length, 1, MPI_INT64_T, root, comm_), "broadcast", name_);
+    run("broadcast", [&](MPI_Request* r) { return MPI_Ibcast(&length, 1, MPI_INT64_T, root, comm_, r); });
     text.resize(static_cast<size_t>(length));
-    if (length) check_mpi(MPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, root, comm_), "broadcast", name_);
+    if (length)
+      run("broadcast", [&](MPI_Request* r) {
+        return MPI_Ibcast(text.data(), static_cast<int>(length), MPI_CHAR, root, comm_, r);
+      });
   }
-  void barrier() override { check_mpi(MPI_Barrier(comm_), "barrier", name_); }
+  void barrier() override {
+    run("barrier", [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
+  }
 
  private:
+  // Issues one non-blocking collective and waits for it with the deadline; `issue` fills the request.
+  template <typename Issue>
+  void run(const char* op, Issue&& issue) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    check_mpi(issue(&request), op, name_);
+    check_mpi(mpi_detail::wait_collective(request, {op, name_, ++seq_}, members_), op, name_);
+  }
   void require_cpu(const Tensor& t, const char* op) const {
     VEOMNI_CHECK(t.is_cpu(), "MPI {} on group '{}' needs CPU tensors, got {}", op, name_, t.describe());
   }
@@ -157,6 +196,8 @@ class MpiCommunicator final : public Communicator {
   bool owned_;
   int rank_ = 0;
   int size_ = 1;
+  std::vector<int> members_;  // world rank of each rank of the group
+  int64_t seq_ = 0;           // collectives issued on this group so far (the same on every member)
 };
 
 }  // namespace
@@ -169,13 +210,16 @@ void mpi_initialize(int* argc, char*** argv) {
   MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
   // Errors come back as codes so that we can report them with context and abort every rank ourselves.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  mpi_detail::start_census();
 }
 
 void mpi_finalize() {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
-  if (initialized && !finalized) MPI_Finalize();
+  if (!initialized || finalized) return;
+  mpi_detail::stop_census();
+  MPI_Finalize();
 }
 
 bool mpi_is_initialized() {

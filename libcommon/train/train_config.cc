@@ -58,6 +58,7 @@ ConfigSchema<TrainConfig> build_schema() {
 
   VEOMNI_CONFIG_FIELD(s, train.accelerator.ulysses_size, "Ulysses sequence-parallel size; divides the world size.");
   VEOMNI_CONFIG_FIELD(s, train.accelerator.ep_size, "Expert-parallel size (MoE); divides the world size and the number of experts.");
+  VEOMNI_CONFIG_FIELD(s, train.accelerator.dist_timeout, "Seconds a rank waits in one collective for its peers before the run aborts, naming the ranks that did not arrive (exit 1); 0 waits forever. The environment variable VEOMNI_COLLECTIVE_TIMEOUT overrides it.");
   VEOMNI_CONFIG_FIELD(s, train.accelerator.fsdp_config.mixed_precision.enable, "Compute in param_dtype with float32 master weights; false computes in float32.");
   VEOMNI_CONFIG_FIELD(s, train.accelerator.fsdp_config.mixed_precision.param_dtype, "Compute dtype of parameters and activations under mixed precision.", {.choices = {"bfloat16", "float32"}});
   VEOMNI_CONFIG_FIELD(s, train.accelerator.fsdp_config.mixed_precision.reduce_dtype, "Dtype of gradient reduction under mixed precision.", {.choices = {"float32", "bfloat16"}});
@@ -120,6 +121,7 @@ void validate_accelerator_and_checkpoint(const TrainArgs& t) {
   const AcceleratorArgs& a = t.accelerator;
   check(a.ulysses_size >= 1, fmt::format("train.accelerator.ulysses_size must be >= 1, got {}", a.ulysses_size));
   check(a.ep_size >= 1, fmt::format("train.accelerator.ep_size must be >= 1, got {}", a.ep_size));
+  check(a.dist_timeout >= 0, fmt::format("train.accelerator.dist_timeout must be >= 0 seconds, got {}", a.dist_timeout));
   const CheckpointArgs& ck = t.checkpoint;
   check(!ck.output_dir.empty(), "train.checkpoint.output_dir is empty");
   check(ck.save_steps >= -1, fmt::format("train.checkpoint.save_steps must be >= -1, got {}", ck.save_steps));

@@ -60,6 +60,7 @@ struct FsdpArgs {
 struct AcceleratorArgs {
   int64_t ulysses_size = 1;  // sequence-parallel group size
   int64_t ep_size = 1;       // expert-parallel group size
+  double dist_timeout = 600;  // seconds a rank waits in one collective before the run aborts; 0 waits forever
   FsdpArgs fsdp_config;
   bool operator==(const AcceleratorArgs&) const = default;
 };

@@ -5,6 +5,7 @@
 
 #include "core/logging.h"
 #include "core/tool.h"
+#include "dist/collective_timeout.h"
 #include "dist/communicator.h"
 #include "train/train_config.h"
 #include "train/trainer.h"
@@ -36,6 +37,7 @@ int train_main(int argc, char** argv) {
   auto world = veomni::mpi_world();
   veomni::init_logging({kTool, world->rank(), world->size(), log_all_ranks, log_level});
   const veomni::TrainConfig config = veomni::load_train_config(config_path, app.remaining());
+  veomni::set_collective_timeout(config.train.accelerator.dist_timeout);
   veomni::run_training(config, world);
   world->barrier();
   world.reset();
