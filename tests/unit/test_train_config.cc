@@ -157,6 +157,7 @@ TEST(TrainConfig, LoadsEveryKeyFixture) {
   EXPECT_EQ(c.train.optimizer.lr_warmup_ratio, 0.05);
   EXPECT_EQ(c.train.optimizer.betas, (std::vector<double>{0.8, 0.99}));
   EXPECT_EQ(c.train.accelerator.ep_size, 4);
+  EXPECT_EQ(c.train.accelerator.dist_timeout, 1800);
   EXPECT_EQ(c.train.accelerator.fsdp_config.mixed_precision.reduce_dtype, "bfloat16");
   EXPECT_EQ(c.compute_dtype(), DType::F32);  // mixed precision is off
   EXPECT_EQ(c.reduce_dtype(), DType::F32);
@@ -331,7 +332,8 @@ TEST(TrainConfig, ToYamlListsEveryKeyBySection) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("    betas: [0.9, 0.95]\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("  accelerator:\n    ulysses_size: 1\n    ep_size: 1\n    fsdp_config:\n      mixed_precision:\n"
+  EXPECT_NE(text.find("  accelerator:\n    ulysses_size: 1\n    ep_size: 1\n    dist_timeout: 600.0\n    fsdp_config:\n"
+                      "      mixed_precision:\n"
                       "        enable: true\n"),
             std::string::npos)
       << text;
