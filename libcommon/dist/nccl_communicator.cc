@@ -6,8 +6,10 @@
 #include <optional>
 
 #ifdef VEOMNI_WITH_CUDA
+#include <mpi.h>
 #include <nccl.h>
 
+#include "dist/nccl_watchdog.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/op_profiler.h"
 #endif
@@ -54,7 +56,8 @@ CollectiveHandle completion_on_comm_stream(std::vector<Tensor> held) {
 
 class NcclCommunicator final : public Communicator {
  public:
-  explicit NcclCommunicator(std::shared_ptr<Communicator> mpi) : mpi_(std::move(mpi)) {
+  explicit NcclCommunicator(std::shared_ptr<Communicator> mpi)
+      : mpi_(std::move(mpi)), watchdog_(mpi_->name() + "/nccl", member_world_ranks(*mpi_), world_rank()) {
     ncclUniqueId id{};
     std::string bytes(sizeof(id), '\0');
     if (mpi_->rank() == 0) {
@@ -63,9 +66,13 @@ class NcclCommunicator final : public Communicator {
     }
     mpi_->broadcast(bytes, 0);
     std::memcpy(&id, bytes.data(), sizeof(id));
+    watchdog_.begin_host_phase("init");
     check_nccl(ncclCommInitRank(&comm_, mpi_->size(), id, mpi_->rank()), "init", mpi_->name());
+    watchdog_.end_host_phase();
+    watchdog_.attach(comm_);
   }
   ~NcclCommunicator() override {
+    watchdog_.attach(nullptr);  // it must not query a destroyed communicator
     if (comm_) ncclCommDestroy(comm_);
   }
   int rank() const override { return mpi_->rank(); }
@@ -80,6 +87,7 @@ class NcclCommunicator final : public Communicator {
           check_nccl(ncclAllReduce(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()),
                                    ncclSum, comm_, cuda_rt::stream()),
                      "allreduce", name());
+          watchdog_.issued("allreduce", cuda_rt::stream());
         });
   }
   void allreduce_sum(std::vector<double>& v) override { mpi_->allreduce_sum(v); }
@@ -96,6 +104,7 @@ class NcclCommunicator final : public Communicator {
           check_nccl(ncclAllGather(local.raw_data(), out.raw_data(), static_cast<size_t>(local.numel()),
                                    nccl_type(local.dtype()), comm_, cuda_rt::stream()),
                      "allgather", name());
+          watchdog_.issued("allgather", cuda_rt::stream());
         });
   }
   void allgather(const std::vector<int64_t>& local, std::vector<int64_t>& out) override { mpi_->allgather(local, out); }
@@ -110,6 +119,7 @@ class NcclCommunicator final : public Communicator {
           check_nccl(ncclReduceScatter(in.raw_data(), out.raw_data(), static_cast<size_t>(out.numel()),
                                        nccl_type(in.dtype()), ncclSum, comm_, cuda_rt::stream()),
                      "reduce_scatter", name());
+          watchdog_.issued("reduce_scatter", cuda_rt::stream());
         });
   }
 
@@ -134,6 +144,7 @@ class NcclCommunicator final : public Communicator {
                                nccl_type(locals[i].dtype()), comm_, comm),
                  "allgather", name());
     check_nccl(ncclGroupEnd(), "group_end", name());
+    watchdog_.issued("allgather", comm);
     return completion_on_comm_stream(std::move(held));
   }
 
@@ -148,6 +159,7 @@ class NcclCommunicator final : public Communicator {
     check_nccl(ncclReduceScatter(in.raw_data(), out.raw_data(), static_cast<size_t>(out.numel()),
                                  nccl_type(in.dtype()), ncclSum, comm_, comm),
                "reduce_scatter", name());
+    watchdog_.issued("reduce_scatter", comm);
     return completion_on_comm_stream({in, out});
   }
 
@@ -176,6 +188,7 @@ class NcclCommunicator final : public Communicator {
       roff += rb;
     }
     check_nccl(ncclGroupEnd(), "group_end", name());
+    watchdog_.issued("all_to_all", cuda_rt::stream());
     VEOMNI_CHECK(soff == send.nbytes() && roff == recv.nbytes(), "all_to_all row counts do not match {} / {}",
                  send.describe(), recv.describe());
   }
@@ -188,6 +201,7 @@ class NcclCommunicator final : public Communicator {
           check_nccl(ncclBroadcast(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()),
                                    root, comm_, cuda_rt::stream()),
                      "broadcast", name());
+          watchdog_.issued("broadcast", cuda_rt::stream());
         });
   }
   void broadcast(std::string& text, int root) override { mpi_->broadcast(text, root); }
@@ -197,7 +211,20 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
+  static int world_rank() {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    return rank;
+  }
+  // The world rank of each rank of `group`, for the watchdog's messages (collective over the group).
+  static std::vector<int> member_world_ranks(Communicator& group) {
+    std::vector<int64_t> mine{world_rank()}, all;
+    group.allgather(mine, all);
+    return std::vector<int>(all.begin(), all.end());
+  }
+
   std::shared_ptr<Communicator> mpi_;
+  NcclWatchdog watchdog_;  // watches comm_ from init on (a peer that never joins is a timeout too)
   ncclComm_t comm_ = nullptr;
 };
 
