@@ -18,6 +18,7 @@ void write_dataset_seed(const fs::path& corpus) {
   info.producer = "make_seeds";
   DatasetWriterOptions options;
   options.compression_level = 0;  // fewer bytes the fuzzer must keep consistent
+  options.chunk_bytes = 64;       // a few bytes a chunk: the seed stays small enough to mutate
   DatasetWriter writer((corpus / "dataset" / "text.h5").string(), info, options);
   for (int64_t n : {3, 5}) {
     std::vector<int32_t> ids(n), labels(n);
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
   const fs::path corpus = argv[1];
   const MeshShape mesh{};
   const TrainingPosition position{3, 3, 0, 3, 42, 10, 1e-4};
+  for (const char* target : {"dataset", "rank_file", "ckpt_metadata"}) fs::create_directories(corpus / target);
   write_dataset_seed(corpus);
   write_metadata_seed(corpus, mesh, position, write_rank_file_seed(corpus, mesh, position), argv[2]);
   return 0;
