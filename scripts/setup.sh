@@ -14,6 +14,7 @@ packages=(
   libpcre2-dev libutf8proc-dev
   libpng-dev libjpeg-dev libsndfile1-dev libsoxr-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
   ffmpeg espeak-ng
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs every test through ctest (GPU tests report skipped without a GPU).
+# Installs what is missing, builds, and runs every test through ctest (GPU tests report skipped without a GPU), then
+# the bounded fuzzing runs (scripts/fuzz.sh --ctest).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/lib.sh"
@@ -8,3 +9,8 @@ veomni_build
 veomni_say "running tests"
 cd "$veomni_build_dir"
 ctest --output-on-failure --timeout 900 -j"$(nproc)" "$@"
+# Then the readers of outside bytes are fuzzed for a bounded time in a separate clang build (VEOMNI_SKIP_FUZZ=1 skips).
+if [ "${VEOMNI_SKIP_FUZZ:-0}" != 1 ]; then
+  veomni_say "fuzzing the readers (ctest label fuzz in build-fuzz)"
+  "$here/fuzz.sh" --ctest
+fi

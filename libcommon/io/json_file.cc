@@ -88,6 +88,9 @@ Json parse_as(std::string_view text, const std::string& source) {
     return Json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::parse_error& e) {
     throw_parse_error(text, source, e);
+  } catch (const nlohmann::json::out_of_range& e) {
+    // A number beyond double's range (1E390) is reported as out_of_range, not as a parse error.
+    throw InputError(fmt::format("{}: invalid JSON: {}", source, e.what()));
   }
 }
 
