@@ -95,6 +95,7 @@ class TiffWriter {
 // `make_offset_override` (non-zero) points Make outside the block: Pillow then stops reading the directory there.
 std::vector<uint8_t> exif_block(int orientation, bool big_endian, uint32_t make_offset_override = 0) {
   TiffWriter w(big_endian);
+  w.bytes(std::string("Exif\0\0", 6));  // offsets below count from the TIFF header after it
   w.bytes(big_endian ? "MM" : "II");
   w.u16(42);
   w.u32(8);
@@ -110,10 +111,7 @@ std::vector<uint8_t> exif_block(int orientation, bool big_endian, uint32_t make_
   w.u32(0);
   w.bytes(make), w.bytes(std::string(1, '\0')), w.bytes(std::string(1, '\0'));  // Make, padded to 8 bytes
   w.u32(72), w.u32(1);
-  std::vector<uint8_t> tiff = w.take();
-  std::vector<uint8_t> block = {'E', 'x', 'i', 'f', 0, 0};
-  block.insert(block.end(), tiff.begin(), tiff.end());
-  return block;
+  return w.take();
 }
 
 std::vector<uint8_t> xmp_packet(int orientation) {
