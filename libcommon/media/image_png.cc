@@ -1,10 +1,12 @@
-// PNG decoding with libpng, turning every colour type and bit depth into 8-bit RGB as PIL's convert("RGB") does.
+// PNG decoding with libpng, turning every colour type and bit depth into 8-bit RGB as PIL's convert("RGB") does,
+// plus the EXIF block PIL finds in the file's chunks.
 #include <png.h>
 
 #include <algorithm>
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
+#include <string_view>
 
 #include "core/error.h"
 #include "media/image_codecs.h"
@@ -122,9 +124,35 @@ RgbImage png_rows_to_rgb(const std::vector<uint8_t>& raw, const PngLayout& layou
   return image;
 }
 
+uint32_t big_endian_u32(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
+
+// PIL's PNG plugin sets info["exif"] from each eXIf chunk (its data behind an "Exif\0\0" prefix) and from each
+// tEXt chunk with the keyword "exif" (its raw text), before or after the image data; the last one wins. The walk
+// stops at IEND or at a chunk running past the end of the file.
+std::optional<std::vector<uint8_t>> png_exif_block(const std::vector<uint8_t>& bytes) {
+  constexpr std::string_view kTextKey("exif\0", 5);
+  std::optional<std::vector<uint8_t>> exif;
+  size_t at = 8;  // after the signature
+  while (bytes.size() - at >= 12) {
+    const uint64_t length = big_endian_u32(&bytes[at]);
+    const std::string_view type(reinterpret_cast<const char*>(&bytes[at + 4]), 4);
+    if (length > bytes.size() - at - 12 || type == "IEND") break;
+    const uint8_t* data = &bytes[at + 8];
+    if (type == "eXIf") {
+      exif.emplace(data, data + length);  // PIL's added prefix is stripped again when the block is read
+    } else if (type == "tEXt" && length >= kTextKey.size() && std::memcmp(data, kTextKey.data(), kTextKey.size()) == 0) {
+      exif.emplace(data + kTextKey.size(), data + length);
+    }
+    at += 12 + static_cast<size_t>(length);
+  }
+  return exif;
+}
+
 }  // namespace
 
-RgbImage decode_png(const std::vector<uint8_t>& bytes, const std::string& source) {
+DecodedPicture decode_png(const std::vector<uint8_t>& bytes, const std::string& source) {
   PngErrorState errors;
   PngHandles handles(&errors);
   VEOMNI_CHECK(handles.ok(), "libpng could not allocate its read structures");
@@ -140,7 +168,7 @@ RgbImage decode_png(const std::vector<uint8_t>& bytes, const std::string& source
   for (size_t y = 0; y < rows.size(); ++y) rows[y] = raw.data() + y * layout.row_bytes;
   VEOMNI_INPUT_CHECK(read_png_rows(handles.png(), rows.data()), "{}: corrupt PNG image data: {}", source,
                      errors.message);
-  return png_rows_to_rgb(raw, layout);
+  return {png_rows_to_rgb(raw, layout), png_exif_block(bytes), std::nullopt};
 }
 
 }  // namespace veomni::detail
