@@ -13,7 +13,7 @@ Writes to tests/fixtures/media/orientation/:
 Usage (from the repository root, on a machine with transformers 5.17, torch, torchvision, PIL >= 11.2.1 (reads
 XMP orientation from JPEG), numpy and safetensors):
   python3 scripts/gen_image_orientation_fixtures.py
-then enable MediaOrientationFixtures.DISABLED_MatchTransformersLoadImage (tests/unit/test_media_orientation.cc).
+checked by MediaOrientationFixtures.MatchTransformersLoadImage (tests/unit/test_media_orientation.cc).
 Any failure raises: nothing is written unless every case ran.
 """
 import json

@@ -190,10 +190,9 @@ TEST(MediaImageCmykFiles, FourChannelJpegsConvertAsPillow) {
 }
 
 // transformers' load_image + Qwen2VLImageProcessor (torchvision backend) on every image above: the decoded RGB
-// exactly, and pixel_values / image_grid_thw as ProcessImageMatchesTransformers compares them. Disabled until
-// tests/fixtures/media/orientation/ is generated (python3 scripts/gen_image_orientation_fixtures.py); enabling is
-// removing "DISABLED_" from its name.
-TEST(MediaOrientationFixtures, DISABLED_MatchTransformersLoadImage) {
+// exactly, and pixel_values / image_grid_thw as ProcessImageMatchesTransformers compares them. The fixtures in
+// tests/fixtures/media/orientation/ are made by python3 scripts/gen_image_orientation_fixtures.py.
+TEST(MediaOrientationFixtures, MatchTransformersLoadImage) {
   const std::string cases_path = kFixtures + "cases.json";
   ASSERT_TRUE(std::filesystem::exists(cases_path))
       << "missing fixture " << cases_path << " (make it with: python3 scripts/gen_image_orientation_fixtures.py)";
