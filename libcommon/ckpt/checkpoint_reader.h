@@ -47,9 +47,10 @@ class CheckpointReader {
   void close_files();
   // The run's metrics up to the checkpoint's step (none when it stores no log). Non-finite values are kept.
   MetricsLog metrics() const;
+  // The rank file of `rank`, opened (and its checksum verified) on first use.
+  const RankShardReader& rank_file(int64_t rank) const;
 
  private:
-  const RankShardReader& rank_file(int64_t rank) const;
 
   std::string dir_;
   CheckpointMetadata metadata_;

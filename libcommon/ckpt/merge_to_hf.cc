@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "ckpt/checkpoint_consistency.h"
 #include "ckpt/checkpoint_dir.h"
 #include "ckpt/checkpoint_reader.h"
 #include "ckpt/staged_directory.h"
@@ -42,12 +43,13 @@ void write_weights(CheckpointReader& reader, const std::string& dir, const Merge
   writer.finish();
 }
 
-std::vector<std::string> copy_tokenizer(const std::string& source, const std::string& dir) {
+// `origin` names where the path came from in messages: the --tokenizer flag or the run's model.tokenizer_path.
+std::vector<std::string> copy_tokenizer(const std::string& source, const std::string& dir, const std::string& origin) {
   std::error_code ec;
   VEOMNI_INPUT_CHECK(fs::exists(source, ec),
-                     "tokenizer '{}' (the run's model.tokenizer_path) does not exist (hint: --tokenizer PATH names "
-                     "another place, --no-tokenizer skips it)",
-                     source);
+                     "tokenizer '{}' ({}) does not exist (hint: --tokenizer PATH names another place, --no-tokenizer "
+                     "skips it)",
+                     source, origin);
   std::vector<fs::path> files;
   if (fs::is_directory(source, ec)) {
     for (const std::string& name : tokenizer_file_names())
@@ -82,6 +84,8 @@ MergeSummary merge_checkpoint_to_hf(const std::string& checkpoint, const std::st
   CheckpointReader reader(resolve_checkpoint_path(checkpoint));
   std::error_code ec;
   VEOMNI_INPUT_CHECK(!fs::equivalent(out_dir, reader.dir(), ec), "--out '{}' is the checkpoint being read", out_dir);
+  check_params_match_model_config(reader);
+  check_rank_files_match_params(reader);
   MergeSummary summary;
   summary.checkpoint = reader.dir();
   summary.global_step = reader.metadata().position.global_step;
@@ -99,10 +103,11 @@ MergeSummary merge_checkpoint_to_hf(const std::string& checkpoint, const std::st
     write_json_file(staged.file("config.json"), config);
   }
   write_weights(reader, staged.temp_path(), options, summary);
-  const std::string tokenizer =
-      options.tokenizer_path.empty() ? reader.metadata().tokenizer_path : options.tokenizer_path;
+  const bool from_flag = !options.tokenizer_path.empty();
+  const std::string tokenizer = from_flag ? options.tokenizer_path : reader.metadata().tokenizer_path;
   if (options.copy_tokenizer && !tokenizer.empty())
-    summary.tokenizer_files = copy_tokenizer(tokenizer, staged.temp_path());
+    summary.tokenizer_files = copy_tokenizer(tokenizer, staged.temp_path(),
+                                             from_flag ? "given with --tokenizer" : "the run's model.tokenizer_path");
   staged.commit();
   return summary;
 }

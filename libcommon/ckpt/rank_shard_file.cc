@@ -122,4 +122,10 @@ void RankShardReader::read(ShardField field, const std::string& name, int64_t sh
   if (count > 0) dataset.read(out, DType::F32, {offset}, {count});
 }
 
+std::vector<std::string> RankShardReader::names(ShardField field) const {
+  const char* group = shard_field_name(field);
+  VEOMNI_INPUT_CHECK(file_.contains(group), "{}: has no group '{}' (not a complete rank file)", path_, group);
+  return file_.group(group).member_names();
+}
+
 }  // namespace veomni

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ckpt/checkpoint_metadata.h"
 #include "ckpt/shard_state.h"
@@ -39,6 +40,8 @@ class RankShardReader {
   // Corrupt data (checksum mismatch) or a missing dataset is an InputError naming the file and the dataset.
   void read(ShardField field, const std::string& name, int64_t shard_numel, int64_t offset, int64_t count,
             float* out) const;
+  // The parameter names stored under a field, sorted.
+  std::vector<std::string> names(ShardField field) const;
 
  private:
   std::string path_;

@@ -1,6 +1,8 @@
 // HF weight loading and export: exact names, v5 stacked experts or per-expert tensors, expert-parallel rows.
 #include "model/hf_loader.h"
 
+#include <cmath>
+
 namespace veomni {
 
 namespace {
@@ -38,9 +40,25 @@ std::vector<ExpertPiece> expert_pieces(ExpertKind kind, const Shape& stacked_sha
 
 Shape piece_shape(const ExpertPiece& piece, const Shape& stacked_shape) { return {piece.rows, stacked_shape[2]}; }
 
+// NaN or Inf in stored weights would surface only as a NaN loss at step 1, blamed on the learning rate.
+void check_finite(const Tensor& t, const WeightSource& source, const std::string& name) {
+  const Tensor values = t.dtype() == DType::F32 ? t : t.to_dtype(DType::F32);
+  const float* v = values.data<float>();
+  int64_t bad = 0, first = -1;
+  for (int64_t i = 0; i < values.numel(); ++i)
+    if (!std::isfinite(v[i])) {
+      if (bad++ == 0) first = i;
+    }
+  VEOMNI_INPUT_CHECK(bad == 0,
+                     "{}: tensor '{}' {} holds {} non-finite value(s), the first ({}) at flat index {}: the weights "
+                     "are damaged (hint: re-export or re-download the model)",
+                     source.file_of(name), name, shape_str(t.shape()), bad, v[first], first);
+}
+
 Tensor to_compute_dtype(const Tensor& t, DType dtype, const WeightSource& source, const std::string& name) {
   VEOMNI_INPUT_CHECK(dtype_is_floating(t.dtype()), "{}: tensor '{}' has dtype {}, expected a floating-point type",
                      source.origin(), name, dtype_name(t.dtype()));
+  check_finite(t, source, name);
   return t.dtype() == dtype ? t : t.to_dtype(dtype);
 }
 

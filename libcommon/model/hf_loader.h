@@ -15,8 +15,8 @@ namespace veomni {
 enum class ExpertNaming { PerExpert, Stacked };
 
 // This rank's rows of one parameter read from the source (exact name, or the per-expert tensors stacked on dim 0
-// with gate/up concatenated on dim 1), as a CPU tensor of `dtype`. A missing or mis-shaped tensor, or a
-// non-floating one, is an InputError naming it and the source.
+// with gate/up concatenated on dim 1), as a CPU tensor of `dtype`. A missing or mis-shaped tensor, a non-floating
+// one, or one holding NaN or Inf, is an InputError naming it and its file.
 Tensor read_hf_parameter(const WeightSource& source, const Parameter& param, DType dtype);
 
 // Fills every parameter's value (which must be materialised) in its own dtype and device. A tied lm_head is not

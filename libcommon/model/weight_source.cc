@@ -32,4 +32,6 @@ Tensor HfCheckpointSource::read_rows(const std::string& name, int64_t begin, int
 
 std::string HfCheckpointSource::origin() const { return reader_->source(); }
 
+std::string HfCheckpointSource::file_of(const std::string& name) const { return reader_->file_of(name); }
+
 }  // namespace veomni

@@ -24,6 +24,8 @@ class WeightSource {
   virtual Tensor read_rows(const std::string& name, int64_t begin, int64_t end) const;
   // Names the source in error messages (a path, "in-memory weights", ...).
   virtual std::string origin() const = 0;
+  // Names the file holding tensor `name` in error messages (the source itself unless it has several files).
+  virtual std::string file_of(const std::string& /*name*/) const { return origin(); }
 };
 
 // Tensors held in memory under their HF names (tests, conversions).
@@ -55,6 +57,7 @@ class HfCheckpointSource final : public WeightSource {
   Tensor read(const std::string& name) const override;
   Tensor read_rows(const std::string& name, int64_t begin, int64_t end) const override;
   std::string origin() const override;
+  std::string file_of(const std::string& name) const override;
 
  private:
   std::unique_ptr<HfCheckpointReader> reader_;

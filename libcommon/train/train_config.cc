@@ -4,6 +4,7 @@
 #include <spdlog/fmt/ranges.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "core/error.h"
 #include "io/atomic_file.h"
@@ -67,6 +68,7 @@ ConfigSchema<TrainConfig> build_schema() {
   VEOMNI_CONFIG_FIELD(s, train.checkpoint.output_dir, "Run directory: checkpoints/global_step_N, log_dict.json, the saved config.");
   VEOMNI_CONFIG_FIELD(s, train.checkpoint.save_steps, "Save a checkpoint every this many steps, and at the end of the run; 0: only at the end; -1: never (benchmarks; nothing to resume from).");
   VEOMNI_CONFIG_FIELD(s, train.checkpoint.save_total_limit, "Keep only the newest this many checkpoints; 0 keeps all.");
+  VEOMNI_CONFIG_FIELD(s, train.checkpoint.save_on_signal, "On SIGTERM or SIGINT (a preemption, Ctrl-C) on any rank: every rank finishes its step, a checkpoint of it is saved and the run exits 0. false: the signal ends the process at once.");
   VEOMNI_CONFIG_FIELD(s, train.checkpoint.load_path, "Checkpoint to resume from: a global_step_N directory (or a directory holding `latest`), or auto: output_dir's latest checkpoint when there is one, else start fresh. Empty: start fresh.");
   return s;
 }
@@ -194,9 +196,19 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
   return config;
 }
 
+// A micro-batch packs up to micro_batch_size x max_seq_len tokens into one row whose sequence offsets are 32-bit.
+void validate_token_budget(const TrainConfig& c) {
+  constexpr int64_t kMaxRowTokens = INT32_MAX;
+  check(c.data.max_seq_len <= kMaxRowTokens / c.train.micro_batch_size,
+        fmt::format("train.micro_batch_size ({}) x data.max_seq_len ({}) tokens per micro-batch exceed the {} a packed "
+                    "row can hold (hint: a smaller data.max_seq_len)",
+                    c.train.micro_batch_size, c.data.max_seq_len, kMaxRowTokens));
+}
+
 void validate_train_config(const TrainConfig& config) {
   validate_model_and_data(config);
   validate_steps_and_batch(config.train);
+  validate_token_budget(config);
   validate_optimizer(config.train.optimizer);
   validate_accelerator_and_checkpoint(config.train);
   validate_tower_learning_rates(config.train);

@@ -75,6 +75,7 @@ struct CheckpointArgs {
   int64_t save_steps = 0;             // 0 = only at the end
   int64_t save_total_limit = 0;       // keep the newest N checkpoints; 0 = keep all
   std::string load_path;              // checkpoint to resume from, or "auto" (output_dir's latest); "" = start fresh
+  bool save_on_signal = true;         // SIGTERM / SIGINT: checkpoint at the next step boundary and exit 0
   bool operator==(const CheckpointArgs&) const = default;
 };
 

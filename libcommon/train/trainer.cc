@@ -42,7 +42,11 @@
 #include "parallel/ulysses.h"
 #include "train/loss_scale.h"
 #include "train/metrics_log.h"
+#include "train/data_coverage.h"
+#include "train/epoch_plans.h"
+#include "train/output_dir_lock.h"
 #include "train/progress.h"
+#include "train/stop_signal.h"
 #include "train/train_model.h"
 
 namespace veomni {
@@ -71,8 +75,8 @@ double seconds_since(std::chrono::steady_clock::time_point& mark) {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-// VEOMNI_FAULT_INJECT="rank=R,step=S[,kill=step|save|commit]": the failure-path tests make one rank fail (throw)
-// or die (SIGKILL) at a chosen point while the others wait.
+// VEOMNI_FAULT_INJECT="rank=R,step=S[,kill=step|save|commit|term]": the failure-path tests make one rank fail
+// (throw), die (SIGKILL) at a chosen point while the others wait, or receive SIGTERM at a step's start (term).
 struct FaultInjection {
   int64_t rank = -1;
   int64_t step = -1;
@@ -85,9 +89,9 @@ struct FaultInjection {
     char kill[16] = "";
     const int fields = std::sscanf(spec, "rank=%lld,step=%lld,kill=%15s", &rank, &step, kill);
     const bool known_kill = fields == 2 || std::strcmp(kill, "step") == 0 || std::strcmp(kill, "save") == 0 ||
-                            std::strcmp(kill, "commit") == 0;
+                            std::strcmp(kill, "commit") == 0 || std::strcmp(kill, "term") == 0;
     VEOMNI_INPUT_CHECK(fields >= 2 && known_kill,
-                       "VEOMNI_FAULT_INJECT='{}' is not of the form rank=R,step=S[,kill=step|save|commit]", spec);
+                       "VEOMNI_FAULT_INJECT='{}' is not of the form rank=R,step=S[,kill=step|save|commit|term]", spec);
     return FaultInjection{rank, step, fields == 3 ? kill : ""};
   }
   bool hits(int64_t my_rank, int64_t at_step, const char* point) const {
@@ -138,6 +142,7 @@ class Trainer {
   Device select_device();
   void build_mesh_and_model();
   void build_data();
+  void report_untrained_data();
   void build_optimizer();
   std::vector<MultimodalBatch> collate_my_micro_batches(const StepPlan& step);
   MultimodalBatch collate_micro_batch(const std::vector<int64_t>& sample_indices);
@@ -157,7 +162,9 @@ class Trainer {
   DataPlanInfo data_plan_info() const;
   void resume_from(const std::string& dir);
   void warn_about_changed_run(const CheckpointMetadata& saved) const;
+  void check_resume_position(const std::string& dir, const CheckpointMetadata& saved) const;
   void normalise_start_position();
+  int agree_on_stop_signal();
   std::string save_checkpoint_at(int64_t global_step, int64_t epoch, int64_t next_step_in_epoch, double last_lr);
 
   TrainConfig config_;
@@ -182,7 +189,8 @@ class Trainer {
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<DatasetReader> dataset_;
   BatchPlanOptions plan_options_;
-  std::vector<std::vector<StepPlan>> epochs_;
+  std::unique_ptr<EpochPlans> plans_;
+  std::unique_ptr<OutputDirLock> output_lock_;  // rank 0's, held for the whole run
   int64_t total_steps_ = 0;
   double state_bytes_max_ = 0;
   double peak_gpu_bytes_ = 0;  // max over steps and ranks of the caching allocator's peak
@@ -275,13 +283,9 @@ void Trainer::build_data() {
   plan_options_.micro_batches_per_step = layout_.global_batch_size / layout_.micro_batch_size;
   plan_options_.shuffle = config_.data.dataloader.shuffle;
   plan_options_.seed = static_cast<uint64_t>(config_.train.seed);
-  for (int64_t e = 0; e < config_.train.num_train_epochs; ++e) {
-    std::vector<StepPlan> steps = plan_epoch(lengths, e, plan_options_);
-    if (config_.train.max_steps > 0 && static_cast<int64_t>(steps.size()) > config_.train.max_steps)
-      steps.resize(static_cast<size_t>(config_.train.max_steps));
-    total_steps_ += static_cast<int64_t>(steps.size());
-    epochs_.push_back(std::move(steps));
-  }
+  plans_ = std::make_unique<EpochPlans>(std::move(lengths), plan_options_, config_.train.num_train_epochs,
+                                        config_.train.max_steps);
+  total_steps_ = plans_->total_steps();
   VEOMNI_INPUT_CHECK(total_steps_ > 0,
                      "{}: {} samples do not fill one global batch of {} micro-batches of up to {} tokens "
                      "(hint: lower train.global_batch_size or add data)",
@@ -289,6 +293,19 @@ void Trainer::build_data() {
                      plan_options_.token_budget);
   spdlog::info("data: {} samples from {}; {} steps over {} epoch(s)", dataset_->num_samples(),
                config_.data.train_path, total_steps_, config_.train.num_train_epochs);
+  if (world_->rank() == 0) report_untrained_data();
+}
+
+// Data the run will not learn from, said at start-up: truncation over the whole dataset; label tokens over the
+// samples of the first epoch's steps (text data: the multimodal collator decides its targets itself).
+void Trainer::report_untrained_data() {
+  std::vector<int64_t> trained;
+  if (!thinker_)
+    for (const StepPlan& step : plans_->epoch(0))
+      for (const MicroBatchPlan& micro_batch : step.micro_batches)
+        trained.insert(trained.end(), micro_batch.samples.begin(), micro_batch.samples.end());
+  report_data_coverage(measure_data_coverage(*dataset_, trained, config_.data.max_seq_len), config_.data.train_path,
+                       config_.data.max_seq_len);
 }
 
 void Trainer::build_optimizer() {
@@ -421,6 +438,7 @@ void Trainer::maybe_inject_fault(int64_t step) const {
   if (fault_->hits(world_->rank(), step, ""))
     throw Error(fmt::format("injected fault at step {} (VEOMNI_FAULT_INJECT)", step));
   if (fault_->hits(world_->rank(), step, "step")) kill_self(world_->rank(), step, "at the step's start");
+  if (fault_->hits(world_->rank(), step, "term")) std::raise(SIGTERM);
 }
 
 // Rank 0 decides (it alone cleans up and writes `latest`); the others follow, so all resume the same checkpoint.
@@ -464,6 +482,7 @@ void Trainer::resume_from(const std::string& dir) {
   const CheckpointMetadata& saved = reader.metadata();
   std::vector<ParamShardState> states = shard_states();
   check_checkpoint_model(reader, model_config_, states);
+  check_resume_position(dir, saved);
   restore_param_shards(reader, mesh_.shape, mesh_.rank, states);
   start_ = saved.position;
   for (OptimizerGroup& g : optimizers_) g.adamw->set_steps_taken(start_.optimizer_steps);
@@ -492,13 +511,49 @@ void Trainer::warn_about_changed_run(const CheckpointMetadata& saved) const {
                  start_.lr_total_steps);
 }
 
+// The saved position must be one this run's data plan can reach: within the configured epochs and, when the batch
+// plan, seed and schedule are unchanged (so positions mean the same steps), within its epoch and equal to the
+// steps before it. An edited or damaged metadata.json would otherwise resume nowhere and "finish" at once.
+void Trainer::check_resume_position(const std::string& dir, const CheckpointMetadata& saved) const {
+  const std::string file = (fs::path(dir) / kCheckpointMetadataFile).string();
+  const TrainingPosition& p = saved.position;
+  const int64_t epochs = plans_->num_epochs();
+  VEOMNI_INPUT_CHECK(p.epoch < epochs || (p.epoch == epochs && p.step_in_epoch == 0),
+                     "{}: key 'position.epoch' is {} (step_in_epoch {}) but train.num_train_epochs is {}: the position "
+                     "lies beyond the run (hint: raise train.num_train_epochs, or check the checkpoint)",
+                     file, p.epoch, p.step_in_epoch, epochs);
+  VEOMNI_INPUT_CHECK(p.optimizer_steps <= p.global_step,
+                     "{}: key 'position.optimizer_steps' is {}, more than position.global_step {}", file,
+                     p.optimizer_steps, p.global_step);
+  const bool same_plan = saved.data_plan && *saved.data_plan == data_plan_info() && p.seed == config_.train.seed &&
+                         p.lr_total_steps == total_steps_;
+  if (!same_plan || p.epoch == epochs) return;
+  const int64_t steps = plans_->steps_in_epoch(p.epoch);
+  VEOMNI_INPUT_CHECK(p.step_in_epoch <= steps,
+                     "{}: key 'position.step_in_epoch' is {} but epoch {} of the (unchanged) data plan has {} steps",
+                     file, p.step_in_epoch, p.epoch, steps);
+  const int64_t expected = plans_->steps_before(p.epoch) + p.step_in_epoch;
+  VEOMNI_INPUT_CHECK(p.global_step == expected,
+                     "{}: key 'position.global_step' is {} but epoch {} step {} is step {} of the (unchanged) data "
+                     "plan: global_step, epoch and step_in_epoch disagree (an edited or damaged file?)",
+                     file, p.global_step, p.epoch, p.step_in_epoch, expected);
+}
+
 // A checkpoint taken at the end of an epoch points past its last step: continue with the next epoch.
 void Trainer::normalise_start_position() {
-  while (start_.epoch < static_cast<int64_t>(epochs_.size()) &&
-         start_.step_in_epoch >= static_cast<int64_t>(epochs_[static_cast<size_t>(start_.epoch)].size())) {
+  while (start_.epoch < plans_->num_epochs() && start_.step_in_epoch >= plans_->steps_in_epoch(start_.epoch)) {
     ++start_.epoch;
     start_.step_in_epoch = 0;
   }
+}
+
+// A signal may reach only some ranks (mpirun, a scheduler): every rank stops after the same step. The signal number
+// is 0 on ranks that got none; the max over ranks names the one received.
+int Trainer::agree_on_stop_signal() {
+  if (!config_.train.checkpoint.save_on_signal) return 0;
+  std::vector<double> received{static_cast<double>(stop_signal_received())};
+  world_->allreduce_max(received);
+  return static_cast<int>(received[0]);
 }
 
 std::string Trainer::save_checkpoint_at(int64_t global_step, int64_t epoch, int64_t next_step_in_epoch,
@@ -617,6 +672,8 @@ void Trainer::write_summary(const TrainSummary& summary, const std::string& path
   j["global_step"] = summary.global_step;
   j["resumed_from"] = summary.resumed_from;
   j["last_checkpoint"] = summary.last_checkpoint;
+  j["stopped_by_signal"] = summary.stopped_by.empty() ? nlohmann::ordered_json(nullptr)
+                                                      : nlohmann::ordered_json(summary.stopped_by);
   j["tokens"] = summary.tokens;
   j["elapsed_seconds"] = summary.elapsed_seconds;
   j["tokens_per_sec"] = static_cast<double>(summary.tokens) / std::max(summary.elapsed_seconds, 1e-9);
@@ -646,6 +703,9 @@ int64_t op_profile_skip_steps() {
 }
 
 TrainSummary Trainer::run() {
+  // Before anything is read from or written to output_dir: its checks and the one-run-per-directory lock. The other
+  // ranks learn of a failure through the abort.
+  if (world_->rank() == 0) output_lock_ = std::make_unique<OutputDirLock>(config_.train.checkpoint.output_dir);
   resume_dir_ = agree_on_resume_checkpoint();
   build_mesh_and_model();
   build_data();
@@ -656,7 +716,6 @@ TrainSummary Trainer::run() {
   summary.metrics_path = (output_dir / "log_dict.json").string();
   summary.resumed_from = resume_dir_.value_or("");
   if (world_->rank() == 0) {
-    fs::create_directories(output_dir);
     save_train_config(config_, (output_dir / "veomni_cli.yaml").string());
     if (const int removed = remove_temporaries(checkpoints_dir(output_dir.string())))
       spdlog::info("checkpoint: removed {} unfinished save(s) of an interrupted run", removed);
@@ -668,9 +727,11 @@ TrainSummary Trainer::run() {
   int64_t global_step = start_.global_step;
   const int64_t profile_skip = op_profile_skip_steps();
   const int64_t save_steps = config_.train.checkpoint.save_steps;
-  for (auto e = static_cast<size_t>(start_.epoch); e < epochs_.size(); ++e) {
-    const std::vector<StepPlan>& epoch = epochs_[e];
-    const size_t first = e == static_cast<size_t>(start_.epoch) ? static_cast<size_t>(start_.step_in_epoch) : 0;
+  if (config_.train.checkpoint.save_on_signal) install_stop_signal_handlers();
+  int stop_signal = 0;
+  for (int64_t e = start_.epoch; e < plans_->num_epochs() && stop_signal == 0; ++e) {
+    const std::vector<StepPlan>& epoch = plans_->epoch(e);
+    const size_t first = e == start_.epoch ? static_cast<size_t>(start_.step_in_epoch) : 0;
     for (size_t s = first; s < epoch.size(); ++s) {
       ++global_step;
       const StepMetrics m = run_step(epoch[s], global_step);
@@ -680,10 +741,15 @@ TrainSummary Trainer::run() {
       summary.tokens += m.tokens;
       summary.final_loss = m.loss;
       if (world_->rank() == 0) metrics_.write(summary.metrics_path);
-      const bool last = e + 1 == epochs_.size() && s + 1 == epoch.size();
-      if ((save_steps > 0 && global_step % save_steps == 0) || (last && save_steps >= 0)) {
-        summary.last_checkpoint =
-            save_checkpoint_at(global_step, static_cast<int64_t>(e), static_cast<int64_t>(s) + 1, m.lr);
+      const bool last = e + 1 == plans_->num_epochs() && s + 1 == epoch.size();
+      const bool save = (save_steps > 0 && global_step % save_steps == 0) || (last && save_steps >= 0);
+      if (save) summary.last_checkpoint = save_checkpoint_at(global_step, e, static_cast<int64_t>(s) + 1, m.lr);
+      if (!last && (stop_signal = agree_on_stop_signal()) != 0) {
+        if (!save) summary.last_checkpoint = save_checkpoint_at(global_step, e, static_cast<int64_t>(s) + 1, m.lr);
+        summary.stopped_by = stop_signal_name(stop_signal);
+        spdlog::warn("stopped by {} after step {}: checkpoint {} (resume with train.checkpoint.load_path auto)",
+                     summary.stopped_by, global_step, summary.last_checkpoint);
+        break;
       }
     }
   }

@@ -14,6 +14,7 @@ struct TrainSummary {
   int64_t global_step = 0;     // optimizer steps of the whole run, those before a resume included
   std::string resumed_from;    // checkpoint directory this invocation resumed from ("" = fresh start)
   std::string last_checkpoint; // checkpoint directory saved last by this invocation ("" = none)
+  std::string stopped_by;      // "SIGTERM" / "SIGINT" when a signal stopped the run early (after a checkpoint)
   int64_t tokens = 0;          // real (unpadded) tokens processed, all ranks
   double elapsed_seconds = 0;
   double final_loss = 0;
@@ -25,13 +26,15 @@ struct TrainSummary {
 // config, log_dict.json and run_summary.json under train.checkpoint.output_dir, and checkpoints under its
 // checkpoints/ every train.checkpoint.save_steps steps and at the end (veomni-checkpoint(5)). With
 // train.checkpoint.load_path ("auto" or a checkpoint) it resumes where that checkpoint stopped, under any layout.
+// Rank 0 holds output_dir's lock (OutputDirLock) for the whole run. With train.checkpoint.save_on_signal, SIGTERM or
+// SIGINT on any rank stops every rank after the same step, with a checkpoint of it, and the call returns normally.
 // Throws InputError / Error with context.
 //
 // For tests of the failure path, the environment variable VEOMNI_FAULT_INJECT="rank=R,step=S" makes rank R throw at
 // step S (the other ranks are then waiting in a collective and must be ended by the abort); with ",kill=step" rank R
 // kills itself with SIGKILL there instead, with ",kill=save" in the middle of writing its shard of step S's
 // checkpoint, and with ",kill=commit" (rank 0) after step S's checkpoint directory is in place but before `latest`
-// names it.
+// names it; ",kill=term" makes rank R send itself SIGTERM at the step's start.
 TrainSummary run_training(const TrainConfig& config, std::shared_ptr<Communicator> world);
 
 }  // namespace veomni

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Drives veomni-align-check through one scenario and checks its exit status and output.
 # usage: align_check.sh TOOL CASE   (CASE: aligned, misaligned, json, steps, keys, tolerance, missing_file,
-#        invalid_json, nan, unequal_steps, too_few_runs, missing_key, no_common_key, bad_tolerance, help, version)
+#        invalid_json, nan, unequal_steps, too_few_runs, missing_key, no_common_key, bad_tolerance, help, version,
+#        timing_keys)
 set -euo pipefail
 tool=$1 case=$2
 work=$(mktemp -d "${TMPDIR:-/tmp}/veomni-align-check-XXXXXX")
@@ -75,6 +76,21 @@ case $case in
     expect_out "foundation_loss"
     if grep -q "^grad_norm" "$work/out"; then fail "grad_norm compared although not requested"; fi
     last_line_is "aligned"
+    ;;
+  timing_keys)
+    # Same numerics, different timings: aligned by default (timing and resource metrics are not compared) and
+    # NOT aligned when step_time is asked for by name.
+    log fast '{"loss": [2.5, 2.25], "step_time": [0.5, 0.4], "tokens_per_sec": [900, 1100], "max_memory_allocated_gib": [1.0, 1.0]}'
+    log slow '{"loss": [2.5, 2.25], "step_time": [0.9, 0.8], "tokens_per_sec": [500, 560], "max_memory_allocated_gib": [2.0, 2.0]}'
+    run 0 "$work/fast" "$work/slow"
+    last_line_is "aligned"
+    if grep -qE "^(step_time|tokens_per_sec|max_memory)" "$work/out"; then fail "a timing metric was compared"; fi
+    run 1 --keys loss,step_time "$work/fast" "$work/slow"
+    expect_out "step_time"
+    last_line_is "NOT aligned"
+    log timeonly '{"step_time": [0.5, 0.4]}'
+    run 2 "$work/timeonly" "$work/slow"
+    expect_err "measure time or resources only (step_time)"
     ;;
   tolerance)
     run 0 --rtol 0 --atol 0.2 "$work/base" "$work/far"

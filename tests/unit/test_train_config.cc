@@ -387,6 +387,11 @@ TEST(TrainConfig, ValidateErrors) {
       {[](TrainConfig& c) { c.train.max_steps = 0; }, "train.max_steps must be positive or -1"},
       {[](TrainConfig& c) { c.train.seed = -1; }, "train.seed must be >= 0"},
       {[](TrainConfig& c) { c.train.log_steps = 0; }, "train.log_steps must be positive"},
+      {[](TrainConfig& c) {
+         c.train.micro_batch_size = 4;
+         c.data.max_seq_len = int64_t{1} << 62;  // the product wrapped to a token budget of 0
+       },
+       "train.micro_batch_size (4) x data.max_seq_len (4611686018427387904) tokens per micro-batch exceed"},
       {[](TrainConfig& c) { c.train.optimizer.lr = 0; }, "train.optimizer.lr must be positive"},
       {[](TrainConfig& c) { c.train.optimizer.lr_min = 1.0; }, "train.optimizer.lr_min must be in [0, train.optimizer.lr"},
       {[](TrainConfig& c) { c.train.optimizer.lr_warmup_ratio = 1.5; },

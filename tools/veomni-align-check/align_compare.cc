@@ -12,13 +12,21 @@ namespace veomni {
 
 namespace {
 
+bool contains(const std::string& text, const char* part) { return text.find(part) != std::string::npos; }
+
 std::vector<std::string> keys_in_every_run(const std::vector<NamedRun>& runs) {
   std::vector<std::string> keys;
+  std::vector<std::string> skipped;
   for (const std::string& key : runs.front().log.keys()) {
     bool everywhere = true;
     for (const NamedRun& run : runs) everywhere = everywhere && run.log.contains(key);
-    if (everywhere) keys.push_back(key);
+    if (!everywhere) continue;
+    (is_timing_or_resource_key(key) ? skipped : keys).push_back(key);
   }
+  if (keys.empty() && !skipped.empty())
+    throw InputError(fmt::format("the metrics common to all runs measure time or resources only ({}), which are "
+                                 "not compared by default (hint: name them with --keys)",
+                                 fmt::join(skipped, ", ")));
   if (keys.empty()) {
     std::string listing;
     for (const NamedRun& run : runs)
@@ -85,6 +93,14 @@ KeyRunComparison compare_series(const std::string& key, const NamedRun& run, con
 }
 
 }  // namespace
+
+bool is_timing_or_resource_key(const std::string& key) {
+  static const char* const kParts[] = {"time", "per_sec", "per_second", "mfu", "memory", "mem_", "throughput",
+                                       "elapsed", "seconds", "flops"};
+  for (const char* part : kParts)
+    if (contains(key, part)) return true;
+  return key == "tokens_per_sec" || key == "tps";
+}
 
 AlignReport compare_runs(const std::vector<NamedRun>& runs, const AlignOptions& options) {
   VEOMNI_INPUT_CHECK(runs.size() >= 2, "need at least two runs to compare, got {}", runs.size());

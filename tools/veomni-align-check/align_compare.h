@@ -13,7 +13,7 @@ struct AlignOptions {
   double rtol = 0.01;
   double atol = 0.01;
   std::optional<size_t> steps;    // compare only the first N steps
-  std::vector<std::string> keys;  // empty: every key present in all runs
+  std::vector<std::string> keys;  // empty: every key present in all runs but timing and resource keys
 };
 
 struct NamedRun {
@@ -45,6 +45,10 @@ struct AlignReport {
   std::vector<KeyRunComparison> comparisons;  // per key, then per run
   bool aligned = true;
 };
+
+// Metrics of speed or resources rather than numerics (step_time, data_time, tokens_per_sec, mfu, memory, ...): runs
+// that compute the same values differ there, so the default key set leaves them out.
+bool is_timing_or_resource_key(const std::string& key);
 
 // Throws InputError (naming the run file and key) for fewer than two runs, a requested key missing from a run, no
 // key common to all runs, runs without steps, or runs whose step counts differ (without --steps) or fall short of

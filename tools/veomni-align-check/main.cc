@@ -31,7 +31,7 @@ void add_options(CLI::App& app, Arguments& args) {
                  "Run directories holding log_dict.json, or log_dict.json files; the first is the baseline")
       ->required();
   // A plain string: a vector option would also swallow the run arguments that follow it.
-  app.add_option("--keys", args.keys, "Comma-separated metrics to compare (default: every metric in all runs)");
+  app.add_option("--keys", args.keys, "Comma-separated metrics to compare (default: every metric in all runs but timing and resource ones: *time*, *per_sec*, mfu, *memory*, ...)");
   // Tolerances are range-checked by compare_runs, whose message is clearer than CLI11's.
   app.add_option("--rtol", args.options.rtol, "Relative tolerance, >= 0 (default 0.01)");
   app.add_option("--atol", args.options.atol, "Absolute tolerance, >= 0 (default 0.01)");
