@@ -66,6 +66,12 @@ case $case_name in
     model_with hidden_size 1e999
     shard_fails "config.json:12:18: invalid JSON: number overflow parsing '1e999'"
     ;;
+  range_messages)  # out-of-range flags say the bound in words
+    tool=$bin/veomni-ckpt-shard
+    expect_exit 2 "$hf" --out ckpt --world 0
+    expect_in err "--world: must be at least 1, got 0"
+    ! grep -q 1797693 err || fail "the bound is printed as a double"
+    ;;
   *) fail "unknown case $case_name" ;;
 esac
 echo "ok: $case_name"
