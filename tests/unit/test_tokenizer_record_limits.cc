@@ -50,7 +50,7 @@ TEST_F(RecordLimits, EndlessInputStopsAtTheLimit) {
 }
 
 TEST_F(RecordLimits, LinesWithinTheLimitAreRead) {
-  std::ofstream(path("b.jsonl")) << "{\"text\": \"" << std::string(90, 'x') << "\"}\n{}\n";
+  std::ofstream(path("b.jsonl")) << "{\"text\": \"" << std::string(80, 'x') << "\"}\n{}\n";
   RecordReader reader({path("b.jsonl")}, 16, 100);
   std::vector<RecordRef> block;
   size_t records = 0;
