@@ -8,10 +8,25 @@ namespace veomni {
 
 namespace {
 
+std::string where(const TokenSample& s) { return s.context.empty() ? std::string("sample") : s.context; }
+
 int64_t sample_length(const TokenSample& s, int64_t max_seq_len) {
   VEOMNI_INPUT_CHECK(s.input_ids.defined() && s.input_ids.ndim() == 1 && s.input_ids.dtype() == DType::I64,
-                     "sample input_ids must be i64 [L], got {}", s.input_ids.describe());
+                     "{}: input_ids must be i64 [L], got {}", where(s), s.input_ids.describe());
   return std::min(s.input_ids.dim(0), max_seq_len);
+}
+
+// Ids outside the vocabulary mean the data was tokenized for another model: name the sample and the position.
+void check_vocabulary(const TokenSample& s, const char* key, const int64_t* ids, int64_t len, int64_t vocab,
+                      bool allow_ignore) {
+  if (vocab <= 0) return;
+  for (int64_t i = 0; i < len; ++i) {
+    if (allow_ignore && ids[i] == kIgnoreIndex) continue;
+    VEOMNI_INPUT_CHECK(ids[i] >= 0 && ids[i] < vocab,
+                       "{}: {}[{}] = {} is outside the model vocabulary [0, {}) (hint: was the data tokenized for "
+                       "another model?)",
+                       where(s), key, i, ids[i], vocab);
+  }
 }
 
 // Positions of sample s (truncated to len) written at column offset `at` of a [streams, T] buffer.
@@ -24,7 +39,7 @@ void copy_positions(const TokenSample& s, int64_t len, int64_t at, int64_t total
   const Tensor& p = s.position_ids;
   const int64_t p_streams = p.ndim() == 1 ? 1 : p.dim(0);
   VEOMNI_INPUT_CHECK(p.dtype() == DType::I64 && p_streams == streams && p.dim(-1) == s.input_ids.dim(0),
-                     "sample position_ids {} do not match input_ids {} (expected {} stream(s))", p.describe(),
+                     "{}: position_ids {} do not match input_ids {} (expected {} stream(s))", where(s), p.describe(),
                      s.input_ids.describe(), streams);
   const int64_t p_len = p.dim(-1);
   for (int64_t st = 0; st < streams; ++st)
@@ -58,10 +73,14 @@ PackedRow pack_samples(const std::vector<TokenSample>& samples, const CollateOpt
   for (size_t k = 0; k < samples.size(); ++k) {
     const TokenSample& s = samples[k];
     const int64_t len = sample_length(s, options.max_seq_len);
+    check_vocabulary(s, "input_ids", s.input_ids.data<int64_t>(), len, options.vocab_size, false);
     std::memcpy(ids + at, s.input_ids.data<int64_t>(), static_cast<size_t>(len) * sizeof(int64_t));
     if (s.labels.defined()) {
-      VEOMNI_INPUT_CHECK(s.labels.dtype() == DType::I64 && s.labels.numel() == s.input_ids.numel(),
-                         "sample labels {} do not match input_ids {}", s.labels.describe(), s.input_ids.describe());
+      VEOMNI_INPUT_CHECK(s.labels.dtype() == DType::I64 && s.labels.ndim() == 1 &&
+                             s.labels.numel() == s.input_ids.numel(),
+                         "{}: labels {} do not match input_ids {}", where(s), s.labels.describe(),
+                         s.input_ids.describe());
+      check_vocabulary(s, "labels", s.labels.data<int64_t>(), len, options.vocab_size, true);
       std::memcpy(labels.data() + at, s.labels.data<int64_t>(), static_cast<size_t>(len) * sizeof(int64_t));
     } else {
       std::memcpy(labels.data() + at, s.input_ids.data<int64_t>(), static_cast<size_t>(len) * sizeof(int64_t));

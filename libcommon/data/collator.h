@@ -1,6 +1,7 @@
 // Packs text samples into one row (VeOmni's packing), shifts labels into targets, pads and slices for Ulysses SP.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -14,12 +15,14 @@ struct TokenSample {
   Tensor input_ids;     // i64 [L]
   Tensor labels;        // i64 [L]
   Tensor position_ids;  // i64 [L] or [3, L]
+  std::string context;  // where it came from, for errors: "train.h5 sample 12"
 };
 
 struct CollateOptions {
   int64_t max_seq_len = 2048;  // each sample is truncated to this many tokens (the plan counts the same)
   int64_t sp_size = 1;         // the packed row is padded to a multiple of sp_size * pad_scale and sliced
   int64_t pad_scale = 1;
+  int64_t vocab_size = 0;      // > 0: every input id and label (but kIgnoreIndex) must lie in [0, vocab_size)
 };
 
 // One packed row before the SP slice.
@@ -32,7 +35,7 @@ struct PackedRow {
   int64_t real_tokens = 0;          // tokens before padding
 };
 
-// Concatenates samples; the first label of every later sample becomes kIgnoreIndex (nothing is predicted across a
+// Concatenates samples (InputErrors name the sample's context and the key); the first label of every later sample becomes kIgnoreIndex (nothing is predicted across a
 // boundary), then shifts: target[i] = label[i+1]. Pads with input 0, target kIgnoreIndex, position 0.
 PackedRow pack_samples(const std::vector<TokenSample>& samples, const CollateOptions& options);
 

@@ -14,6 +14,12 @@ inline constexpr const char* kDatasetFormatName = "veomni-dataset";
 // Bump when a reader of the previous version would misread a new file; readers reject newer versions.
 inline constexpr int64_t kDatasetFormatVersion = 1;
 
+// The longest sample, in tokens, that the producers write and the reader takes (16 Mi): far beyond any model's
+// context, and small enough that the bytes of a sample's keys cannot overflow.
+inline constexpr int64_t kMaxSampleTokens = int64_t{1} << 24;
+// The most bytes one key of one sample may hold when read (16 GiB): a larger size is a corrupt file.
+inline constexpr uint64_t kMaxSampleKeyBytes = uint64_t{1} << 34;
+
 // What the producer records about a dataset; every shard of a set carries the same values.
 struct DatasetInfo {
   std::string kind = "text";                       // text | vl | omni

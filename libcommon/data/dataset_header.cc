@@ -40,6 +40,21 @@ DType read_key_dtype(const h5::Group& group) {
   }
 }
 
+// The fixed axes of a key hold the same size in every sample: each must be a real size, and one sample of
+// kMaxSampleTokens entries along the variable axis must stay within kMaxSampleKeyBytes (a corrupt or hostile file
+// could otherwise make a read allocate an overflowed size).
+void check_sample_dims(const h5::Dataset& data, const Shape& shape, int64_t var_axis) {
+  uint64_t row_bytes = 1;
+  for (size_t axis = 0; axis < shape.size(); ++axis) {
+    if (static_cast<int64_t>(axis) == var_axis) continue;
+    VEOMNI_INPUT_CHECK(shape[axis] >= 0 && !__builtin_mul_overflow(row_bytes, static_cast<uint64_t>(shape[axis]),
+                                                                     &row_bytes) &&
+                           row_bytes <= kMaxSampleKeyBytes,
+                       "{}: shape {} is too large (axis {} holds {}): a corrupt file?", data.where(),
+                       shape_str(shape), axis, shape[axis]);
+  }
+}
+
 }  // namespace
 
 void write_dataset_header(h5::File& file, const DatasetInfo& info, const ShardInfo& shard) {
@@ -102,6 +117,7 @@ KeyInfo read_key_info(const h5::Group& key_group, const std::string& name, int64
                      "{} attribute 'var_axis': {} is not an axis of the rank-{} data", key_group.where(), var_axis,
                      key.shape.size());
   key.var_axis = static_cast<int>(var_axis);
+  check_sample_dims(data, key.shape, var_axis);
   key.shape[static_cast<size_t>(var_axis)] = -1;
 
   const h5::Dataset offsets = key_group.dataset(kOffsetsName);

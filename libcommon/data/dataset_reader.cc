@@ -56,6 +56,37 @@ std::vector<int64_t> read_token_offsets(const KeyColumn& column) {
   return offsets;
 }
 
+// The keys that run along the tokens must have input_ids' length in every sample, and the dtypes the collators
+// read: checked when the file is opened, so that an error names the file and the sample instead of a batch.
+void check_token_keys(const ShardReader& shard) {
+  const KeyColumn& ids = shard.columns.at("input_ids");
+  VEOMNI_INPUT_CHECK(ids.key.dtype == DType::I64 && ids.key.shape.size() == 1,
+                     "{}: key 'input_ids' is {}, expected i64[L]", shard.file.path(), ids.key.describe());
+  for (const char* name : {"labels", "position_ids", "attention_mask", "image_mask", "video_mask", "audio_mask"}) {
+    const auto found = shard.columns.find(name);
+    if (found == shard.columns.end()) continue;
+    const KeyColumn& column = found->second;
+    const KeyInfo& key = column.key;
+    const bool last_axis = key.var_axis == static_cast<int>(key.shape.size()) - 1;
+    const bool positions = key.name == "position_ids";
+    VEOMNI_INPUT_CHECK(last_axis && key.shape.size() <= (positions ? 2u : 1u),
+                       "{}: key '{}' is {}, expected {} like input_ids", shard.file.path(), name, key.describe(),
+                       positions ? "[L] or [3, L]" : "[L]");
+    VEOMNI_INPUT_CHECK(key.name != "labels" || key.dtype == DType::I64, "{}: key 'labels' is {}, expected i64[L]",
+                       shard.file.path(), key.describe());
+    VEOMNI_INPUT_CHECK(!positions || key.dtype == DType::I64 || key.dtype == DType::F32,
+                       "{}: key 'position_ids' is {}, expected i64 or f32", shard.file.path(), key.describe());
+    const Tensor all = column.offsets.read_all(DType::I64);
+    const int64_t* offsets = all.data<int64_t>();
+    for (size_t i = 0; i + 1 < shard.token_offsets.size(); ++i) {
+      const int64_t length = offsets[i + 1] - offsets[i];
+      const int64_t tokens = shard.token_offsets[i + 1] - shard.token_offsets[i];
+      VEOMNI_INPUT_CHECK(length == tokens, "{} sample {}: {} has {} entries but input_ids {} tokens",
+                         shard.file.path(), i, name, length, tokens);
+    }
+  }
+}
+
 ShardReader open_shard(const std::string& path) {
   ShardReader shard{h5::File::open(path), {}, {}, {}};
   shard.header = read_dataset_header(shard.file);
@@ -63,7 +94,10 @@ ShardReader open_shard(const std::string& path) {
   for (const std::string& name : samples.member_names())
     shard.columns.emplace(name, open_column(samples, name, shard.header.shard.num_samples));
   const auto input_ids = shard.columns.find("input_ids");
-  if (input_ids != shard.columns.end()) shard.token_offsets = read_token_offsets(input_ids->second);
+  if (input_ids != shard.columns.end()) {
+    shard.token_offsets = read_token_offsets(input_ids->second);
+    check_token_keys(shard);
+  }
   return shard;
 }
 
@@ -150,7 +184,14 @@ struct DatasetReader::Impl {
                          "{}: offsets of sample {} are [{}, {}), not within [0, {}]", column.offsets.where(), local,
                          begin, end, column.extent);
     }
-    Tensor tensor = Tensor::empty(column.key.sample_shape(end - begin), column.key.dtype);
+    const Shape shape = column.key.sample_shape(end - begin);
+    uint64_t bytes = dtype_size(column.key.dtype);
+    for (int64_t d : shape)
+      VEOMNI_INPUT_CHECK(d >= 0 && !__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) &&
+                             bytes <= kMaxSampleKeyBytes,
+                         "{}: sample {} would be {} {}, more than {} bytes: a corrupt file?", column.data.where(),
+                         local, dtype_name(column.key.dtype), shape_str(shape), kMaxSampleKeyBytes);
+    Tensor tensor = Tensor::empty(shape, column.key.dtype);
     Shape offset(tensor.shape().size(), 0);
     offset[static_cast<size_t>(column.key.var_axis)] = begin;
     column.data.read(tensor.numel() ? tensor.raw_data() : nullptr, column.key.dtype, offset, tensor.shape());

@@ -191,6 +191,8 @@ const char* DummyLayout::dataset_kind() const {
 
 DummyLayout dummy_layout(DummyType type, int64_t seq_len) {
   VEOMNI_INPUT_CHECK(seq_len >= 1, "--seq-len must be at least 1, got {}", seq_len);
+  VEOMNI_INPUT_CHECK(seq_len <= kMaxSampleTokens, "--seq-len must be at most {} (tokens per sample), got {}",
+                     kMaxSampleTokens, seq_len);
   DummyLayout layout;
   layout.type = type;
   layout.seq_len = seq_len;
@@ -214,6 +216,8 @@ Sample make_dummy_sample(const DummyLayout& layout, uint64_t seed, int64_t index
 
 DummyDatasetSummary write_dummy_dataset(const DummyDatasetOptions& options) {
   VEOMNI_INPUT_CHECK(options.num_samples >= 0, "--num-samples must not be negative, got {}", options.num_samples);
+  VEOMNI_INPUT_CHECK(options.num_samples <= kMaxDummySamples, "--num-samples must be at most {}, got {}",
+                     kMaxDummySamples, options.num_samples);
   DummyDatasetSummary summary;
   summary.layout = dummy_layout(options.type, options.seq_len);
   DatasetInfo info;

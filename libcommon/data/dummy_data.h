@@ -36,7 +36,10 @@ struct DummyLayout {
   const char* dataset_kind() const;
 };
 
-// InputError when seq_len leaves no room for the multimodal runs (qwen*vl needs 48, qwen3omni 248).
+// The most samples one dummy dataset may have (with kMaxSampleTokens each, the token count stays in 64 bits).
+inline constexpr int64_t kMaxDummySamples = int64_t{1} << 36;
+
+// InputError when seq_len is outside [1, kMaxSampleTokens] or leaves no room for the multimodal runs (qwen*vl needs 48, qwen3omni 248).
 DummyLayout dummy_layout(DummyType type, int64_t seq_len);
 
 // Sample `index` of the dataset; a function of (layout, seed, index) only, so shards can be made in any order.

@@ -230,6 +230,7 @@ MultimodalBatch collate_multimodal(const std::vector<NamedSample>& samples, cons
   for (const NamedSample& s : samples) {
     media.push_back(read_sample_media(s, options, widths));
     TokenSample t;
+    t.context = s.context;
     t.input_ids = sample_key(*s.sample, "input_ids", s.context);
     t.labels = optional_key(*s.sample, "labels");
     VEOMNI_INPUT_CHECK(!t.labels.defined() || (t.labels.dtype() == DType::I64 && t.labels.ndim() == 1 &&
@@ -241,6 +242,7 @@ MultimodalBatch collate_multimodal(const std::vector<NamedSample>& samples, cons
   CollateOptions text_options;
   text_options.max_seq_len = options.max_seq_len;
   text_options.sp_size = options.sp_size;
+  text_options.vocab_size = options.vocab_size;
   const PackedRow row = pack_samples(tokens, text_options);
   const int64_t total = row.input_ids.dim(0);
 

@@ -18,6 +18,7 @@ struct MultimodalCollateOptions {
   int64_t merge_unit = 4;      // patches per merged visual token (spatial_merge_size^2)
   bool has_audio = false;      // the model has an audio encoder (Qwen3-Omni): audio keys are read
   DType position_dtype = DType::I64;  // of position_ids [3, S]: i64 (Qwen3-VL) or f32 (Qwen3-Omni)
+  int64_t vocab_size = 0;  // > 0: input ids and labels (but kIgnoreIndex) must lie in [0, vocab_size)
 };
 
 // One stored sample and the name errors use for it ("train.h5 sample 12").

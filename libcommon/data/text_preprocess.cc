@@ -12,6 +12,7 @@
 #include "data/text_preprocess_input.h"
 #include "data/text_preprocess_pack.h"
 #include "data/text_preprocess_parallel.h"
+#include "io/json_file.h"
 #include "veomni/version.h"
 
 namespace veomni {
@@ -71,10 +72,11 @@ void tally(const EncodedRecord& record, const std::string& location, bool skip_b
       return;
     case RecordStatus::Bad:
       if (!skip_bad)
-        throw InputError(fmt::format("{}: {} (--skip-bad counts and skips such records)", location, record.error));
+        throw InputError(fmt::format("{}: {} (--skip-bad counts and skips such records)", location,
+                                     quoted_excerpt(record.error, 1000)));
       if (summary.bad_examples.size() < kBadExamples) {
-        summary.bad_examples.push_back(location + ": " + record.error);
-        spdlog::warn("skipped {}: {}", location, record.error);
+        summary.bad_examples.push_back(location + ": " + quoted_excerpt(record.error, 1000));
+        spdlog::warn("skipped {}: {}", location, summary.bad_examples.back().substr(location.size() + 2));
       }
       ++summary.bad;
       return;
@@ -127,7 +129,7 @@ TokenizeSummary tokenize_records(const TokenizeOptions& options, std::FILE* out)
   const auto start = Clock::now();
   const Tokenizer tokenizer = Tokenizer::from_file(options.tokenizer_path);
   const int threads = resolve_threads(options.threads);
-  RecordReader reader(options.inputs);
+  RecordReader reader(options.inputs, RecordReader::kDefaultBlockBytes, options.max_line_bytes);
   ReadProgress progress(reader);
   TokenizeSummary summary;
   std::vector<RecordRef> block;
@@ -151,7 +153,7 @@ TokenizeSummary tokenize_records(const TokenizeOptions& options, std::FILE* out)
       }
     });
     for (size_t i = 0; i < block.size(); ++i) {
-      VEOMNI_INPUT_CHECK(errors[i].empty(), "{}: {}", reader.location(block[i]), errors[i]);
+      VEOMNI_INPUT_CHECK(errors[i].empty(), "{}: {}", reader.location(block[i]), quoted_excerpt(errors[i], 1000));
       std::fputs(lines[i].c_str(), out);
       std::fputc('\n', out);
       summary.tokens += counts[i];
@@ -175,7 +177,7 @@ TextPreprocessSummary preprocess_text(const TextPreprocessOptions& options) {
   const int threads = resolve_threads(options.threads);
   spdlog::info("tokenizer {} ({} ids), {} thread(s)", tokenizer.fingerprint(), tokenizer.id_limit(), threads);
 
-  RecordReader reader(options.inputs);
+  RecordReader reader(options.inputs, RecordReader::kDefaultBlockBytes, options.max_line_bytes);
   ReadProgress progress(reader);
   TextPreprocessSummary summary;
   summary.tokenizer = tokenizer.fingerprint();

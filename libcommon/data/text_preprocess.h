@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "data/text_preprocess_input.h"
 #include "data/text_preprocess_record.h"
 
 namespace veomni {
@@ -15,6 +16,7 @@ struct TokenizeOptions {
   std::vector<std::string> inputs;  // JSONL files or JSON arrays; "-" is stdin
   std::string text_key = "text";
   int threads = 0;  // 0: one per hardware thread
+  size_t max_line_bytes = kDefaultMaxLineBytes;  // a longer JSONL line is an InputError
 };
 
 struct TokenizeSummary {
@@ -38,6 +40,7 @@ struct TextPreprocessOptions {
   int threads = 0;
   bool skip_bad = false;  // count and skip bad records instead of failing on the first
   int compression_level = 1;
+  size_t max_line_bytes = kDefaultMaxLineBytes;  // a longer JSONL line is an InputError
 };
 
 struct TextPreprocessSummary {

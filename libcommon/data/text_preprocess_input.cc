@@ -16,8 +16,9 @@ bool only_spaces(std::string_view line) { return line.find_first_not_of(" \t\r\n
 
 }  // namespace
 
-RecordReader::RecordReader(std::vector<std::string> paths, size_t block_bytes)
-    : paths_(std::move(paths)), records_in_(paths_.size(), 0), block_bytes_(block_bytes) {
+RecordReader::RecordReader(std::vector<std::string> paths, size_t block_bytes, size_t max_line_bytes)
+    : paths_(std::move(paths)), records_in_(paths_.size(), 0), block_bytes_(block_bytes),
+      max_line_bytes_(max_line_bytes) {
   VEOMNI_INPUT_CHECK(!paths_.empty(), "no input given");
   for (const std::string& path : paths_) {
     std::error_code ec;
@@ -37,6 +38,13 @@ std::string RecordReader::location(const RecordRef& record) const {
   const std::string& path = paths_[record.file] == "-" ? std::string("<stdin>") : paths_[record.file];
   if (record.value) return fmt::format("{}: element {}", path, record.number);
   return fmt::format("{}:{}", path, record.number);
+}
+
+void RecordReader::check_line_length(size_t bytes, int64_t line) const {
+  const std::string& path = paths_[current_] == "-" ? std::string("<stdin>") : paths_[current_];
+  VEOMNI_INPUT_CHECK(bytes <= max_line_bytes_,
+                     "{}:{}: the line is longer than {} bytes (not JSONL? --max-line-bytes raises the limit)", path,
+                     line, max_line_bytes_);
 }
 
 // Reads up to block_bytes into buffer_; false when the file is exhausted.
@@ -113,7 +121,10 @@ bool RecordReader::next_block(std::vector<RecordRef>& out) {
       size_t cut = buffer_.size();
       if (!eof_) {
         cut = buffer_.rfind('\n');
-        if (cut == std::string::npos) continue;
+        if (cut == std::string::npos) {
+          check_line_length(buffer_.size(), next_line_);
+          continue;
+        }
         ++cut;
       }
       block_.assign(buffer_, 0, cut);
@@ -122,6 +133,7 @@ bool RecordReader::next_block(std::vector<RecordRef>& out) {
       while (!rest.empty()) {
         const size_t end = rest.find('\n');
         std::string_view line = rest.substr(0, end);
+        check_line_length(line.size(), next_line_);
         rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end + 1);
         if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
         if (!only_spaces(line)) out.push_back(RecordRef{current_, next_line_, line, nullptr});

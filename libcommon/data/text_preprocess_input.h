@@ -18,10 +18,17 @@ struct RecordRef {
   const nlohmann::json* value = nullptr;
 };
 
+// The longest JSONL line read by default: room for a multimodal record with inline data, while a file without
+// line breaks (a binary file, /dev/zero) fails early instead of filling the memory.
+inline constexpr size_t kDefaultMaxLineBytes = size_t{64} << 20;
+
 class RecordReader {
  public:
-  // Opens nothing yet; InputError later names a path that cannot be read.
-  explicit RecordReader(std::vector<std::string> paths, size_t block_bytes = 4 << 20);
+  // Opens nothing yet; InputError later names a path that cannot be read. A JSONL line longer than max_line_bytes
+  // is an InputError naming the file and line.
+  static constexpr size_t kDefaultBlockBytes = size_t{4} << 20;
+  explicit RecordReader(std::vector<std::string> paths, size_t block_bytes = kDefaultBlockBytes,
+                        size_t max_line_bytes = kDefaultMaxLineBytes);
   ~RecordReader();
   RecordReader(const RecordReader&) = delete;
   RecordReader& operator=(const RecordReader&) = delete;
@@ -45,10 +52,12 @@ class RecordReader {
   bool open_next_file();
   void read_json_array(std::string head);
   bool read_more();
+  void check_line_length(size_t bytes, int64_t line) const;
 
   std::vector<std::string> paths_;
   std::vector<int64_t> records_in_;
   size_t block_bytes_;
+  size_t max_line_bytes_;
   size_t current_ = 0;
   bool opened_ = false;
   std::FILE* file_ = nullptr;

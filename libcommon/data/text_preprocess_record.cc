@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "data/tokenizer_unicode.h"
+#include "io/json_file.h"
 
 namespace veomni {
 
@@ -42,14 +43,7 @@ json parse_record_line(std::string_view line) {
   if (const std::optional<size_t> bad = find_invalid_utf8(line))
     throw InputError(
         fmt::format("not valid UTF-8: byte 0x{:02x} at column {}", static_cast<unsigned char>(line[*bad]), *bad + 1));
-  try {
-    return json::parse(line);
-  } catch (const json::parse_error& e) {
-    // nlohmann's message reads "[json.exception.parse_error.101] parse error at line 1, column 7: ...".
-    const std::string what = e.what();
-    const size_t column = what.find("column");
-    throw InputError("invalid JSON at " + (column == std::string::npos ? what : what.substr(column)));
-  }
+  return parse_json_line(line);
 }
 
 Truncation truncation_from_name(std::string_view name) {

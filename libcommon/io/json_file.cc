@@ -7,7 +7,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "core/error.h"
 #include "io/atomic_file.h"
@@ -35,7 +34,7 @@ TextPosition position_of(std::string_view text, size_t offset) {
 std::string parse_error_reason(const std::string& what) {
   const size_t column = what.find("column ");
   const size_t colon = column == std::string::npos ? std::string::npos : what.find(": ", column);
-  return colon == std::string::npos ? what : what.substr(colon + 2);
+  return quoted_excerpt(colon == std::string::npos ? what : what.substr(colon + 2));
 }
 
 [[noreturn]] void throw_parse_error(std::string_view text, const std::string& source,
@@ -82,29 +81,86 @@ std::string quote_non_finite_tokens(std::string_view text) {
   return out;
 }
 
+// nlohmann's other parse failures (out_of_range.406 "number overflow parsing '1e999'") carry no position: find the
+// quoted token in the text instead.
+TextPosition position_of_token(std::string_view text, const std::string& what) {
+  const size_t open = what.find('\'');
+  const size_t close = open == std::string::npos ? std::string::npos : what.rfind('\'');
+  if (close == std::string::npos || close <= open + 1) return {};
+  const size_t at = text.find(std::string_view(what).substr(open + 1, close - open - 1));
+  return at == std::string_view::npos ? TextPosition{} : position_of(text, at);
+}
+
+// "[json.exception.out_of_range.406] number overflow parsing '1e999'" -> "number overflow parsing '1e999'".
+std::string exception_reason(const std::string& what) {
+  const size_t bracket = what.find("] ");
+  return quoted_excerpt(what.starts_with("[json.exception.") && bracket != std::string::npos ? what.substr(bracket + 2)
+                                                                                             : what);
+}
+
 template <typename Json>
 Json parse_as(std::string_view text, const std::string& source) {
+  check_no_nul_byte(text, source);
   try {
     return Json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::parse_error& e) {
     throw_parse_error(text, source, e);
-  } catch (const nlohmann::json::out_of_range& e) {
-    // A number beyond double's range (1E390) is reported as out_of_range, not as a parse error.
-    throw InputError(fmt::format("{}: invalid JSON: {}", source, e.what()));
+  } catch (const nlohmann::json::exception& e) {
+    const TextPosition pos = position_of_token(text, e.what());
+    throw InputError(fmt::format("{}:{}:{}: invalid JSON: {}", source, pos.line, pos.column, exception_reason(e.what())));
   }
 }
 
 }  // namespace
 
-std::string read_text_file(const std::string& path) {
+std::string read_text_file(const std::string& path, uint64_t max_bytes) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  VEOMNI_INPUT_CHECK(!std::filesystem::is_directory(path, ec), "'{}' is a directory, expected a file", path);
+  VEOMNI_INPUT_CHECK(!fs::is_directory(path, ec), "'{}' is a directory, expected a file", path);
+  const fs::file_status status = fs::status(path, ec);
+  if (ec) throw InputError(fmt::format("cannot open '{}': {}", path, ec.message()));
+  VEOMNI_INPUT_CHECK(fs::is_regular_file(status),
+                     "'{}' is not a regular file (a device, pipe or socket); give the path of a file", path);
+  const uint64_t size = fs::file_size(path, ec);
+  VEOMNI_INPUT_CHECK(!ec && size <= max_bytes, "'{}' holds {} bytes, more than the {} bytes such a file may have",
+                     path, size, max_bytes);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) throw InputError(fmt::format("cannot read '{}': {}", path, std::strerror(errno)));
-  return std::move(buffer).str();
+  std::string text(static_cast<size_t>(size), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(size));
+  if (in.bad() || static_cast<uint64_t>(in.gcount()) != size)
+    throw InputError(fmt::format("cannot read '{}': {}", path, in.bad() ? std::strerror(errno) : "it shrank while read"));
+  return text;
+}
+
+void check_no_nul_byte(std::string_view text, const std::string& source) {
+  const size_t at = text.find('\0');
+  if (at == std::string_view::npos) return;
+  const TextPosition pos = position_of(text, at);
+  throw InputError(fmt::format("{}:{}:{}: a NUL byte is not allowed (is this a text file?)", source, pos.line,
+                               pos.column));
+}
+
+std::string quoted_excerpt(std::string_view text, size_t max_chars) {
+  if (text.size() <= max_chars) return std::string(text);
+  size_t cut = max_chars;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 character
+  return fmt::format("{}… ({} bytes in all)", text.substr(0, cut), text.size());
+}
+
+nlohmann::json parse_json_line(std::string_view line) {
+  const size_t nul = line.find('\0');
+  if (nul != std::string_view::npos)
+    throw InputError(fmt::format("a NUL byte at column {} is not allowed", nul + 1));
+  try {
+    return nlohmann::json::parse(line);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(
+        fmt::format("invalid JSON at column {}: {}", e.byte == 0 ? 1 : e.byte, parse_error_reason(e.what())));
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("invalid JSON at column {}: {}", position_of_token(line, e.what()).column,
+                                 exception_reason(e.what())));
+  }
 }
 
 nlohmann::json parse_json(std::string_view text, const std::string& source) {

@@ -1,6 +1,8 @@
 // Typed JSON key reads with errors that name the file and the key.
 #include "io/json_keys.h"
 
+#include "io/json_file.h"
+
 namespace veomni {
 
 using nlohmann::json;
@@ -59,7 +61,8 @@ const json& JsonKeys::object(const char* key) const {
 }
 
 InputError JsonKeys::wrong(const char* key, const char* expected, const json& value) const {
-  return InputError(fmt::format("{}: key '{}': expected {}, got {}", source_, key, expected, value.dump()));
+  return InputError(fmt::format("{}: key '{}': expected {}, got {}", source_, key, expected,
+                                quoted_excerpt(value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))));
 }
 
 }  // namespace veomni

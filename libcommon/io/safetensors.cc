@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <tuple>
@@ -70,7 +71,12 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}: tensor '{}': {}", path, name, e.what()));
   }
-  for (const auto& d : shape) entry.shape.push_back(static_cast<int64_t>(non_negative_integer(d, path, name, "shape")));
+  for (const auto& d : shape) {
+    const uint64_t size = non_negative_integer(d, path, name, "shape");
+    VEOMNI_INPUT_CHECK(size <= static_cast<uint64_t>(INT64_MAX), "{}: tensor '{}': shape {} has a size beyond 2^63",
+                       path, name, quoted_excerpt(shape.dump()));
+    entry.shape.push_back(static_cast<int64_t>(size));
+  }
   entry.begin = non_negative_integer(offsets[0], path, name, "data_offsets");
   entry.end = non_negative_integer(offsets[1], path, name, "data_offsets");
   VEOMNI_INPUT_CHECK(entry.begin <= entry.end, "{}: tensor '{}': data_offsets [{}, {}) end before they begin", path,

@@ -1,6 +1,7 @@
 // Parsing of YAML configs and command-line overrides against a field table, and writing them back as YAML.
 #include "io/yaml_config.h"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <spdlog/fmt/ranges.h>
@@ -12,6 +13,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+
+#include "io/json_file.h"
 
 namespace veomni {
 
@@ -58,15 +61,37 @@ std::optional<bool> parse_bool_text(std::string_view text) {
   return std::nullopt;
 }
 
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// YAML 1.1 (PyYAML, which VeOmni reads configs with) allows '_' between digits: 1_000 is 1000.
+std::string without_digit_underscores(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const bool between_digits = text[i] == '_' && i > 0 && i + 1 < text.size() && is_digit(text[i - 1]);
+    if (!between_digits) out += text[i];
+  }
+  return out;
+}
+
 std::optional<int64_t> parse_int_text(std::string_view text) {
   if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+  const bool negative = !text.empty() && text.front() == '-';
+  std::string_view body = negative ? text.substr(1) : text;
+  int base = 10;
+  if (body.size() > 2 && body[0] == '0' && (body[1] == 'x' || body[1] == 'X')) {  // 0x1F, as in YAML 1.1
+    base = 16;
+    body.remove_prefix(2);
+  }
+  const std::string digits = (negative ? "-" : "") + without_digit_underscores(body);
   int64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value, base);
+  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
   return value;
 }
 
-std::optional<double> parse_double_text(std::string_view text) {
+std::optional<double> parse_double_text(std::string_view raw) {
+  const std::string cleaned = without_digit_underscores(raw);
+  std::string_view text = cleaned;
   if (!text.empty() && text.front() == '+') text.remove_prefix(1);
   double value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -79,7 +104,24 @@ std::optional<double> parse_double_text(std::string_view text) {
   throw InputError(fmt::format("{}: '{}' expects {}, got {}", origin, spec.key, config_type_name(spec.type), shown));
 }
 
-std::string single_quoted(std::string_view text) { return fmt::format("'{}'", text); }
+std::string single_quoted(std::string_view text) { return fmt::format("'{}'", quoted_excerpt(text)); }
+
+// Integer forms that YAML 1.1 reads differently from a plain decimal reading are refused rather than guessed:
+// PyYAML reads 010 as octal 8 and 0o10 as a string.
+void refuse_ambiguous_integer(std::string_view text, const ConfigFieldSpec& spec, const std::string& origin) {
+  std::string_view digits = text;
+  if (!digits.empty() && (digits.front() == '+' || digits.front() == '-')) digits.remove_prefix(1);
+  const bool leading_zero = digits.size() > 1 && digits[0] == '0' && is_digit(digits[1]) &&
+                            std::all_of(digits.begin(), digits.end(), [](char c) { return is_digit(c) || c == '_'; });
+  if (leading_zero)
+    throw InputError(fmt::format("{}: '{}': {} is ambiguous: YAML 1.1 (PyYAML) reads a leading 0 as octal; write the "
+                                 "number without leading zeros",
+                                 origin, spec.key, single_quoted(text)));
+  if (digits.size() > 2 && digits[0] == '0' && (digits[1] == 'o' || digits[1] == 'O'))
+    throw InputError(fmt::format("{}: '{}': {} is not a number in YAML 1.1 (PyYAML reads it as a string); write it "
+                                 "in decimal",
+                                 origin, spec.key, single_quoted(text)));
+}
 
 // Converts one scalar text to the element type of the field; `type` is the field's type or its list element type.
 ConfigValue scalar_value(const ConfigFieldSpec& spec, ConfigType type, const std::string& text,
@@ -89,9 +131,11 @@ ConfigValue scalar_value(const ConfigFieldSpec& spec, ConfigType type, const std
       if (auto v = parse_bool_text(text)) return *v;
       break;
     case ConfigType::Int:
+      refuse_ambiguous_integer(text, spec, origin);
       if (auto v = parse_int_text(text)) return *v;
       break;
     case ConfigType::Double:
+      refuse_ambiguous_integer(text, spec, origin);
       if (auto v = parse_double_text(text)) return *v;
       break;
     case ConfigType::String: {
@@ -375,13 +419,21 @@ std::string closest_config_key(const std::string& key, const std::vector<ConfigF
 
 std::vector<ConfigAssignment> parse_yaml_assignments(std::string_view text, const std::string& source,
                                                      const std::vector<ConfigFieldSpec>& fields) {
-  YAML::Node root;
+  check_no_nul_byte(text, source);
+  std::vector<YAML::Node> documents;
   try {
-    root = YAML::Load(std::string(text));
+    documents = YAML::LoadAll(std::string(text));
+  } catch (const YAML::DeepRecursion& e) {
+    throw InputError(fmt::format("{} line {}: invalid YAML: nested more than {} levels deep (a config has a few)",
+                                 source, e.mark.line + 1, e.depth()));
   } catch (const YAML::Exception& e) {
     throw InputError(fmt::format("{} line {}: invalid YAML: {}", source, e.mark.line + 1, e.msg));
   }
-  return YamlWalker(source, fields).walk(root);
+  if (documents.size() > 1)
+    throw InputError(fmt::format("{} line {}: a second YAML document ('---'): a config is one document; merge the "
+                                 "two or split them into two files",
+                                 source, documents[1].Mark().line + 1));
+  return YamlWalker(source, fields).walk(documents.empty() ? YAML::Node() : documents.front());
 }
 
 std::vector<ConfigAssignment> parse_override_assignments(const std::vector<std::string>& args,

@@ -76,7 +76,8 @@ class ConfigReader {
 
  private:
   InputError type_error(const std::string& key, const char* expected, const json& value) const {
-    return error(key, fmt::format("expected {}, got {}", expected, value.dump()));
+    return error(key, fmt::format("expected {}, got {}", expected,
+                                  quoted_excerpt(value.dump(-1, ' ', false, json::error_handler_t::replace))));
   }
 
   const json& object_;
@@ -203,6 +204,68 @@ void check_positive(const std::string& source, const char* key, int64_t value) {
   VEOMNI_INPUT_CHECK(value > 0, "{}: key '{}': must be positive, got {}", source, key, value);
 }
 
+// Upper bounds far above every released model (the largest have ~16k hidden, ~53k intermediate, ~256k vocabulary,
+// ~130 layers, 384 experts) that keep every size product within 64 bits and refuse a corrupt or hostile config
+// before anything is allocated.
+struct SizeBound {
+  const char* key;
+  int64_t value;
+  int64_t max;
+};
+
+void check_size_bounds(const ModelConfig& c, const std::string& source) {
+  std::vector<SizeBound> bounds = {{"vocab_size", c.vocab_size, int64_t{1} << 24},
+                                   {"hidden_size", c.hidden_size, int64_t{1} << 17},
+                                   {"intermediate_size", c.intermediate_size, int64_t{1} << 20},
+                                   {"num_hidden_layers", c.num_hidden_layers, 1024},
+                                   {"num_attention_heads", c.num_attention_heads, 1024},
+                                   {"num_key_value_heads", c.num_key_value_heads, 1024},
+                                   {"head_dim", c.head_dim, 4096},
+                                   {"max_position_embeddings", c.max_position_embeddings, int64_t{1} << 32}};
+  if (c.model_type == kQwen3Moe) {
+    bounds.push_back({"num_local_experts", c.num_experts, int64_t{1} << 14});
+    bounds.push_back({"moe_intermediate_size", c.moe_intermediate_size, int64_t{1} << 20});
+    bounds.push_back({"decoder_sparse_step", c.decoder_sparse_step, 1024});
+  }
+  for (const SizeBound& b : bounds)
+    VEOMNI_INPUT_CHECK(b.value <= b.max, "{}: key '{}': {} is more than {}, the largest this toolkit accepts", source,
+                       b.key, b.value, b.max);
+}
+
+// a * b + c * d ..., false on overflow.
+bool add_product(int64_t& total, std::initializer_list<int64_t> factors) {
+  int64_t product = 1;
+  for (int64_t f : factors)
+    if (__builtin_mul_overflow(product, f, &product)) return false;
+  return !__builtin_add_overflow(total, product, &total);
+}
+
+// The most parameters a config may describe: 2^41 (2.2 trillion, 4.4 TB in bf16 before any optimizer state).
+constexpr int64_t kMaxParameters = int64_t{1} << 41;
+
+void check_parameter_count(const ModelConfig& c, const std::string& source) {
+  int64_t total = 0;
+  bool ok = add_product(total, {c.vocab_size, c.hidden_size, c.tie_word_embeddings ? 1 : 2});
+  int64_t layer = 0;
+  ok = ok && add_product(layer, {c.hidden_size, c.q_size(), 2}) && add_product(layer, {c.hidden_size, c.kv_size(), 2});
+  if (c.model_type == kQwen3Moe)
+    ok = ok && add_product(layer, {c.num_experts, c.hidden_size, c.moe_intermediate_size, 3}) &&
+         add_product(layer, {c.num_experts, c.hidden_size});
+  else
+    ok = ok && add_product(layer, {c.hidden_size, c.intermediate_size, 3});
+  ok = ok && add_product(total, {layer, c.num_hidden_layers});
+  VEOMNI_INPUT_CHECK(ok && total <= kMaxParameters,
+                     "{}: the sizes describe a model of {} parameters (vocab_size {}, hidden_size {}, "
+                     "intermediate_size {}, num_hidden_layers {}, num_attention_heads {}, head_dim {}{}), more than "
+                     "the {} this toolkit accepts; check these keys",
+                     source, ok ? fmt::format("{}", total) : std::string("more than 2^63"), c.vocab_size,
+                     c.hidden_size, c.intermediate_size, c.num_hidden_layers, c.num_attention_heads, c.head_dim,
+                     c.model_type == kQwen3Moe ? fmt::format(", num_local_experts {}, moe_intermediate_size {}",
+                                                             c.num_experts, c.moe_intermediate_size)
+                                               : std::string(),
+                     kMaxParameters);
+}
+
 void validate_experts(const ModelConfig& c, const std::string& source) {
   VEOMNI_INPUT_CHECK(c.num_experts > 0, "{}: key 'num_local_experts': a qwen3_moe model needs at least one expert, got {}",
                      source, c.num_experts);
@@ -262,6 +325,9 @@ void validate_model_config(const ModelConfig& c, const std::string& source) {
   else
     VEOMNI_INPUT_CHECK(c.num_experts == 0, "{}: key 'num_experts': a dense qwen3 model has no experts, got {}", source,
                        c.num_experts);
+  check_positive(source, "max_position_embeddings", c.max_position_embeddings);
+  check_size_bounds(c, source);
+  check_parameter_count(c, source);
 }
 
 ModelConfig model_config_from_json(const json& object, const std::string& source) {

@@ -26,6 +26,7 @@ Parameter* ParamStore::add(const std::string& name, const Shape& shape, bool is_
   param->group = static_cast<int64_t>(groups_.size()) - 1;
   Parameter* raw = param.get();
   params_.push_back(std::move(param));
+  by_name_.emplace(name, raw);
   groups_.back().params.push_back(raw);
   return raw;
 }
@@ -37,9 +38,8 @@ void ParamStore::add_shared(Parameter* param) {
 }
 
 Parameter* ParamStore::find(const std::string& name) {
-  for (const auto& param : params_)
-    if (param->name == name) return param.get();
-  return nullptr;
+  const auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : it->second;
 }
 
 Parameter& ParamStore::at(const std::string& name) {

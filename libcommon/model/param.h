@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/tensor.h"
@@ -57,6 +58,7 @@ class ParamStore {
 
  private:
   std::vector<std::unique_ptr<Parameter>> params_;
+  std::unordered_map<std::string, Parameter*> by_name_;  // lookups stay O(1): a model has thousands of parameters
   std::vector<ParamGroup> groups_;
 };
 

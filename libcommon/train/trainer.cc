@@ -109,6 +109,7 @@ struct FaultInjection {
 
 TokenSample token_sample(const Sample& sample, const std::string& context) {
   TokenSample t;
+  t.context = context;
   t.input_ids = sample_key(sample, "input_ids", context);
   if (auto it = sample.find("labels"); it != sample.end()) t.labels = it->second;
   if (auto it = sample.find("position_ids"); it != sample.end()) t.position_ids = it->second;
@@ -390,6 +391,7 @@ MultimodalBatch Trainer::collate_micro_batch(const std::vector<int64_t>& sample_
     collate.merge_unit = thinker_->vision.merge_unit();
     collate.has_audio = thinker_->has_audio;
     collate.position_dtype = thinker_->has_audio ? DType::F32 : DType::I64;
+    collate.vocab_size = model_config_.vocab_size;
     std::vector<NamedSample> named;
     for (size_t k = 0; k < samples.size(); ++k) named.push_back({&samples[k], contexts[k]});
     return collate_multimodal(named, collate);
@@ -397,6 +399,7 @@ MultimodalBatch Trainer::collate_micro_batch(const std::vector<int64_t>& sample_
   CollateOptions collate;
   collate.max_seq_len = config_.data.max_seq_len;
   collate.sp_size = mesh_.shape.ulysses;
+  collate.vocab_size = model_config_.vocab_size;
   std::vector<TokenSample> tokens;
   for (size_t k = 0; k < samples.size(); ++k) tokens.push_back(token_sample(samples[k], contexts[k]));
   MultimodalBatch batch;

@@ -33,6 +33,22 @@ case $case_name in
     expect_in err "too short"
     [ ! -e t.h5 ] || fail "t.h5 written despite the error"
     ;;
+  huge_seq_len)  # sizes beyond any sample are refused before anything is allocated
+    expect_exit 2 --type text --seq-len 2305843009213693952 --num-samples 1 --out t.h5
+    expect_in err "--seq-len: must be at most 16777216, got 2305843009213693952"
+    expect_exit 2 --type text --seq-len 99999999999999999999 --num-samples 1 --out t.h5
+    expect_in err "--seq-len: 99999999999999999999 is too large"
+    [ ! -e t.h5 ] || fail "t.h5 written despite the error"
+    ;;
+  range_messages)  # out-of-range flags say the bound in words
+    expect_exit 2 --type text --seq-len 0 --num-samples 1 --out t.h5
+    expect_in err "--seq-len: must be at least 1, got 0"
+    expect_exit 2 --type text --seq-len 8 --num-samples 1 --num-shards 0 --out t.h5
+    expect_in err "--num-shards: must be at least 1, got 0"
+    expect_exit 2 --type text --seq-len 8 --num-samples -1 --out t.h5
+    expect_in err "--num-samples: must be at least 0, got -1"
+    ! grep -q 1797693 err || fail "the bound is printed as a double"
+    ;;
   stdout_refused)
     expect_exit 2 --type text --seq-len 8 --num-samples 1 --out -
     expect_in err "seekable"

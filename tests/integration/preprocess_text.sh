@@ -153,6 +153,56 @@ case $case_name in
     awk -F, -v l="$losses" 'BEGIN { n = split(l, v, ","); exit !(n == 2 && v[1] > 11.5 && v[1] < 12.3 &&
       v[2] > 11.0 && v[2] < 12.3) }' || fail "losses $losses: expected 2 steps near ln(151936)"
     ;;
+  out_is_input)  # --out naming an input (or the same file by another name) is refused, the input untouched
+    cp "$conversations" in.jsonl && ln -s in.jsonl alias.h5
+    text 2 --input in.jsonl --out in.jsonl --overwrite
+    expect_in err "--out 'in.jsonl' is the input 'in.jsonl'"
+    text 2 --input in.jsonl --out alias.h5 --overwrite
+    expect_in err "is the input"
+    cmp in.jsonl "$conversations" || fail "the input changed"
+    ;;
+  out_exists)  # an existing --out is replaced only with --overwrite
+    text 0 --input "$conversations" --out o.h5
+    text 2 --input "$conversations" --out o.h5
+    expect_in err "--out 'o.h5' exists (hint: --overwrite replaces it)"
+    text 0 --input "$conversations" --out o.h5 --overwrite
+    text 0 --input "$conversations" --out s.h5 --num-shards 2
+    text 2 --input "$conversations" --out s.h5 --num-shards 2
+    expect_in err "s-00000-of-00002.h5' exists"
+    ;;
+  nul_byte)  # a raw NUL inside a line is an error with the line and column, in both modes
+    printf '{"text": "fine"}\n{"text": "ok"}\0{"text": "hidden"}\n' >f.jsonl
+    bad_input f.jsonl 2 "a NUL byte at column 15 is not allowed"
+    expect_exit 2 tokenize --tokenizer "$tokenizer" --input f.jsonl
+    expect_in err "f.jsonl:2: a NUL byte at column 15 is not allowed"
+    ;;
+  number_overflow)  # 1e999 is a bad record naming file, line and column; --skip-bad skips it
+    printf '%s\n' '{"text": "fine"}' '{"text": "x", "n": 1e999}' >f.jsonl
+    bad_input f.jsonl 2 "invalid JSON at column 20: number overflow"
+    expect_exit 2 tokenize --tokenizer "$tokenizer" --input f.jsonl
+    expect_in err "f.jsonl:2: invalid JSON at column 20: number overflow"
+    text 0 --input f.jsonl --out o.h5 --skip-bad
+    expect_line "bad: 1"
+    expect_line "samples: 1"
+    ;;
+  endless_line)  # input without line breaks stops at the line-length limit, naming the line
+    text 2 --input /dev/zero --out o.h5 --max-line-bytes 4096
+    expect_in err "/dev/zero:1: the line is longer than 4096 bytes"
+    expect_exit 2 tokenize --tokenizer "$tokenizer" --input /dev/zero
+    expect_in err "/dev/zero:1: the line is longer than 67108864 bytes"
+    head -c 5000 /dev/zero | tr '\0' 'x' >long.jsonl && echo >>long.jsonl
+    text 2 --input long.jsonl --out o.h5 --max-line-bytes 4096
+    expect_in err "long.jsonl:1: the line is longer than 4096 bytes (not JSONL? --max-line-bytes raises the limit)"
+    ;;
+  range_messages)  # out-of-range flags say the bound in words, not as 300-digit doubles
+    text 2 --input "$conversations" --out o.h5 --max-seq-len 0
+    expect_in err "--max-seq-len: must be at least 1, got 0"
+    text 2 --input "$conversations" --out o.h5 --num-shards 0
+    expect_in err "--num-shards: must be at least 1, got 0"
+    text 2 --input "$conversations" --out o.h5 --threads -1
+    expect_in err "--threads: must be at least 0, got -1"
+    ! grep -q 1797693 err || fail "the bound is printed as a double"
+    ;;
   *) fail "unknown case $case_name" ;;
 esac
 echo "ok: $case_name"

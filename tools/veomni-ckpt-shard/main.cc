@@ -31,11 +31,11 @@ void add_options(CLI::App& app, Arguments& args) {
       ->required();
   app.add_option("--world", args.options.mesh.world, "Ranks of the run that will resume (mpirun -np)")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(veomni::integer_range(1, 1 << 20));
   app.add_option("--ulysses", args.options.mesh.ulysses, "train.accelerator.ulysses_size of that run (default 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(veomni::integer_range(1, 1 << 20));
   app.add_option("--ep", args.options.mesh.ep, "train.accelerator.ep_size of that run (default 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(veomni::integer_range(1, 1 << 20));
   app.add_flag("--overwrite", args.options.overwrite, "Replace --out if it exists and is not empty");
   app.add_option("--log-level", args.log_level, "trace, debug, info, warn, error, off (default info)");
 }

@@ -26,12 +26,12 @@ void add_options(CLI::App& app, Arguments& args) {
       ->check(CLI::IsMember({"text", "qwen2vl", "qwen3vl", "qwen3omni"}));
   app.add_option("--seq-len", args.options.seq_len, "Target sequence length (VeOmni's max_seq_len)")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(veomni::integer_range(1, veomni::kMaxSampleTokens));
   app.add_option("--num-samples", args.options.num_samples, "Number of samples")
       ->required()
-      ->check(CLI::NonNegativeNumber);
+      ->check(veomni::integer_range(0, veomni::kMaxDummySamples));
   app.add_option("--num-shards", args.options.num_shards, "Split into this many files (default 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(veomni::integer_range(1, 99999));
   app.add_option("--seed", args.options.seed, "Random seed; the same seed gives the same data (default 0)");
   app.add_option("--compression", args.options.compression_level, "Deflate level 0 (off) to 9 (default 1)")
       ->check(CLI::Range(0, 9));

@@ -8,7 +8,9 @@
 #include "core/logging.h"
 #include "core/tool.h"
 #include "tools/cli.h"
+#include "data/dataset_writer.h"
 #include "data/text_preprocess.h"
+#include "io/output_paths.h"
 #ifdef VEOMNI_HAVE_MEDIA
 #include "media/multimodal_preprocess.h"
 #endif
@@ -23,6 +25,7 @@ struct Arguments {
   std::string truncation = "right";
   std::string system_prompt;
   std::string log_level = "info";
+  bool overwrite = false;
 #ifdef VEOMNI_HAVE_MEDIA
   veomni::MultimodalPreprocessOptions multimodal;
   std::string model_type;
@@ -35,8 +38,18 @@ void add_common(CLI::App& sub, std::string& tokenizer, int& threads, std::string
       ->required()
       ->check(CLI::ExistingFile);
   sub.add_option("--threads", threads, "Tokenization threads (default 0: one per hardware thread)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(veomni::integer_range(0, 4096));
   sub.add_option("--log-level", log_level, "trace, debug, info, warn, error, off (default info)");
+}
+
+void add_max_line_bytes(CLI::App& sub, size_t& max_line_bytes) {
+  sub.add_option("--max-line-bytes", max_line_bytes,
+                 "Longest JSONL line in bytes (default 67108864, 64 MiB); a longer one is an error naming its line")
+      ->check(veomni::integer_range(1, int64_t{1} << 40));
+}
+
+void add_overwrite(CLI::App& sub, bool& overwrite) {
+  sub.add_flag("--overwrite", overwrite, "Replace --out if it exists (never one of the inputs)");
 }
 
 CLI::App* add_tokenize(CLI::App& app, Arguments& args) {
@@ -45,6 +58,7 @@ CLI::App* add_tokenize(CLI::App& app, Arguments& args) {
   args.tokenize.inputs = {"-"};
   sub->add_option("--input", args.tokenize.inputs, "Input JSONL file(s) or a JSON array; - is stdin (default -)");
   sub->add_option("--text-key", args.tokenize.text_key, "Key of the text in each record (default text)");
+  add_max_line_bytes(*sub, args.tokenize.max_line_bytes);
   return sub;
 }
 
@@ -59,12 +73,15 @@ CLI::App* add_text(CLI::App& app, Arguments& args) {
   sub->add_option("--system", args.system_prompt,
                   "System prompt for conversations that do not start with a system message");
   sub->add_option("--max-seq-len", t.record.max_seq_len, "Longest sample in tokens; the row length with --pack")
-      ->check(CLI::PositiveNumber);
+      ->check(veomni::integer_range(1, veomni::kMaxSampleTokens));
   sub->add_option("--truncation", args.truncation, "Longer samples: right (keep the start, default), left, drop")
       ->check(CLI::IsMember({"left", "right", "drop"}));
   sub->add_flag("--pack", t.pack, "Pack samples into rows of exactly --max-seq-len tokens");
-  sub->add_option("--num-shards", t.num_shards, "Split into this many files (default 1)")->check(CLI::PositiveNumber);
+  sub->add_option("--num-shards", t.num_shards, "Split into this many files (default 1)")
+      ->check(veomni::integer_range(1, 99999));
   sub->add_flag("--skip-bad", t.skip_bad, "Count, report and skip bad records instead of failing on the first");
+  add_max_line_bytes(*sub, t.max_line_bytes);
+  add_overwrite(*sub, args.overwrite);
   sub->add_option("--compression", t.compression_level, "Deflate level 0 (off) to 9 (default 1)")
       ->check(CLI::Range(0, 9));
   return sub;
@@ -99,6 +116,7 @@ void print_text_summary(const veomni::TextPreprocessSummary& s, bool pack) {
 int run_text(Arguments& args, const CLI::App& sub) {
   veomni::TextPreprocessOptions& t = args.text;
   VEOMNI_INPUT_CHECK(t.out != "-", "--out -: a dataset is an HDF5 file, which needs a seekable file; give a path");
+  veomni::check_outputs(veomni::sharded_dataset_paths(t.out, t.num_shards), t.inputs, args.overwrite, "--out");
   t.record.truncation = veomni::truncation_from_name(args.truncation);
   if (sub.count("--system") > 0) t.record.system_prompt = args.system_prompt;
   const veomni::TextPreprocessSummary summary = veomni::preprocess_text(t);
@@ -135,10 +153,11 @@ CLI::App* add_multimodal(CLI::App& app, Arguments& args) {
   sub->add_option("--system", args.system_prompt,
                   "System prompt for conversations that do not start with a system message");
   sub->add_option("--max-seq-len", m.max_seq_len, "Longest sample in tokens (longer ones: see --too-long)")
-      ->check(CLI::PositiveNumber);
+      ->check(veomni::integer_range(1, veomni::kMaxSampleTokens));
   sub->add_option("--too-long", args.too_long, "Samples over --max-seq-len: drop (default) or error; never truncated")
       ->check(CLI::IsMember({"drop", "error"}));
   sub->add_flag("--skip-bad", m.skip_bad, "Count, report and skip bad records and media instead of failing");
+  add_overwrite(*sub, args.overwrite);
   sub->add_option("--compression", m.compression_level, "Deflate level 0 (off) to 9 (default 1)")
       ->check(CLI::Range(0, 9));
   return sub;
@@ -172,6 +191,7 @@ void print_multimodal_summary(const veomni::MultimodalPreprocessSummary& s) {
 int run_multimodal(Arguments& args, const CLI::App& sub) {
   veomni::MultimodalPreprocessOptions& m = args.multimodal;
   VEOMNI_INPUT_CHECK(m.out != "-", "--out -: a dataset is an HDF5 file, which needs a seekable file; give a path");
+  veomni::check_outputs({m.out}, m.inputs, args.overwrite, "--out");
   m.model = veomni::multimodal_model_from_name(args.model_type);
   m.error_on_too_long = args.too_long == "error";
   if (sub.count("--system") > 0) m.system_prompt = args.system_prompt;
