@@ -13,7 +13,7 @@ int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
   for (int64_t d : shape) {
     VEOMNI_CHECK(d >= 0, "negative dimension in shape {}", shape_str(shape));
-    n *= d;
+    VEOMNI_CHECK(!__builtin_mul_overflow(n, d, &n), "shape {} has more elements than 64 bits count", shape_str(shape));
   }
   return n;
 }
@@ -33,7 +33,10 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   Tensor t;
   t.shape_ = shape;
   t.dtype_ = dtype;
-  t.storage_ = std::make_shared<Storage>(static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype), device);
+  size_t bytes = 0;
+  VEOMNI_CHECK(!__builtin_mul_overflow(static_cast<size_t>(shape_numel(shape)), dtype_size(dtype), &bytes),
+               "shape {} of {} has more bytes than 64 bits count", shape_str(shape), dtype_name(dtype));
+  t.storage_ = std::make_shared<Storage>(bytes, device);
   return t;
 }
 

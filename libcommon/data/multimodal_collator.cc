@@ -47,8 +47,13 @@ std::vector<VisionGrid> read_grids(const Sample& sample, const std::string& key,
   const int64_t* p = t.data<int64_t>();
   for (int64_t i = 0; i < t.dim(0); ++i) {
     const VisionGrid g{p[3 * i], p[3 * i + 1], p[3 * i + 2]};
-    VEOMNI_INPUT_CHECK(g.t > 0 && g.h > 0 && g.w > 0, "{}: {} row {} is [{}, {}, {}], expected positive sizes",
-                       context, key, i, g.t, g.h, g.w);
+    // Each side is a count of 16-pixel patches: 2^20 is a picture a million patches wide, so the product (the
+    // patch count) cannot overflow and no hostile grid reaches an allocation.
+    constexpr int64_t kMaxGridSide = int64_t{1} << 20;
+    VEOMNI_INPUT_CHECK(g.t > 0 && g.h > 0 && g.w > 0 && g.t <= kMaxGridSide && g.h <= kMaxGridSide &&
+                           g.w <= kMaxGridSide,
+                       "{}: {} row {} is [{}, {}, {}], expected sizes in [1, {}]", context, key, i, g.t, g.h, g.w,
+                       kMaxGridSide);
     grids.push_back(g);
   }
   return grids;

@@ -141,6 +141,7 @@ case $case in
     run 2 --rtol -1 "$work/base" "$work/close"
     expect_err "tolerances must be non-negative"
     run 2 --steps 0 "$work/base" "$work/close"
+    expect_err "must be at least 1, got 0"
     run 2 --no-such-flag "$work/base" "$work/close"
     ;;
   help)

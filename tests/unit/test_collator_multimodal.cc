@@ -206,6 +206,10 @@ TEST(CollatorMultimodal, InconsistentSamplesAreInputErrorsNamingTheSample) {
   s["pixel_values_videos"] = rows_tensor(3, 6, 0.0f);
   expect_input_error(s, omni_options(), "merge windows");
   s = image_audio_sample();
+  // A grid whose patch count would overflow 64 bits is refused before anything is counted or allocated.
+  s["image_grid_thw"] = Tensor::from_vector<int64_t>({1, int64_t{1} << 40, int64_t{1} << 40}, {1, 3});
+  expect_input_error(s, omni_options(), "expected sizes in [1, 1048576]");
+  s = image_audio_sample();
   MultimodalCollateOptions o = omni_options();
   o.max_seq_len = 8;
   expect_input_error(s, o, "exceed data.max_seq_len 8");

@@ -66,3 +66,10 @@ TEST(Tensor, CudaWithoutBackendIsAClearError) {
   // No CUDA allocator is registered in a CPU-only process: asking for device memory must say so, not crash.
   EXPECT_THROW(Tensor::empty({2}, DType::F32, Device::cuda(0)), Error);
 }
+
+TEST(Tensor, ShapesBeyondSixtyFourBitsAreRefusedBeforeAllocating) {
+  // 2^40 x 2^40 elements overflow int64; 2^31 x 2^31 elements of 4 bytes overflow the byte count (2^64).
+  EXPECT_THROW(Tensor::empty({int64_t{1} << 40, int64_t{1} << 40}, DType::F32), Error);
+  EXPECT_THROW(Tensor::empty({int64_t{1} << 31, int64_t{1} << 31}, DType::F32), Error);
+  EXPECT_THROW(Tensor::empty({-1, 4}, DType::F32), Error);
+}

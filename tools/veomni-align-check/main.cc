@@ -35,7 +35,7 @@ void add_options(CLI::App& app, Arguments& args) {
   // Tolerances are range-checked by compare_runs, whose message is clearer than CLI11's.
   app.add_option("--rtol", args.options.rtol, "Relative tolerance, >= 0 (default 0.01)");
   app.add_option("--atol", args.options.atol, "Absolute tolerance, >= 0 (default 0.01)");
-  app.add_option("--steps", args.steps, "Compare only the first N steps")->check(CLI::PositiveNumber);
+  app.add_option("--steps", args.steps, "Compare only the first N steps")->check(veomni::integer_range(1, INT64_MAX));
   app.add_flag("--json", args.json, "Print the report as JSON instead of a table");
   app.add_option("--log-level", args.log_level, "trace, debug, info, warn, error, off (default warn)");
 }
