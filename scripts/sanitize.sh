@@ -34,7 +34,9 @@ done
 build_dir=${VEOMNI_SANITIZE_BUILD_DIR:-$veomni_root/build-sanitize}
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
-cmake -S "$veomni_root" -B "$build_dir" -G Ninja -DVEOMNI_SANITIZE=ON -DVEOMNI_CUDA=OFF -DVEOMNI_WERROR=ON \
+# Warnings stay on but are not errors here: gcc 13's -Wmaybe-uninitialized misfires inside std::regex under
+# -fsanitize=address (seen on data/dataset_format.cc and io/hf_checkpoint.cc); the normal build keeps -Werror.
+cmake -S "$veomni_root" -B "$build_dir" -G Ninja -DVEOMNI_SANITIZE=ON -DVEOMNI_CUDA=OFF -DVEOMNI_WERROR=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" >/dev/null
 veomni_say "building with ASan + UBSan in $build_dir"
 start=$SECONDS
@@ -44,7 +46,9 @@ veomni_say "sanitizer build took $((SECONDS - start)) s"
 
 # Reports fail the process (tests then fail); leaks are checked except the suppressed third-party ones. MPI ranks
 # started by mpirun inherit these.
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=0}
+# fast_unwind_on_malloc=0: Open MPI's libraries have no frame pointers, so the fast unwinder cuts their allocation
+# stacks at an unnamed frame and the suppressions below cannot match them.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=0:fast_unwind_on_malloc=0}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$veomni_root/tests/sanitizers/lsan.supp:print_suppressions=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 veomni_say "running the tests under the sanitizers"

@@ -66,6 +66,7 @@ std::string quote_non_finite_tokens(std::string_view text) {
     bool replaced = false;
     for (std::string_view token : kTokens) {
       const size_t end = i + token.size();
+      if (end > text.size()) continue;  // too near the end to hold this token
       const bool ends_token = end == text.size() || !is_identifier_char(text[end]);
       if (at_boundary && ends_token && text.substr(i, token.size()) == token) {
         out += '"';

@@ -142,10 +142,10 @@ $(part video media/video_h264.mp4), $(text 'What moves?')"
     for ((i = 0; i < n; i++)); do record "$(part audio media/bench.wav), $(text "Transcribe clip $i.")"; done \
       >data/audio.jsonl
     for threads in 1 2; do
-      mm 0 --model-type qwen3_vl --input data/image.jsonl --out image.h5 --threads $threads
+      mm 0 --model-type qwen3_vl --input data/image.jsonl --out image.h5 --threads $threads --overwrite
       expect_line "samples: $n"
       echo "image 448x448, threads $threads: $(grep '^seconds:' out)"
-      mm 0 --model-type qwen3_omni_moe --input data/audio.jsonl --out audio.h5 --threads $threads
+      mm 0 --model-type qwen3_omni_moe --input data/audio.jsonl --out audio.h5 --threads $threads --overwrite
       expect_line "samples: $n"
       echo "audio 10 s, threads $threads: $(grep '^seconds:' out)"
     done

@@ -98,6 +98,14 @@ TEST_F(JsonFile, NonFiniteTokensRejectedOrQuoted) {
   EXPECT_EQ(j.dump(), R"({"NaNkey":["NaN","-Infinity","Infinity","NaN in string"]})");
 }
 
+TEST_F(JsonFile, NonFiniteTokenCutAtTheEndIsAParseError) {
+  // A token's prefix at the very end ("-Infin") once made the quoting look past the end of the text (ASan).
+  for (const char* text : {"[1, -Infin", "[1, Na", "[Infinit", "N"}) {
+    const std::string p = write("cut.json", text);
+    EXPECT_THROW(read_ordered_json_file(p, NonFiniteTokens::AsStrings), InputError) << text;
+  }
+}
+
 TEST_F(JsonFile, WriteIsAtomicAndReadable) {
   write_json_file(path("x.json"), nlohmann::json{{"b", 1}, {"a", {1, 2}}});
   EXPECT_EQ(slurp(path("x.json")), "{\n  \"a\": [\n    1,\n    2\n  ],\n  \"b\": 1\n}\n");
