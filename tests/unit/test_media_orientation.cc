@@ -21,6 +21,7 @@
 #include "media/image_decode.h"
 #include "media/image_orientation.h"
 #include "media/vision_processor.h"
+#include "tests/unit/test_media_image_fixture.h"
 
 using namespace veomni;
 
@@ -212,26 +213,10 @@ TEST(MediaOrientationFixtures, MatchTransformersLoadImage) {
   for (const nlohmann::json& c : meta["cases"]) {
     const std::string name = c["name"];
     SCOPED_TRACE(name);
-    SafetensorsReader fixture(kFixtures + name + ".safetensors");
-    VisionProcessorConfig config = qwen3_vl_image_config();
-    config.min_pixels = c["min_pixels"];
-    config.max_pixels = c["max_pixels"];
-    const VisionPatches ours = process_image(decode_image(kInputs + c["input"].get<std::string>()), config);
-    const Tensor grid = fixture.read("image_grid_thw");
-    ASSERT_EQ(grid.numel(), 3);
-    for (int i = 0; i < 3; ++i) EXPECT_EQ(ours.grid_thw[i], grid.data<int64_t>()[i]);
-    const Tensor expected = fixture.read("pixel_values");
-    const int64_t stride = c["row_stride"];
-    ASSERT_EQ(ours.pixel_values.dim(0), c["rows"].get<int64_t>());
-    ASSERT_EQ(expected.dim(1), ours.pixel_values.dim(1));
-    double max_error = 0;
-    for (int64_t r = 0; r < expected.dim(0); ++r) {
-      const float* e = expected.data<float>() + r * expected.dim(1);
-      const float* o = ours.pixel_values.data<float>() + r * stride * expected.dim(1);
-      for (int64_t k = 0; k < expected.dim(1); ++k) max_error = std::max(max_error, std::fabs(double(e[k]) - o[k]));
-    }
+    int64_t rows = 0;
+    const double max_error = test::image_fixture_max_error(c, kInputs, kFixtures, &rows);
     std::printf("[ orientation fixture ] %s: max |ours - HF| = %g over %lld rows\n", name.c_str(), max_error,
-                static_cast<long long>(expected.dim(0)));
+                static_cast<long long>(rows));
     EXPECT_EQ(max_error, 0.0) << "the image fixtures are bit-exact: a difference means decode, turn or resize drifted";
   }
 }
