@@ -22,7 +22,7 @@ build-fuzz/fuzz/fuzz_<target> <file>. A fixed crash is committed under tests/fuz
   --build-only   configure and build the targets, then stop
   --list         print the target names and stop
 Environment: VEOMNI_FUZZ_SECONDS (ctest runs, default 20), VEOMNI_FUZZ_RSS_LIMIT_MB (default 2048).
-Targets: dataset ckpt_metadata rank_file safetensors hf_index model_config train_config tokenizer jsonl_record
+Targets: dataset ckpt_metadata rank_file safetensors hf_index model_config train_config metrics_log tokenizer jsonl_record
 image audio (the last four need the text and media libraries).
 USAGE
 }
