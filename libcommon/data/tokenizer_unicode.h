@@ -6,11 +6,10 @@
 #include <string>
 #include <string_view>
 
+#include "core/utf8.h"
+
 namespace veomni {
 
-// Offset of the first byte that does not start a well-formed UTF-8 sequence (overlong forms, surrogates and code
-// points above U+10FFFF are ill-formed); nullopt when the whole text is valid.
-std::optional<size_t> find_invalid_utf8(std::string_view text);
 
 // Appends the UTF-8 encoding of code point cp (which must be a valid scalar value).
 void append_utf8(std::string& out, char32_t cp);

@@ -1,6 +1,8 @@
 // JSON parsing that reports parse errors as "<file>:<line>:<column>", plus atomic JSON writes.
 #include "io/json_file.h"
 
+#include "core/utf8.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -140,6 +142,14 @@ void check_no_nul_byte(std::string_view text, const std::string& source) {
   const TextPosition pos = position_of(text, at);
   throw InputError(fmt::format("{}:{}:{}: a NUL byte is not allowed (is this a text file?)", source, pos.line,
                                pos.column));
+}
+
+void check_utf8_text(std::string_view text, const std::string& source) {
+  const std::optional<size_t> at = find_invalid_utf8(text);
+  if (!at) return;
+  const TextPosition pos = position_of(text, *at);
+  throw InputError(fmt::format("{}:{}:{}: not UTF-8 text (byte 0x{:02X})", source, pos.line, pos.column,
+                               static_cast<unsigned char>(text[*at])));
 }
 
 std::string quoted_excerpt(std::string_view text, size_t max_chars) {

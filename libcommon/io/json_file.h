@@ -24,6 +24,9 @@ std::string read_text_file(const std::string& path, uint64_t max_bytes = kMaxTex
 // would otherwise stop there (nlohmann reads it as the end of input) or report a garbled escape.
 void check_no_nul_byte(std::string_view text, const std::string& source);
 
+// "<source>:<line>:<column>: not UTF-8 text (byte 0xNN)" for the first ill-formed UTF-8 sequence of text, if any.
+void check_utf8_text(std::string_view text, const std::string& source);
+
 // text cut to max_chars characters, with "…" when it was longer: for quoting input in messages.
 std::string quoted_excerpt(std::string_view text, size_t max_chars = 200);
 

@@ -417,9 +417,38 @@ std::string closest_config_key(const std::string& key, const std::vector<ConfigF
   return best;
 }
 
+namespace {
+
+// yaml-cpp 0.7 never returns from LoadAll on a document whose first token is a ',' (",", "---\n," or "  ,";
+// found by fuzz_train_config), so such text is refused before it reaches the parser.
+void check_no_leading_comma(std::string_view text, const std::string& source) {
+  bool at_document_start = true;
+  size_t line_number = 0;
+  for (size_t begin = 0; begin <= text.size();) {
+    const size_t end = std::min(text.find('\n', begin), text.size());
+    std::string_view line = text.substr(begin, end - begin);
+    ++line_number;
+    begin = end + 1;
+    line.remove_prefix(std::min(line.find_first_not_of(" \t\r"), line.size()));
+    if (line.starts_with("---") || line.starts_with("...")) {
+      at_document_start = true;
+      line.remove_prefix(3);
+      line.remove_prefix(std::min(line.find_first_not_of(" \t\r"), line.size()));
+    }
+    if (!at_document_start || line.empty() || line.front() == '#' || line.front() == '%') continue;
+    if (line.front() == ',')
+      throw InputError(fmt::format("{} line {}: invalid YAML: a document cannot begin with ','", source, line_number));
+    at_document_start = false;
+  }
+}
+
+}  // namespace
+
 std::vector<ConfigAssignment> parse_yaml_assignments(std::string_view text, const std::string& source,
                                                      const std::vector<ConfigFieldSpec>& fields) {
   check_no_nul_byte(text, source);
+  check_utf8_text(text, source);
+  check_no_leading_comma(text, source);
   std::vector<YAML::Node> documents;
   try {
     documents = YAML::LoadAll(std::string(text));
