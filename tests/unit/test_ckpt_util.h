@@ -20,6 +20,7 @@
 #include "model/causal_lm.h"
 #include "parallel/shard_spec.h"
 #include "tests/common/scratch_dir.h"
+#include "tests/common/expect_error.h"
 
 namespace veomni::test {
 
@@ -49,16 +50,7 @@ class LocalCommunicator final : public Communicator {
 
 using ScratchDir = veomni::testing::ScratchDir;
 
-template <typename F>
-void expect_input_error(F&& f, std::initializer_list<std::string> fragments) {
-  try {
-    f();
-    ADD_FAILURE() << "no InputError thrown";
-  } catch (const InputError& e) {
-    for (const std::string& fragment : fragments)
-      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what() << "\n  lacks: " << fragment;
-  }
-}
+using veomni::testing::expect_input_error;
 
 // Parameter names, shapes and expert flags of a model, no values allocated.
 struct ParamList {

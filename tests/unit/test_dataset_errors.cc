@@ -10,6 +10,7 @@
 #include "data/dataset_writer.h"
 #include "io/hdf5_file.h"
 #include "tests/common/scratch_dir.h"
+#include "tests/common/expect_error.h"
 
 using namespace veomni;
 namespace fs = std::filesystem;
@@ -39,16 +40,7 @@ void write_dataset(const std::string& file, int64_t samples = 3, int64_t length 
 }
 
 // Runs f, expects an InputError whose message contains every fragment.
-template <typename F>
-void expect_input_error(F&& f, const std::vector<std::string>& fragments) {
-  try {
-    f();
-    ADD_FAILURE() << "no error";
-  } catch (const InputError& e) {
-    for (const std::string& fragment : fragments)
-      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "'" << fragment << "' not in: " << e.what();
-  }
-}
+using veomni::testing::expect_input_error;
 
 void read_everything(const std::string& file) {
   DatasetReader reader(file);

@@ -13,6 +13,7 @@
 #include "io/json_file.h"
 #include "io/safetensors.h"
 #include "tests/common/scratch_dir.h"
+#include "tests/common/expect_error.h"
 
 using namespace veomni;
 namespace fs = std::filesystem;
@@ -29,16 +30,7 @@ class HfCheckpoint : public veomni::testing::ScratchDir {
   }
 };
 
-template <typename F>
-void expect_input_error(F&& f, std::initializer_list<std::string> fragments) {
-  try {
-    f();
-    ADD_FAILURE() << "no InputError thrown";
-  } catch (const InputError& e) {
-    for (const std::string& fragment : fragments)
-      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what() << "\n  lacks: " << fragment;
-  }
-}
+using veomni::testing::expect_input_error;
 
 Tensor patterned(const Shape& shape, DType dtype, int seed) {
   Tensor t = Tensor::empty(shape, dtype);

@@ -20,6 +20,7 @@
 #include "io/yaml_config.h"
 #include "model/model_config.h"
 #include "tests/common/scratch_dir.h"
+#include "tests/common/expect_error.h"
 
 using namespace veomni;
 
@@ -28,18 +29,7 @@ namespace {
 using InputHardening = veomni::testing::ScratchDir;
 
 // Runs f, expects an InputError whose message contains every fragment.
-template <typename F>
-void expect_input_error(F&& f, const std::vector<std::string>& fragments) {
-  try {
-    f();
-    ADD_FAILURE() << "no error";
-  } catch (const InputError& e) {
-    for (const std::string& fragment : fragments)
-      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "'" << fragment << "' not in: " << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "not an InputError: " << e.what();
-  }
-}
+using veomni::testing::expect_input_error;
 
 void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;

@@ -13,6 +13,7 @@
 #include "io/json_file.h"
 #include "train/metrics_log.h"
 #include "tests/common/scratch_dir.h"
+#include "tests/common/expect_error.h"
 
 using namespace veomni;
 namespace fs = std::filesystem;
@@ -33,16 +34,7 @@ std::string slurp(const std::string& path) {
 }
 
 // Runs f, which must throw InputError whose message contains every fragment.
-template <typename F>
-void expect_input_error(F&& f, std::initializer_list<std::string> fragments) {
-  try {
-    f();
-    ADD_FAILURE() << "no InputError thrown";
-  } catch (const InputError& e) {
-    for (const std::string& fragment : fragments)
-      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what() << "\n  lacks: " << fragment;
-  }
-}
+using veomni::testing::expect_input_error;
 
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 

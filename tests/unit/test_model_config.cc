@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "io/json_file.h"
 #include "model/model_config.h"
+#include "tests/common/expect_error.h"
 
 using namespace veomni;
 using nlohmann::json;
@@ -28,14 +29,7 @@ json dense_toy() { return read_json_file(kDenseToy); }
 json moe_toy() { return read_json_file(kMoeToy); }
 
 // Expects an InputError whose message holds every fragment (the source, the key, the reason).
-void expect_input_error(const std::function<void()>& fn, std::initializer_list<std::string> fragments) {
-  try {
-    fn();
-    FAIL() << "no InputError";
-  } catch (const InputError& e) {
-    for (const std::string& f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what() << "\n  lacks: " << f;
-  }
-}
+using veomni::testing::expect_input_error;
 
 void expect_rejected(const json& config, std::initializer_list<std::string> fragments) {
   expect_input_error([&] { model_config_from_json(config, "cfg.json"); }, fragments);

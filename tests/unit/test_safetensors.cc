@@ -12,6 +12,7 @@
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "tests/common/scratch_dir.h"
+#include "tests/common/expect_error.h"
 
 using namespace veomni;
 namespace fs = std::filesystem;
@@ -39,16 +40,7 @@ std::string slurp(const std::string& path) {
 
 std::string le64(uint64_t v) { return std::string(reinterpret_cast<const char*>(&v), 8); }
 
-template <typename F>
-void expect_input_error(F&& f, std::initializer_list<std::string> fragments) {
-  try {
-    f();
-    ADD_FAILURE() << "no InputError thrown";
-  } catch (const InputError& e) {
-    for (const std::string& fragment : fragments)
-      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what() << "\n  lacks: " << fragment;
-  }
-}
+using veomni::testing::expect_input_error;
 
 // A tensor whose bytes are 0, 1, 2, ... (mod 251) so any misplaced byte shows.
 Tensor patterned(const Shape& shape, DType dtype, int seed) {

@@ -1,0 +1,28 @@
+// The one check that a call fails with an InputError (exit 2 in the tools) whose message holds given fragments.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace veomni::testing {
+
+// Fails the test when f returns, throws anything but an InputError, or the message lacks one of the fragments.
+template <typename F>
+void expect_input_error(F&& f, const std::vector<std::string>& fragments) {
+  try {
+    f();
+    ADD_FAILURE() << "no InputError thrown";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    for (const std::string& fragment : fragments)
+      EXPECT_NE(what.find(fragment), std::string::npos) << what << "\n  lacks: " << fragment;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not an InputError: " << e.what();
+  }
+}
+
+}  // namespace veomni::testing
