@@ -31,6 +31,14 @@ std::string create_temporary_dir(Communicator& world, const std::string& final_d
   return temp;
 }
 
+// A save that failed (a full disk, a bad path) leaves nothing behind: the run is ending with the error, so whichever
+// rank failed removes the shared temporary directory (a killed writer's is removed at the next start instead).
+void remove_failed_save(const std::string& temp) {
+  std::error_code ec;
+  fs::remove_all(temp, ec);
+  if (ec) spdlog::warn("checkpoint: cannot remove the unfinished '{}': {}", temp, ec.message());
+}
+
 RankFileInfo write_rank_file(const CheckpointSaveRequest& request, int64_t rank, const std::string& dir,
                          const std::vector<ParamShardState>& shards) {
   RankShardWriter writer((fs::path(dir) / rank_file_name(rank, request.mesh.world)).string(), rank, request.mesh,
@@ -93,16 +101,21 @@ std::string save_checkpoint(Communicator& world, const CheckpointSaveRequest& re
   const std::string final_dir =
       (fs::path(checkpoints_dir(request.output_dir)) / checkpoint_dir_name(request.position.global_step)).string();
   const std::string temp = create_temporary_dir(world, final_dir);
-  const RankFileInfo mine = write_rank_file(request, world.rank(), temp, shards);
-  std::vector<int64_t> sizes_and_checksums;
-  world.allgather({static_cast<int64_t>(mine.bytes), static_cast<int64_t>(mine.checksum)}, sizes_and_checksums);
-  if (world.rank() == 0) {
-    std::vector<RankFileInfo> rank_files;
-    for (int64_t r = 0; r < request.mesh.world; ++r)
-      rank_files.push_back({rank_file_name(r, request.mesh.world),
-                            static_cast<uint64_t>(sizes_and_checksums[static_cast<size_t>(2 * r)]),
-                            static_cast<uint64_t>(sizes_and_checksums[static_cast<size_t>(2 * r + 1)])});
-    commit_checkpoint(request, shards, rank_files, temp, final_dir);
+  try {
+    const RankFileInfo mine = write_rank_file(request, world.rank(), temp, shards);
+    std::vector<int64_t> sizes_and_checksums;
+    world.allgather({static_cast<int64_t>(mine.bytes), static_cast<int64_t>(mine.checksum)}, sizes_and_checksums);
+    if (world.rank() == 0) {
+      std::vector<RankFileInfo> rank_files;
+      for (int64_t r = 0; r < request.mesh.world; ++r)
+        rank_files.push_back({rank_file_name(r, request.mesh.world),
+                              static_cast<uint64_t>(sizes_and_checksums[static_cast<size_t>(2 * r)]),
+                              static_cast<uint64_t>(sizes_and_checksums[static_cast<size_t>(2 * r + 1)])});
+      commit_checkpoint(request, shards, rank_files, temp, final_dir);
+    }
+  } catch (...) {
+    remove_failed_save(temp);
+    throw;
   }
   world.barrier();
   return final_dir;

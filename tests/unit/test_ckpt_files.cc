@@ -339,15 +339,16 @@ TEST_F(CheckpointSave, CrashPointsLeaveTheLastCompleteCheckpointInCharge) {
   std::vector<ParamShardState> mine = shards_for({1, 1, 1}, 0);
   save_checkpoint(world, request(1, &log), mine);
   log.append({{"loss", 0.5}});
-  // Dies while writing its shard: only a temporary directory is left, `latest` still names step 1.
-  CheckpointSaveRequest dying = request(2, &log);
-  dying.fault_point = [](const std::string& point) {
-    if (point == "rank_file") throw Error("killed");
+  // Fails while writing its shard (a full disk): nothing of step 2 is left, `latest` still names step 1. (A writer
+  // killed there leaves its temporary directory to the next start's remove_temporaries: the integration tests.)
+  CheckpointSaveRequest failing = request(2, &log);
+  failing.fault_point = [](const std::string& point) {
+    if (point == "rank_file") throw Error("No space left on device");
   };
-  EXPECT_THROW(save_checkpoint(world, dying, mine), Error);
+  EXPECT_THROW(save_checkpoint(world, failing, mine), Error);
   EXPECT_EQ(find_resume_checkpoint("auto", path("run")), path("run/checkpoints/global_step_1"));
   EXPECT_FALSE(fs::exists(path("run/checkpoints/global_step_2")));
-  EXPECT_EQ(remove_temporaries(path("run/checkpoints")), 1);
+  EXPECT_EQ(remove_temporaries(path("run/checkpoints")), 0);
   // Dies after the rename, before `latest`: step 2 is complete, `latest` still says 1 (a later save replaces it).
   CheckpointSaveRequest late = request(2, &log);
   late.fault_point = [](const std::string& point) {
