@@ -48,6 +48,8 @@ void check_supported(const json& model, const std::string& source) {
                      "{}: end_of_word_suffix is not supported", source);
 }
 
+constexpr int64_t kMaxVocabIdGap = int64_t{1} << 20;
+
 }  // namespace
 
 BpeModel BpeModel::from_json(const json& model, const std::string& source) {
@@ -58,10 +60,14 @@ BpeModel BpeModel::from_json(const json& model, const std::string& source) {
   bpe.ignore_merges_ = model.value("ignore_merges", false);
   const json& vocab = model["vocab"];
   bpe.id_of_bytes_.reserve(vocab.size());
+  // Ids index a table, so they must be nearly dense: real vocabularies number 0..n-1; a few gaps are tolerated, an
+  // id far beyond the entry count (which would allocate gigabytes) is refused.
+  const int64_t id_limit = static_cast<int64_t>(vocab.size()) + kMaxVocabIdGap;
   for (const auto& [spelled, id_value] : vocab.items()) {
-    VEOMNI_INPUT_CHECK(
-        id_value.is_number_integer() && id_value.get<int64_t>() >= 0 && id_value.get<int64_t>() < (int64_t{1} << 30),
-        "{}: vocab entry '{}' has id {}, expected a non-negative integer", source, spelled, id_value.dump());
+    VEOMNI_INPUT_CHECK(id_value.is_number_integer() && id_value.get<int64_t>() >= 0 && id_value.get<int64_t>() < id_limit,
+                       "{}: vocab entry '{}' has id {}, expected a non-negative integer below {} (the {} entries "
+                       "plus {})",
+                       source, spelled, id_value.dump(), id_limit, vocab.size(), kMaxVocabIdGap);
     const auto id = id_value.get<int32_t>();
     std::string bytes = unspell(spelled, source, "vocab entry");
     if (static_cast<size_t>(id) >= bpe.bytes_of_id_.size()) bpe.bytes_of_id_.resize(static_cast<size_t>(id) + 1);

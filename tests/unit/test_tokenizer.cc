@@ -287,6 +287,9 @@ TEST(TokenizerLoad, RefusesWhatItCannotReproduce) {
   spec = tiny_spec({{"h", "e"}});
   spec["model"]["dropout"] = 0.1;
   expect_load_error(spec, "dropout");
+  spec = tiny_spec({{"h", "e"}});
+  spec["model"]["vocab"]["zz"] = 1 << 29;  // a table of 2^29 entries: refused before allocating it
+  expect_load_error(spec, "vocab entry 'zz' has id 536870912");
   expect_load_error(json{{"version", "1.0"}}, "no \"model\"");
 }
 
