@@ -34,10 +34,11 @@ timeout 300 mpirun --oversubscribe -np 2 "$bin/veomni-train" configs/qwen3_toy.y
   "${timeout_args[@]}" >"$work/out" 2>"$work/err" &
 launcher=$!
 
-# The process of world rank R (OpenMPI puts the rank in each process's environment).
+# The process of world rank R of this run (OpenMPI puts the rank in each process's environment; the run's own data
+# path in the command line keeps another run of this test on the same machine out).
 rank_pid() {
   local pid
-  for pid in $(pgrep -f "$bin/veomni-train"); do
+  for pid in $(pgrep -f "$bin/veomni-train .*$work/data.h5"); do
     if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then echo "$pid"; return; fi
   done
 }
