@@ -1,5 +1,5 @@
-// CPU kernel benchmark: GEMM GFLOP/s at model-like shapes, attention forward/backward, cross-entropy and the
-// encoder ops' throughput.
+// CPU kernel benchmark: GEMM GFLOP/s at model-like shapes, attention forward/backward, cross-entropy (and the label
+// log-prob and entropy op pair beside it) and the encoder ops' throughput.
 // Prints a markdown table (the figures recorded in bench/RESULTS.md); it asserts nothing. Threads: OMP_NUM_THREADS.
 // Usage: bench_kernels_cpu [gemm] [attention] [cross_entropy] [encoder]   (no argument: all sections)
 #include <spdlog/fmt/fmt.h>
@@ -116,6 +116,15 @@ void bench_cross_entropy(std::mt19937& rng) {
     const double s = time_it(3, [&] { ops::cross_entropy(logits, labels, -100, 1.0f / n, losses, grad); });
     fmt::print("| {:<28} | {:<34} | {:>9.2f} | {:>8} | {:.1f} M logits/s |\n", "cross_entropy + grad",
                fmt::format("N={} V={}", n, v), s * 1e3, "-", static_cast<double>(n) * v / s / 1e6);
+    // The label log-prob head beside it: log-probs and entropy, then the backward with both gradients.
+    Tensor logprobs = Tensor::empty({n}, DType::F32), entropy = Tensor::empty({n}, DType::F32);
+    const Tensor dlogprobs = Tensor::full<float>({n}, -1.0f / n), dentropy = Tensor::full<float>({n}, 0.01f / n);
+    const double st = time_it(3, [&] {
+      ops::token_logprobs(logits, labels, -100, logprobs, entropy);
+      ops::token_logprobs_backward(logits, labels, -100, dlogprobs, dentropy, grad);
+    });
+    fmt::print("| {:<28} | {:<34} | {:>9.2f} | {:>8} | {:.1f} M logits/s |\n", "token_logprobs+entropy, bwd",
+               fmt::format("N={} V={}", n, v), st * 1e3, "-", static_cast<double>(n) * v / st / 1e6);
   }
 }
 

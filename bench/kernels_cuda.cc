@@ -223,6 +223,16 @@ void bench_memory(std::mt19937& rng) {
     Tensor none;
     memory_row("cross_entropy loss only", fmt::format("[{}, {}]", t, vocab), 2.0 * logits.numel(),
                [&] { ops::cross_entropy(logits, labels, -100, 1.0f, losses, none); });
+    // The label log-prob head (DPO, PPO actor, scoring): forward with and without the entropy, and the backward in
+    // place with both gradients. The gradients are small, so the logits stay in range across runs.
+    Tensor logprobs = Tensor::empty({t}, f32, gpu()), entropy = Tensor::empty({t}, f32, gpu());
+    memory_row("token_logprobs", fmt::format("[{}, {}]", t, vocab), 2.0 * logits.numel(),
+               [&] { ops::token_logprobs(logits, labels, -100, logprobs, none); });
+    memory_row("token_logprobs + entropy", fmt::format("[{}, {}]", t, vocab), 2.0 * logits.numel(),
+               [&] { ops::token_logprobs(logits, labels, -100, logprobs, entropy); });
+    const Tensor dlogprobs = random_tensor({t}, f32, rng, 1e-3f), dentropy = random_tensor({t}, f32, rng, 1e-3f);
+    memory_row("token_logprobs_backward (in place)", fmt::format("[{}, {}]", t, vocab), 2.0 * 2 * logits.numel(),
+               [&] { ops::token_logprobs_backward(logits, labels, -100, dlogprobs, dentropy, logits); });
   }
   {
     std::vector<int64_t> id(static_cast<size_t>(t));

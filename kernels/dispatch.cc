@@ -21,6 +21,7 @@
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/swiglu.h"
+#include "kernels/cpu/token_logprobs.h"
 #include "kernels/op_profiler.h"
 
 #if defined(VEOMNI_WITH_CUDA) && __has_include("kernels/cuda/ops_cuda.h")
@@ -414,6 +415,51 @@ void cross_entropy(const Tensor& logits, const Tensor& labels, int64_t ignore_in
       c.disjoint(dlogits, "dlogits", logits, "logits");
   }
   VEOMNI_ROUTE(cross_entropy, c.device(), logits, labels, ignore_index, grad_scale, losses, dlogits);
+}
+
+namespace {
+
+// The logits and labels of the label log-prob ops: logits [N, V] with V > 0, labels i64 [N].
+void check_logits_and_labels(const Call& c, const Tensor& logits, const Tensor& labels) {
+  c.rank(logits, "logits", 2);
+  if (logits.dim(1) <= 0) c.fail(fmt::format("logits {} have no classes", logits.describe()));
+  c.floats(logits, "logits", logits.shape());
+  c.index(labels, "labels", DType::I64, {logits.dim(0)});
+}
+
+}  // namespace
+
+void token_logprobs(const Tensor& logits, const Tensor& labels, int64_t ignore_index, Tensor& logprobs,
+                    Tensor& entropy) {
+  const Call c("token_logprobs", logits);
+  check_logits_and_labels(c, logits, labels);
+  const int64_t n = logits.dim(0);
+  c.f32(logprobs, "logprobs", {n});
+  c.disjoint(logprobs, "logprobs", logits, "logits");
+  if (entropy.defined()) {
+    c.f32(entropy, "entropy", {n});
+    c.disjoint(entropy, "entropy", logits, "logits");
+    c.disjoint(entropy, "entropy", logprobs, "logprobs");
+  }
+  VEOMNI_ROUTE(token_logprobs, c.device(), logits, labels, ignore_index, logprobs, entropy);
+}
+
+void token_logprobs_backward(const Tensor& logits, const Tensor& labels, int64_t ignore_index, const Tensor& dlogprobs,
+                             const Tensor& dentropy, Tensor& dlogits) {
+  const Call c("token_logprobs_backward", logits);
+  check_logits_and_labels(c, logits, labels);
+  const int64_t n = logits.dim(0);
+  c.f32(dlogprobs, "dlogprobs", {n});
+  if (dentropy.defined()) c.f32(dentropy, "dentropy", {n});
+  c.floats(dlogits, "dlogits", logits.shape());
+  c.disjoint(dlogits, "dlogits", dlogprobs, "dlogprobs");
+  c.disjoint(dlogits, "dlogits", dentropy, "dentropy");
+  // In place (the same memory, the same dtype) is allowed, any other overlap is not.
+  if (dlogits.raw_data() == logits.raw_data())
+    c.require(dlogits.dtype() == logits.dtype(), "dlogits written over the logits must share their dtype");
+  else
+    c.disjoint(dlogits, "dlogits", logits, "logits");
+  VEOMNI_ROUTE(token_logprobs_backward, c.device(), logits, labels, ignore_index, dlogprobs, dentropy, dlogits);
 }
 
 // ---------------------------------------------------------------- embedding

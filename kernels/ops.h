@@ -76,6 +76,18 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
 // dlogits may be the same tensor as logits (in-place). Labels outside [0, V) other than ignore_index are an error.
 void cross_entropy(const Tensor& logits, const Tensor& labels, int64_t ignore_index, float grad_scale, Tensor& losses,
                    Tensor& dlogits);
+// Per-token log-probabilities of the labels (DPO, the PPO actor, scoring) and the softmax entropy, the LM head's
+// other loss input. logits [N, V] as for cross_entropy; labels i64 [N] (already shifted; ignore_index rows give 0).
+// logprobs f32 [N] = log softmax(logits)[label] (exactly -cross_entropy's loss on the CPU). entropy f32 [N] =
+// -sum_j p_j log p_j with p = softmax(logits), or undefined to skip it. Max-subtracted, log-sum-exp. Labels outside
+// [0, V) other than ignore_index are an error.
+void token_logprobs(const Tensor& logits, const Tensor& labels, int64_t ignore_index, Tensor& logprobs,
+                    Tensor& entropy);
+// Backward of token_logprobs for the gradients dlogprobs f32 [N] and dentropy f32 [N] (undefined: no entropy term):
+// dlogits [N, V] = dlogprobs * (onehot(label) - p) + dentropy * (-p * (log p + H)), zero rows where ignored, rounded
+// to nearest even into dlogits' dtype. dlogits may be the same tensor as logits (in place).
+void token_logprobs_backward(const Tensor& logits, const Tensor& labels, int64_t ignore_index, const Tensor& dlogprobs,
+                             const Tensor& dentropy, Tensor& dlogits);
 
 // ---------------------------------------------------------------- embedding
 // out[n] = table[ids[n]]; ids i64 [N], table [V, H], out [N, H]. An id outside [0, V) is an error.

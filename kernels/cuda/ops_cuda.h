@@ -46,6 +46,12 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
 void cross_entropy(const Tensor& logits, const Tensor& labels, int64_t ignore_index, float grad_scale, Tensor& losses,
                    Tensor& dlogits);
 
+// token_logprobs.cu
+void token_logprobs(const Tensor& logits, const Tensor& labels, int64_t ignore_index, Tensor& logprobs,
+                    Tensor& entropy);
+void token_logprobs_backward(const Tensor& logits, const Tensor& labels, int64_t ignore_index, const Tensor& dlogprobs,
+                             const Tensor& dentropy, Tensor& dlogits);
+
 // embedding.cu
 void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out);
 void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable);
