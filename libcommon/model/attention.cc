@@ -75,9 +75,13 @@ int64_t Attention::kv_repeats(const LayerInputs& in) const {
 
 Tensor Attention::forward(const Tensor& x, const LayerInputs& in, bool save) {
   const int64_t s = x.dim(0);
-  Tensor q = q_norm_.forward(q_proj_.forward(x, save).view({s, num_heads_, head_dim_}), save);
-  Tensor k = k_norm_.forward(k_proj_.forward(x, save).view({s, num_kv_heads_, head_dim_}), save);
-  Tensor v = v_proj_.forward(x, save).view({s, num_kv_heads_, head_dim_});
+  Tensor q = take_out(
+      q_norm_.forward(take_out(q_proj_.forward(x, save), q_proj_saved_).view({s, num_heads_, head_dim_}), save),
+      q_norm_saved_);
+  Tensor k = take_out(
+      k_norm_.forward(take_out(k_proj_.forward(x, save), k_proj_saved_).view({s, num_kv_heads_, head_dim_}), save),
+      k_norm_saved_);
+  Tensor v = take_out(v_proj_.forward(x, save), v_proj_saved_).view({s, num_kv_heads_, head_dim_});
   ops::rope_apply(q, in.cos, in.sin, false);
   ops::rope_apply(k, in.cos, in.sin, false);
 
@@ -95,14 +99,14 @@ Tensor Attention::forward(const Tensor& x, const LayerInputs& in, bool save) {
     out_ = out_h;
     lse_ = lse;
   }
-  return o_proj_.forward(to_seq(out_h, in).view({s, num_heads_ * head_dim_}), save);
+  return take_out(o_proj_.forward(to_seq(out_h, in).view({s, num_heads_ * head_dim_}), save), o_proj_saved_);
 }
 
 Tensor Attention::backward(const Tensor& dy, const LayerInputs& in) {
   VEOMNI_CHECK(q_.defined(), "attention backward without a saved forward");
   const int64_t s = dy.dim(0);
   // heads_to_seq and seq_to_heads are inverse permutations, so each is the other's adjoint.
-  Tensor dout_h = to_heads(o_proj_.backward(dy).view({s, num_heads_, head_dim_}), in);
+  Tensor dout_h = to_heads(o_proj_.backward(std::move(o_proj_saved_), dy).view({s, num_heads_, head_dim_}), in);
   Tensor dq_h = empty_like(q_, q_.shape());
   Tensor dk_h = empty_like(k_, k_.shape());
   Tensor dv_h = empty_like(v_, v_.shape());
@@ -116,19 +120,18 @@ Tensor Attention::backward(const Tensor& dy, const LayerInputs& in) {
   dv = fold_repeated_heads(dv, dv.dim(1) / num_kv_heads_);
   ops::rope_apply(dq, in.cos, in.sin, true);
   ops::rope_apply(dk, in.cos, in.sin, true);
-  Tensor dq_raw = q_norm_.backward(dq).view({s, num_heads_ * head_dim_});
-  Tensor dk_raw = k_norm_.backward(dk).view({s, num_kv_heads_ * head_dim_});
-  Tensor dx = q_proj_.backward(dq_raw);
-  k_proj_.backward_accumulate(dk_raw, dx);
-  v_proj_.backward_accumulate(dv.view({s, num_kv_heads_ * head_dim_}), dx);
+  Tensor dq_raw = q_norm_.backward(std::move(q_norm_saved_), dq).view({s, num_heads_ * head_dim_});
+  Tensor dk_raw = k_norm_.backward(std::move(k_norm_saved_), dk).view({s, num_kv_heads_ * head_dim_});
+  Tensor dx = q_proj_.backward(std::move(q_proj_saved_), dq_raw);
+  k_proj_.backward_accumulate(std::move(k_proj_saved_), dk_raw, dx);
+  v_proj_.backward_accumulate(std::move(v_proj_saved_), dv.view({s, num_kv_heads_ * head_dim_}), dx);
   return dx;
 }
 
 void Attention::release() {
   q_ = k_ = v_ = out_ = lse_ = Tensor();
-  for (Linear* proj : {&q_proj_, &k_proj_, &v_proj_, &o_proj_}) proj->release();
-  q_norm_.release();
-  k_norm_.release();
+  q_proj_saved_ = k_proj_saved_ = v_proj_saved_ = o_proj_saved_ = {};
+  q_norm_saved_ = k_norm_saved_ = {};
 }
 
 }  // namespace veomni

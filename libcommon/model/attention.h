@@ -41,6 +41,8 @@ class Attention {
   RmsNorm q_norm_, k_norm_;
   // Saved for backward, in the attention (head-sharded under sequence parallelism) layout.
   Tensor q_, k_, v_, out_, lse_;
+  Linear::Saved q_proj_saved_, k_proj_saved_, v_proj_saved_, o_proj_saved_;
+  RmsNorm::Saved q_norm_saved_, k_norm_saved_;
 };
 
 }  // namespace veomni

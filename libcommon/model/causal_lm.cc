@@ -74,6 +74,7 @@ struct CausalLM::Impl {
   bool saved = false;
   LayerInputs inputs;
   Tensor input_ids, normed, dlogits;
+  RmsNorm::Saved final_norm_saved;
   std::vector<double> router_slots;  // global (token, slot) counts per expert over all MoE layers
   double router_rows = 0;            // global routed tokens over all MoE layers
 
@@ -134,7 +135,7 @@ CausalLM::Impl::Impl(const ModelConfig& c, const ModelOptions& o, ParamStore* ex
 Tensor CausalLM::Impl::head_forward(const Tensor& h, bool save) {
   ParamGroup& head = head_group();
   before_forward(head);
-  Tensor n = final_norm->forward(h, save);
+  Tensor n = take_out(final_norm->forward(h, save), final_norm_saved);
   Tensor logits = empty_like(n, {n.dim(0), config.vocab_size});
   ops::matmul(n, false, lm_head->value, true, logits);
   after_forward(head);
@@ -253,7 +254,7 @@ Tensor CausalLM::Impl::head_backward(float ce_grad_scale) {
   ops::matmul(dlogits_c, false, lm_head->value, false, dnormed, ce_grad_scale);
   ops::matmul(dlogits_c, true, normed, false, grad_of(*lm_head), ce_grad_scale, 1.0f);
   dlogits_c = normed = Tensor();
-  Tensor dh = final_norm->backward(dnormed);
+  Tensor dh = final_norm->backward(std::move(final_norm_saved), dnormed);
   after_backward(head);
   return dh;
 }
@@ -291,7 +292,7 @@ void CausalLM::Impl::release() {
   saved = false;
   input_ids = normed = dlogits = Tensor();
   inputs.cos = inputs.sin = Tensor();
-  final_norm->release();
+  final_norm_saved = {};
   for (auto& layer : layers) layer->release();
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kernels/ops.h"
+#include "model/layers/common.h"
 
 namespace veomni {
 
@@ -32,9 +33,9 @@ DecoderLayer::DecoderLayer(ParamStore& store, const ModelConfig& config, int64_t
           config.rms_norm_eps) {}
 
 Tensor DecoderLayer::compute(const Tensor& h, const LayerInputs& in, bool save) {
-  Tensor h1 = attention_.forward(input_norm_.forward(h, save), in, save);
+  Tensor h1 = attention_.forward(take_out(input_norm_.forward(h, save), input_norm_saved_), in, save);
   ops::add_(h1, h);
-  Tensor normed = post_attention_norm_.forward(h1, save);
+  Tensor normed = take_out(post_attention_norm_.forward(h1, save), post_attention_norm_saved_);
   Tensor out = moe_ ? moe_->forward(normed, in, save) : mlp_->forward(normed, save);
   ops::add_(out, h1);
   return out;
@@ -55,18 +56,17 @@ Tensor DecoderLayer::backward(const Tensor& dh, const LayerInputs& in, const std
     input_ = Tensor();
   }
   Tensor dnormed = moe_ ? moe_->backward(dh, in, aux_dprobs) : mlp_->backward(dh);
-  Tensor dh1 = post_attention_norm_.backward(dnormed);
+  Tensor dh1 = post_attention_norm_.backward(std::move(post_attention_norm_saved_), dnormed);
   ops::add_(dh1, dh);
-  Tensor dx = input_norm_.backward(attention_.backward(dh1, in));
+  Tensor dx = input_norm_.backward(std::move(input_norm_saved_), attention_.backward(dh1, in));
   ops::add_(dx, dh1);
   return dx;
 }
 
 void DecoderLayer::release() {
   input_ = Tensor();
-  input_norm_.release();
+  input_norm_saved_ = post_attention_norm_saved_ = {};
   attention_.release();
-  post_attention_norm_.release();
   if (mlp_) mlp_->release();
   if (moe_) moe_->release();
 }

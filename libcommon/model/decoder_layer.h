@@ -40,6 +40,7 @@ class DecoderLayer {
   std::unique_ptr<MoeBlock> moe_;
   RmsNorm post_attention_norm_;
   Tensor input_;  // kept for recomputation
+  RmsNorm::Saved input_norm_saved_, post_attention_norm_saved_;
 };
 
 }  // namespace veomni

@@ -12,32 +12,32 @@ Mlp::Mlp(ParamStore& store, const std::string& prefix, int64_t hidden, int64_t i
       down_proj_(store.add(prefix + "mlp.down_proj.weight", {hidden, intermediate})) {}
 
 Tensor Mlp::forward(const Tensor& x, bool save) {
-  Tensor gate = gate_proj_.forward(x, save);
-  Tensor up = up_proj_.forward(x, save);
+  Tensor gate = take_out(gate_proj_.forward(x, save), gate_proj_saved_);
+  Tensor up = take_out(up_proj_.forward(x, save), up_proj_saved_);
   Tensor act = empty_like(gate, gate.shape());
   ops::swiglu_forward(gate, up, act);
   if (save) {
     gate_ = gate;
     up_ = up;
   }
-  return down_proj_.forward(act, save);
+  return take_out(down_proj_.forward(act, save), down_proj_saved_);
 }
 
 Tensor Mlp::backward(const Tensor& dy) {
   VEOMNI_CHECK(gate_.defined(), "MLP backward without a saved forward");
-  Tensor dact = down_proj_.backward(dy);
+  Tensor dact = down_proj_.backward(std::move(down_proj_saved_), dy);
   Tensor dgate = empty_like(gate_, gate_.shape());
   Tensor dup = empty_like(up_, up_.shape());
   ops::swiglu_backward(dact, gate_, up_, dgate, dup);
   gate_ = up_ = Tensor();
-  Tensor dx = gate_proj_.backward(dgate);
-  up_proj_.backward_accumulate(dup, dx);
+  Tensor dx = gate_proj_.backward(std::move(gate_proj_saved_), dgate);
+  up_proj_.backward_accumulate(std::move(up_proj_saved_), dup, dx);
   return dx;
 }
 
 void Mlp::release() {
   gate_ = up_ = Tensor();
-  for (Linear* proj : {&gate_proj_, &up_proj_, &down_proj_}) proj->release();
+  gate_proj_saved_ = up_proj_saved_ = down_proj_saved_ = {};
 }
 
 }  // namespace veomni

@@ -21,6 +21,7 @@ class Mlp {
  private:
   Linear gate_proj_, up_proj_, down_proj_;
   Tensor gate_, up_;
+  Linear::Saved gate_proj_saved_, up_proj_saved_, down_proj_saved_;
 };
 
 }  // namespace veomni

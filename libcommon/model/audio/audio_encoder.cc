@@ -70,6 +70,8 @@ struct AudioEncoder::Impl {
   AudioLayout layout;
   Tensor token_ids;  // layout.token_rows on the device (i64): gathers the tokens from the padded grid
   Tensor proj1_out;
+  LayerNorm::Saved ln_post_saved;
+  BiasedLinear::Saved proj1_saved, proj2_saved;
 
   Impl(ParamStore& s, const AudioEncoderConfig& c, const AudioEncoderOptions& o);
   Parameter* add(const std::string& name, const Shape& shape);
@@ -145,10 +147,10 @@ Tensor AudioEncoder::Impl::stem_forward(const Tensor& input_features, bool save)
 Tensor AudioEncoder::Impl::head_forward(const Tensor& h, bool save) {
   ParamGroup& head = head_group();
   before_forward(head);
-  const Tensor p1 = proj1->forward(ln_post->forward(h, save), save);
+  const Tensor p1 = take_out(proj1->forward(take_out(ln_post->forward(h, save), ln_post_saved), save), proj1_saved);
   Tensor act = empty_like(p1, p1.shape());
   ops::gelu_forward(p1, activation, act);
-  Tensor out = proj2->forward(act, save);
+  Tensor out = take_out(proj2->forward(act, save), proj2_saved);
   after_forward(head);
   if (save) proj1_out = p1;
   return out;
@@ -202,11 +204,11 @@ void AudioEncoder::Impl::backward(const Tensor& d_out) {
   const Tensor dy = converted(d_out.to(options.device), options.compute_dtype);
   ParamGroup& head = head_group();
   before_backward(head);
-  const Tensor dact = proj2->backward(dy);
+  const Tensor dact = proj2->backward(std::move(proj2_saved), dy);
   Tensor dp1 = empty_like(dact, dact.shape());
   ops::gelu_backward(dact, proj1_out, activation, dp1);
   proj1_out = Tensor();
-  Tensor dh = ln_post->backward(proj1->backward(dp1));
+  Tensor dh = ln_post->backward(std::move(ln_post_saved), proj1->backward(std::move(proj1_saved), dp1));
   after_backward(head);
   for (size_t i = layers.size(); i-- > 0;) {
     before_backward(group(i + 1));
@@ -229,9 +231,8 @@ void AudioEncoder::Impl::release() {
   token_ids = proj1_out = Tensor();
   stem->release();
   for (auto& layer : layers) layer->release();
-  ln_post->release();
-  proj1->release();
-  proj2->release();
+  ln_post_saved = {};
+  proj1_saved = proj2_saved = {};
 }
 
 AudioEncoder::AudioEncoder(ParamStore& store, const AudioEncoderConfig& config, const AudioEncoderOptions& options)

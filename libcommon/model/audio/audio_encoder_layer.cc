@@ -44,9 +44,9 @@ AudioEncoderLayer::AudioEncoderLayer(ParamStore& store, const AudioEncoderConfig
 
 Tensor AudioEncoderLayer::attention_forward(const Tensor& x, const std::vector<int32_t>& cu_seqlens, bool save) {
   const int64_t s = x.dim(0);
-  const Tensor q = q_proj_.forward(x, save).view({s, num_heads_, head_dim_});
-  const Tensor k = k_proj_.forward(x, save).view({s, num_heads_, head_dim_});
-  const Tensor v = v_proj_.forward(x, save).view({s, num_heads_, head_dim_});
+  const Tensor q = take_out(q_proj_.forward(x, save), q_proj_saved_).view({s, num_heads_, head_dim_});
+  const Tensor k = take_out(k_proj_.forward(x, save), k_proj_saved_).view({s, num_heads_, head_dim_});
+  const Tensor v = take_out(v_proj_.forward(x, save), v_proj_saved_).view({s, num_heads_, head_dim_});
   Tensor out = empty_like(q, q.shape());
   Tensor lse = Tensor::empty({num_heads_, s}, DType::F32, q.device());
   ops::attention_forward(q, k, v, cu_seqlens, false, scale_, out, lse);
@@ -57,31 +57,32 @@ Tensor AudioEncoderLayer::attention_forward(const Tensor& x, const std::vector<i
     attn_out_ = out;
     lse_ = lse;
   }
-  return out_proj_.forward(out.view({s, num_heads_ * head_dim_}), save);
+  return take_out(out_proj_.forward(out.view({s, num_heads_ * head_dim_}), save), out_proj_saved_);
 }
 
 Tensor AudioEncoderLayer::attention_backward(const Tensor& dy, const std::vector<int32_t>& cu_seqlens) {
   VEOMNI_CHECK(q_.defined(), "audio attention backward without a saved forward");
   const int64_t s = dy.dim(0), width = num_heads_ * head_dim_;
-  const Tensor dout = out_proj_.backward(dy).view({s, num_heads_, head_dim_});
+  const Tensor dout = out_proj_.backward(std::move(out_proj_saved_), dy).view({s, num_heads_, head_dim_});
   Tensor dq = empty_like(q_, q_.shape());
   Tensor dk = empty_like(k_, k_.shape());
   Tensor dv = empty_like(v_, v_.shape());
   ops::attention_backward(dout, q_, k_, v_, attn_out_, lse_, cu_seqlens, false, scale_, dq, dk, dv);
   q_ = k_ = v_ = attn_out_ = lse_ = Tensor();
-  Tensor dx = q_proj_.backward(dq.view({s, width}));
-  k_proj_.backward_accumulate(dk.view({s, width}), dx);
-  v_proj_.backward_accumulate(dv.view({s, width}), dx);
+  Tensor dx = q_proj_.backward(std::move(q_proj_saved_), dq.view({s, width}));
+  k_proj_.backward_accumulate(std::move(k_proj_saved_), dk.view({s, width}), dx);
+  v_proj_.backward_accumulate(std::move(v_proj_saved_), dv.view({s, width}), dx);
   return dx;
 }
 
 Tensor AudioEncoderLayer::forward(const Tensor& h, const std::vector<int32_t>& cu_seqlens, bool save) {
-  Tensor mid = attention_forward(attn_norm_.forward(h, save), cu_seqlens, save);
+  Tensor mid = attention_forward(take_out(attn_norm_.forward(h, save), attn_norm_saved_), cu_seqlens, save);
   ops::add_(mid, h);
-  const Tensor fc1_out = fc1_.forward(final_norm_.forward(mid, save), save);
+  const Tensor normed = take_out(final_norm_.forward(mid, save), final_norm_saved_);
+  const Tensor fc1_out = take_out(fc1_.forward(normed, save), fc1_saved_);
   Tensor act = empty_like(fc1_out, fc1_out.shape());
   ops::gelu_forward(fc1_out, activation_, act);
-  Tensor out = fc2_.forward(act, save);
+  Tensor out = take_out(fc2_.forward(act, save), fc2_saved_);
   ops::add_(out, mid);
   if (save) fc1_out_ = fc1_out;
   return out;
@@ -89,22 +90,21 @@ Tensor AudioEncoderLayer::forward(const Tensor& h, const std::vector<int32_t>& c
 
 Tensor AudioEncoderLayer::backward(const Tensor& dh, const std::vector<int32_t>& cu_seqlens) {
   VEOMNI_CHECK(fc1_out_.defined(), "audio encoder layer backward without a saved forward");
-  const Tensor dact = fc2_.backward(dh);
+  const Tensor dact = fc2_.backward(std::move(fc2_saved_), dh);
   Tensor dfc1 = empty_like(dact, dact.shape());
   ops::gelu_backward(dact, fc1_out_, activation_, dfc1);
   fc1_out_ = Tensor();
-  Tensor dmid = final_norm_.backward(fc1_.backward(dfc1));
+  Tensor dmid = final_norm_.backward(std::move(final_norm_saved_), fc1_.backward(std::move(fc1_saved_), dfc1));
   ops::add_(dmid, dh);
-  Tensor dx = attn_norm_.backward(attention_backward(dmid, cu_seqlens));
+  Tensor dx = attn_norm_.backward(std::move(attn_norm_saved_), attention_backward(dmid, cu_seqlens));
   ops::add_(dx, dmid);
   return dx;
 }
 
 void AudioEncoderLayer::release() {
   q_ = k_ = v_ = attn_out_ = lse_ = fc1_out_ = Tensor();
-  attn_norm_.release();
-  final_norm_.release();
-  for (BiasedLinear* linear : {&q_proj_, &k_proj_, &v_proj_, &out_proj_, &fc1_, &fc2_}) linear->release();
+  attn_norm_saved_ = final_norm_saved_ = {};
+  k_proj_saved_ = v_proj_saved_ = q_proj_saved_ = out_proj_saved_ = fc1_saved_ = fc2_saved_ = {};
 }
 
 }  // namespace veomni

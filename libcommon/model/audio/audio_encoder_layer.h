@@ -39,6 +39,8 @@ class AudioEncoderLayer {
   LayerNorm final_norm_;
   // Saved for backward.
   Tensor q_, k_, v_, attn_out_, lse_, fc1_out_;
+  BiasedLinear::Saved k_proj_saved_, v_proj_saved_, q_proj_saved_, out_proj_saved_, fc1_saved_, fc2_saved_;
+  LayerNorm::Saved attn_norm_saved_, final_norm_saved_;
 };
 
 }  // namespace veomni

@@ -29,9 +29,9 @@ VisionAttention::VisionAttention(ParamStore& store, const VisionConfig& c, const
 
 Tensor VisionAttention::forward(const Tensor& x, const VisionLayerInputs& in, bool save) {
   const int64_t n = x.dim(0);
-  Tensor q = q_.forward(x, save).view({n, num_heads_, head_dim_});
-  Tensor k = k_.forward(x, save).view({n, num_heads_, head_dim_});
-  Tensor v = v_.forward(x, save).view({n, num_heads_, head_dim_});
+  Tensor q = take_out(q_.forward(x, save), q_lin_saved_).view({n, num_heads_, head_dim_});
+  Tensor k = take_out(k_.forward(x, save), k_lin_saved_).view({n, num_heads_, head_dim_});
+  Tensor v = take_out(v_.forward(x, save), v_lin_saved_).view({n, num_heads_, head_dim_});
   ops::rope_apply(q, in.cos, in.sin, false);
   ops::rope_apply(k, in.cos, in.sin, false);
   if (in.sequence) {  // [n, H, D] -> [N, H/P, D]: every patch, this rank's heads
@@ -50,13 +50,13 @@ Tensor VisionAttention::forward(const Tensor& x, const VisionLayerInputs& in, bo
     out_ = out;
     lse_ = lse;
   }
-  return proj_.forward(local_out.view({n, num_heads_ * head_dim_}), save);
+  return take_out(proj_.forward(local_out.view({n, num_heads_ * head_dim_}), save), proj_saved_);
 }
 
 Tensor VisionAttention::backward(const Tensor& dy, const VisionLayerInputs& in) {
   VEOMNI_CHECK(q_saved_.defined(), "vision attention backward without a saved forward");
   const int64_t n = dy.dim(0);
-  Tensor dout = proj_.backward(dy).view({n, num_heads_, head_dim_});
+  Tensor dout = proj_.backward(std::move(proj_saved_), dy).view({n, num_heads_, head_dim_});
   if (in.sequence) dout = in.sequence->seq_to_heads(dout);
   Tensor dq = empty_like(q_saved_, q_saved_.shape());
   Tensor dk = empty_like(k_saved_, k_saved_.shape());
@@ -71,15 +71,15 @@ Tensor VisionAttention::backward(const Tensor& dy, const VisionLayerInputs& in) 
   ops::rope_apply(dq, in.cos, in.sin, true);
   ops::rope_apply(dk, in.cos, in.sin, true);
   const int64_t hidden = num_heads_ * head_dim_;
-  Tensor dx = q_.backward(dq.view({n, hidden}));
-  k_.backward_accumulate(dk.view({n, hidden}), dx);
-  v_.backward_accumulate(dv.view({n, hidden}), dx);
+  Tensor dx = q_.backward(std::move(q_lin_saved_), dq.view({n, hidden}));
+  k_.backward_accumulate(std::move(k_lin_saved_), dk.view({n, hidden}), dx);
+  v_.backward_accumulate(std::move(v_lin_saved_), dv.view({n, hidden}), dx);
   return dx;
 }
 
 void VisionAttention::release() {
   q_saved_ = k_saved_ = v_saved_ = out_ = lse_ = Tensor();
-  for (BiasedLinear* layer : {&q_, &k_, &v_, &proj_}) layer->release();
+  q_lin_saved_ = k_lin_saved_ = v_lin_saved_ = proj_saved_ = {};
 }
 
 }  // namespace veomni

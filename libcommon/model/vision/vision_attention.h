@@ -37,6 +37,7 @@ class VisionAttention {
   BiasedLinear q_, k_, v_;  // row blocks of the fused qkv parameters
   BiasedLinear proj_;
   Tensor q_saved_, k_saved_, v_saved_, out_, lse_;
+  BiasedLinear::Saved q_lin_saved_, k_lin_saved_, v_lin_saved_, proj_saved_;
 };
 
 }  // namespace veomni

@@ -2,6 +2,7 @@
 #include "model/vision/vision_block.h"
 
 #include "kernels/ops.h"
+#include "model/layers/common.h"
 
 namespace veomni {
 
@@ -35,24 +36,23 @@ VisionBlock::VisionBlock(ParamStore& store, const VisionConfig& c, int64_t index
       mlp_(make_mlp(store, block_prefix(c, index) + "mlp.", c)) {}
 
 Tensor VisionBlock::forward(const Tensor& h, const VisionLayerInputs& in, bool save) {
-  Tensor after_attention = attention_.forward(norm1_.forward(h, save), in, save);
+  Tensor after_attention = attention_.forward(take_out(norm1_.forward(h, save), norm1_saved_), in, save);
   ops::add_(after_attention, h);
-  Tensor out = mlp_.forward(norm2_.forward(after_attention, save), save);
+  Tensor out = mlp_.forward(take_out(norm2_.forward(after_attention, save), norm2_saved_), save);
   ops::add_(out, after_attention);
   return out;
 }
 
 Tensor VisionBlock::backward(const Tensor& dh, const VisionLayerInputs& in) {
-  Tensor dmid = norm2_.backward(mlp_.backward(dh));
+  Tensor dmid = norm2_.backward(std::move(norm2_saved_), mlp_.backward(dh));
   ops::add_(dmid, dh);
-  Tensor dx = norm1_.backward(attention_.backward(dmid, in));
+  Tensor dx = norm1_.backward(std::move(norm1_saved_), attention_.backward(dmid, in));
   ops::add_(dx, dmid);
   return dx;
 }
 
 void VisionBlock::release() {
-  norm1_.release();
-  norm2_.release();
+  norm1_saved_ = norm2_saved_ = {};
   attention_.release();
   mlp_.release();
 }

@@ -25,6 +25,7 @@ class VisionBlock {
   LayerNorm norm1_, norm2_;
   VisionAttention attention_;
   VisionMlp mlp_;
+  LayerNorm::Saved norm1_saved_, norm2_saved_;
 };
 
 }  // namespace veomni

@@ -1,6 +1,8 @@
 // Patch merger forward and backward; the concatenation of merge windows is a reshape (patches come window-ordered).
 #include "model/vision/vision_merger.h"
 
+#include "model/layers/common.h"
+
 namespace veomni {
 
 namespace {
@@ -43,20 +45,20 @@ Tensor VisionMerger::forward(const Tensor& x, bool save) {
   VEOMNI_CHECK(x.ndim() == 2 && x.dim(1) == hidden_ && x.numel() % merged_ == 0,
                "merger input {} is not whole merge windows of width {}", x.describe(), hidden_);
   const int64_t windows = x.numel() / merged_;
-  Tensor normed = post_shuffle_ ? norm_.forward(x.view({windows, merged_}), save)
-                                : norm_.forward(x, save).view({windows, merged_});
+  Tensor normed = post_shuffle_ ? take_out(norm_.forward(x.view({windows, merged_}), save), norm_saved_)
+                                : take_out(norm_.forward(x, save), norm_saved_).view({windows, merged_});
   return mlp_.forward(normed, save);
 }
 
 Tensor VisionMerger::backward(const Tensor& dy) {
   Tensor dnormed = mlp_.backward(dy);
   const int64_t patches = dnormed.numel() / hidden_;
-  return post_shuffle_ ? norm_.backward(dnormed).view({patches, hidden_})
-                       : norm_.backward(dnormed.view({patches, hidden_}));
+  return post_shuffle_ ? norm_.backward(std::move(norm_saved_), dnormed).view({patches, hidden_})
+                       : norm_.backward(std::move(norm_saved_), dnormed.view({patches, hidden_}));
 }
 
 void VisionMerger::release() {
-  norm_.release();
+  norm_saved_ = {};
   mlp_.release();
 }
 

@@ -30,6 +30,7 @@ class VisionMerger {
   bool post_shuffle_;
   LayerNorm norm_;
   VisionMlp mlp_;
+  LayerNorm::Saved norm_saved_;
 };
 
 }  // namespace veomni

@@ -24,6 +24,7 @@ class VisionMlp {
   BiasedLinear fc1_, fc2_;
   ops::GeluKind gelu_;
   Tensor pre_activation_;
+  BiasedLinear::Saved fc1_saved_, fc2_saved_;
 };
 
 }  // namespace veomni
