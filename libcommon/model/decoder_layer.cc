@@ -33,10 +33,11 @@ DecoderLayer::DecoderLayer(ParamStore& store, const ModelConfig& config, int64_t
           config.rms_norm_eps) {}
 
 Tensor DecoderLayer::compute(const Tensor& h, const LayerInputs& in, bool save) {
-  Tensor h1 = attention_.forward(take_out(input_norm_.forward(h, save), input_norm_saved_), in, save);
+  Tensor h1 = take_out(attention_.forward(take_out(input_norm_.forward(h, save), input_norm_saved_), in, save),
+                       attention_saved_);
   ops::add_(h1, h);
   Tensor normed = take_out(post_attention_norm_.forward(h1, save), post_attention_norm_saved_);
-  Tensor out = moe_ ? moe_->forward(normed, in, save) : mlp_->forward(normed, save);
+  Tensor out = moe_ ? moe_->forward(normed, in, save) : take_out(mlp_->forward(normed, save), mlp_saved_);
   ops::add_(out, h1);
   return out;
 }
@@ -55,10 +56,11 @@ Tensor DecoderLayer::backward(const Tensor& dh, const LayerInputs& in, const std
     compute(input_, in, true);
     input_ = Tensor();
   }
-  Tensor dnormed = moe_ ? moe_->backward(dh, in, aux_dprobs) : mlp_->backward(dh);
+  Tensor dnormed = moe_ ? moe_->backward(dh, in, aux_dprobs) : mlp_->backward(std::move(mlp_saved_), dh);
   Tensor dh1 = post_attention_norm_.backward(std::move(post_attention_norm_saved_), dnormed);
   ops::add_(dh1, dh);
-  Tensor dx = input_norm_.backward(std::move(input_norm_saved_), attention_.backward(dh1, in));
+  Tensor dattention = attention_.backward(std::move(attention_saved_), dh1, in);
+  Tensor dx = input_norm_.backward(std::move(input_norm_saved_), dattention);
   ops::add_(dx, dh1);
   return dx;
 }
@@ -66,8 +68,8 @@ Tensor DecoderLayer::backward(const Tensor& dh, const LayerInputs& in, const std
 void DecoderLayer::release() {
   input_ = Tensor();
   input_norm_saved_ = post_attention_norm_saved_ = {};
-  attention_.release();
-  if (mlp_) mlp_->release();
+  attention_saved_ = {};
+  mlp_saved_ = {};
   if (moe_) moe_->release();
 }
 

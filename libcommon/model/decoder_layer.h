@@ -41,6 +41,8 @@ class DecoderLayer {
   RmsNorm post_attention_norm_;
   Tensor input_;  // kept for recomputation
   RmsNorm::Saved input_norm_saved_, post_attention_norm_saved_;
+  Attention::Saved attention_saved_;
+  Mlp::Saved mlp_saved_;
 };
 
 }  // namespace veomni
