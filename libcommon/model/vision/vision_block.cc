@@ -35,26 +35,28 @@ VisionBlock::VisionBlock(ParamStore& store, const VisionConfig& c, int64_t index
       attention_(store, c, block_prefix(c, index) + "attn."),
       mlp_(make_mlp(store, block_prefix(c, index) + "mlp.", c)) {}
 
-Tensor VisionBlock::forward(const Tensor& h, const VisionLayerInputs& in, bool save) {
-  Tensor after_attention = attention_.forward(take_out(norm1_.forward(h, save), norm1_saved_), in, save);
+VisionBlock::Output VisionBlock::forward(const Tensor& h, const VisionLayerInputs& in, bool save) const {
+  Output result;
+  Saved& saved = result.saved;
+  Tensor normed1 = take_out(norm1_.forward(h, save), saved.norm1);
+  Tensor after_attention = take_out(attention_.forward(normed1, in, save), saved.attention);
   ops::add_(after_attention, h);
-  Tensor out = mlp_.forward(take_out(norm2_.forward(after_attention, save), norm2_saved_), save);
+  Tensor normed2 = take_out(norm2_.forward(after_attention, save), saved.norm2);
+  Tensor out = take_out(mlp_.forward(normed2, save), saved.mlp);
   ops::add_(out, after_attention);
-  return out;
+  result.out = out;
+  return result;
 }
 
-Tensor VisionBlock::backward(const Tensor& dh, const VisionLayerInputs& in) {
-  Tensor dmid = norm2_.backward(std::move(norm2_saved_), mlp_.backward(dh));
+Tensor VisionBlock::backward(Saved&& saved, const Tensor& dh, const VisionLayerInputs& in) const {
+  Saved kept = std::move(saved);
+  Tensor dnormed2 = mlp_.backward(std::move(kept.mlp), dh);
+  Tensor dmid = norm2_.backward(std::move(kept.norm2), dnormed2);
   ops::add_(dmid, dh);
-  Tensor dx = norm1_.backward(std::move(norm1_saved_), attention_.backward(dmid, in));
+  Tensor dnormed1 = attention_.backward(std::move(kept.attention), dmid, in);
+  Tensor dx = norm1_.backward(std::move(kept.norm1), dnormed1);
   ops::add_(dx, dmid);
   return dx;
-}
-
-void VisionBlock::release() {
-  norm1_saved_ = norm2_saved_ = {};
-  attention_.release();
-  mlp_.release();
 }
 
 }  // namespace veomni

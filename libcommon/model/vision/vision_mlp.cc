@@ -5,26 +5,25 @@
 
 namespace veomni {
 
-Tensor VisionMlp::forward(const Tensor& x, bool save) {
-  Tensor pre = take_out(fc1_.forward(x, save), fc1_saved_);
+VisionMlp::Output VisionMlp::forward(const Tensor& x, bool save) const {
+  Output result;
+  Saved& saved = result.saved;
+  Tensor pre = take_out(fc1_.forward(x, save), saved.fc1);
   Tensor act = empty_like(pre, pre.shape());
   ops::gelu_forward(pre, gelu_, act);
-  if (save) pre_activation_ = pre;
-  return take_out(fc2_.forward(act, save), fc2_saved_);
+  if (save) saved.pre_activation = pre;
+  result.out = take_out(fc2_.forward(act, save), saved.fc2);
+  return result;
 }
 
-Tensor VisionMlp::backward(const Tensor& dy) {
-  VEOMNI_CHECK(pre_activation_.defined(), "vision MLP backward without a saved forward");
-  Tensor dact = fc2_.backward(std::move(fc2_saved_), dy);
+Tensor VisionMlp::backward(Saved&& saved, const Tensor& dy) const {
+  Saved kept = std::move(saved);
+  VEOMNI_CHECK(kept.pre_activation.defined(), "vision MLP backward without a saved forward");
+  Tensor dact = fc2_.backward(std::move(kept.fc2), dy);
   Tensor dpre = empty_like(dact, dact.shape());
-  ops::gelu_backward(dact, pre_activation_, gelu_, dpre);
-  pre_activation_ = Tensor();
-  return fc1_.backward(std::move(fc1_saved_), dpre);
-}
-
-void VisionMlp::release() {
-  pre_activation_ = Tensor();
-  fc1_saved_ = fc2_saved_ = {};
+  ops::gelu_backward(dact, kept.pre_activation, gelu_, dpre);
+  kept.pre_activation = Tensor();
+  return fc1_.backward(std::move(kept.fc1), dpre);
 }
 
 }  // namespace veomni
