@@ -1,18 +1,26 @@
 // Unit tests of the layer contract: forward returns what backward reads as a value, backward consumes it, nothing
-// is kept in the layers (two saved forwards backpropagate independently), recomputation keeps only the input and
-// the router statistics come with the forward.
+// is kept in the layers (two saved forwards backpropagate independently: decoder, vision and audio layers),
+// recomputation keeps only the input and the router statistics come with the forward.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "core/rng.h"
 #include "kernels/ops.h"
+#include "model/audio/audio_encoder_config.h"
+#include "model/audio/audio_encoder_layer.h"
 #include "model/decoder_layer.h"
 #include "model/layer_inputs.h"
 #include "model/layers/linear.h"
 #include "model/layers/rmsnorm.h"
 #include "model/param.h"
+#include "model/vision/vision_block.h"
+#include "model/vision/vision_config.h"
+#include "model/vision/vision_grid.h"
+#include "model/vision/vision_rotary.h"
 #include "test_model_util.h"
 
 using namespace veomni;
@@ -169,6 +177,90 @@ TEST(LayerSaved, RouterStatisticsComeWithTheForward) {
   }
   LayerFixture dense(tiny_moe_config(false), 1, false);  // layer 1 is in mlp_only_layers
   EXPECT_FALSE(dense.layer.forward(dense.input(31), dense.in, true).router_stats.has_value());
+}
+
+// Forward x1 and x2 (saving both), backward of x2 then of x1, against forward-backward of x2 and then of x1 on a
+// twin: outputs, input gradients and parameter gradients bit for bit; backward leaves the Saved empty.
+// forward(layer, x) saves; backward(layer, Saved&&, dy); holds(saved) tells whether a Saved still holds tensors.
+template <class Layer, class Forward, class Backward, class Holds>
+void expect_saved_forwards_independent(Layer& layer, ParamStore& store, Layer& twin, ParamStore& twin_store,
+                                       const std::function<Tensor(uint64_t)>& input, Forward forward,
+                                       Backward backward, Holds holds) {
+  const Tensor x1 = input(41), x2 = input(42), dy1 = input(43), dy2 = input(44);
+  typename Layer::Output first = forward(layer, x1);
+  typename Layer::Output second = forward(layer, x2);
+  EXPECT_TRUE(holds(first.saved));
+  const Tensor dx2 = backward(layer, std::move(second.saved), dy2);
+  const Tensor dx1 = backward(layer, std::move(first.saved), dy1);
+  EXPECT_FALSE(holds(first.saved));
+  EXPECT_FALSE(holds(second.saved));
+
+  typename Layer::Output second_twin = forward(twin, x2);
+  const Tensor dx2_twin = backward(twin, std::move(second_twin.saved), dy2);
+  typename Layer::Output first_twin = forward(twin, x1);
+  const Tensor dx1_twin = backward(twin, std::move(first_twin.saved), dy1);
+  EXPECT_EQ(first.out.to_float_vector(), first_twin.out.to_float_vector());
+  EXPECT_EQ(dx1.to_float_vector(), dx1_twin.to_float_vector());
+  EXPECT_EQ(dx2.to_float_vector(), dx2_twin.to_float_vector());
+  EXPECT_EQ(grads(store), grads(twin_store));
+}
+
+VisionConfig tiny_vision_config() {
+  const nlohmann::json j = {{"depth", 1},       {"hidden_size", 16},       {"intermediate_size", 24},
+                            {"num_heads", 2},   {"patch_size", 4},         {"temporal_patch_size", 2},
+                            {"in_channels", 3}, {"spatial_merge_size", 2}, {"out_hidden_size", 12},
+                            {"num_position_embeddings", 16}, {"hidden_act", "gelu_pytorch_tanh"}};
+  return vision_config_from_json(j, "qwen3_vl", "test");
+}
+
+TEST(LayerSaved, VisionBlockSavedForwardsAreIndependent) {
+  const VisionConfig c = tiny_vision_config();
+  const std::vector<VisionGrid> grids{{2, 4, 4}};  // two frames of 4x4 patches
+  VisionLayerInputs in;
+  vision_rope_tables(patch_coords(grids, c.spatial_merge_size), c.head_dim(), c.rope_theta, Device::cpu(), in.cos,
+                     in.sin);
+  in.cu_seqlens = frame_cu_seqlens(grids);
+  ParamStore store, twin_store;
+  VisionBlock block(in_new_group(store), c, 0), twin(in_new_group(twin_store), c, 0);
+  randomize(store, 6);
+  randomize(twin_store, 6);
+  auto input = [&](uint64_t seed) {
+    Rng rng(seed);
+    return random_tensor({total_patches(grids), c.hidden_size}, rng, 2.0f);
+  };
+  EXPECT_FALSE(block.forward(input(40), in, false).saved.norm1.x.defined());
+  expect_saved_forwards_independent(
+      block, store, twin, twin_store, input,
+      [&](VisionBlock& b, const Tensor& x) { return b.forward(x, in, true); },
+      [&](VisionBlock& b, VisionBlock::Saved&& saved, const Tensor& dy) {
+        return b.backward(std::move(saved), dy, in);
+      },
+      [](const VisionBlock::Saved& saved) { return saved.norm1.x.defined() || saved.attention.q.defined(); });
+}
+
+TEST(LayerSaved, AudioEncoderLayerSavedForwardsAreIndependent) {
+  AudioEncoderConfig c;
+  c.d_model = 16;
+  c.encoder_layers = 1;
+  c.encoder_attention_heads = 2;
+  c.encoder_ffn_dim = 24;
+  const std::vector<int32_t> windows{0, 6, 10};
+  ParamStore store, twin_store;
+  AudioEncoderLayer layer(in_new_group(store), c, 0), twin(in_new_group(twin_store), c, 0);
+  randomize(store, 7);
+  randomize(twin_store, 7);
+  auto input = [&](uint64_t seed) {
+    Rng rng(seed);
+    return random_tensor({10, c.d_model}, rng, 2.0f);
+  };
+  EXPECT_FALSE(layer.forward(input(40), windows, false).saved.fc1_out.defined());
+  expect_saved_forwards_independent(
+      layer, store, twin, twin_store, input,
+      [&](AudioEncoderLayer& l, const Tensor& x) { return l.forward(x, windows, true); },
+      [&](AudioEncoderLayer& l, AudioEncoderLayer::Saved&& saved, const Tensor& dy) {
+        return l.backward(std::move(saved), dy, windows);
+      },
+      [](const AudioEncoderLayer::Saved& saved) { return saved.attn_norm.x.defined() || saved.q.defined(); });
 }
 
 }  // namespace
