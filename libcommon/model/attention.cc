@@ -73,11 +73,15 @@ int64_t Attention::kv_repeats(const LayerInputs& in) const {
   return p / num_kv_heads_;
 }
 
-Tensor Attention::forward(const Tensor& x, const LayerInputs& in, bool save) {
+Attention::Output Attention::forward(const Tensor& x, const LayerInputs& in, bool save) const {
   const int64_t s = x.dim(0);
-  Tensor q = q_norm_.forward(q_proj_.forward(x, save).view({s, num_heads_, head_dim_}), save);
-  Tensor k = k_norm_.forward(k_proj_.forward(x, save).view({s, num_kv_heads_, head_dim_}), save);
-  Tensor v = v_proj_.forward(x, save).view({s, num_kv_heads_, head_dim_});
+  Output result;
+  Saved& saved = result.saved;
+  Tensor q = take_out(q_proj_.forward(x, save), saved.q_proj).view({s, num_heads_, head_dim_});
+  q = take_out(q_norm_.forward(q, save), saved.q_norm);
+  Tensor k = take_out(k_proj_.forward(x, save), saved.k_proj).view({s, num_kv_heads_, head_dim_});
+  k = take_out(k_norm_.forward(k, save), saved.k_norm);
+  Tensor v = take_out(v_proj_.forward(x, save), saved.v_proj).view({s, num_kv_heads_, head_dim_});
   ops::rope_apply(q, in.cos, in.sin, false);
   ops::rope_apply(k, in.cos, in.sin, false);
 
@@ -89,25 +93,28 @@ Tensor Attention::forward(const Tensor& x, const LayerInputs& in, bool save) {
   Tensor lse = Tensor::empty({qh.dim(1), qh.dim(0)}, DType::F32, qh.device());
   ops::attention_forward(qh, kh, vh, in.cu_seqlens, true, scale_, out_h, lse);
   if (save) {
-    q_ = qh;
-    k_ = kh;
-    v_ = vh;
-    out_ = out_h;
-    lse_ = lse;
+    saved.q = qh;
+    saved.k = kh;
+    saved.v = vh;
+    saved.out = out_h;
+    saved.lse = lse;
   }
-  return o_proj_.forward(to_seq(out_h, in).view({s, num_heads_ * head_dim_}), save);
+  result.out = take_out(o_proj_.forward(to_seq(out_h, in).view({s, num_heads_ * head_dim_}), save), saved.o_proj);
+  return result;
 }
 
-Tensor Attention::backward(const Tensor& dy, const LayerInputs& in) {
-  VEOMNI_CHECK(q_.defined(), "attention backward without a saved forward");
+Tensor Attention::backward(Saved&& saved, const Tensor& dy, const LayerInputs& in) const {
+  Saved kept = std::move(saved);
+  VEOMNI_CHECK(kept.q.defined(), "attention backward without a saved forward");
   const int64_t s = dy.dim(0);
   // heads_to_seq and seq_to_heads are inverse permutations, so each is the other's adjoint.
-  Tensor dout_h = to_heads(o_proj_.backward(dy).view({s, num_heads_, head_dim_}), in);
-  Tensor dq_h = empty_like(q_, q_.shape());
-  Tensor dk_h = empty_like(k_, k_.shape());
-  Tensor dv_h = empty_like(v_, v_.shape());
-  ops::attention_backward(dout_h, q_, k_, v_, out_, lse_, in.cu_seqlens, true, scale_, dq_h, dk_h, dv_h);
-  q_ = k_ = v_ = out_ = lse_ = Tensor();
+  Tensor dout_h = to_heads(o_proj_.backward(std::move(kept.o_proj), dy).view({s, num_heads_, head_dim_}), in);
+  Tensor dq_h = empty_like(kept.q, kept.q.shape());
+  Tensor dk_h = empty_like(kept.k, kept.k.shape());
+  Tensor dv_h = empty_like(kept.v, kept.v.shape());
+  ops::attention_backward(dout_h, kept.q, kept.k, kept.v, kept.out, kept.lse, in.cu_seqlens, true, scale_, dq_h,
+                          dk_h, dv_h);
+  kept.q = kept.k = kept.v = kept.out = kept.lse = Tensor();
 
   Tensor dq = to_seq(dq_h, in);
   Tensor dk = to_seq(dk_h, in);
@@ -116,19 +123,12 @@ Tensor Attention::backward(const Tensor& dy, const LayerInputs& in) {
   dv = fold_repeated_heads(dv, dv.dim(1) / num_kv_heads_);
   ops::rope_apply(dq, in.cos, in.sin, true);
   ops::rope_apply(dk, in.cos, in.sin, true);
-  Tensor dq_raw = q_norm_.backward(dq).view({s, num_heads_ * head_dim_});
-  Tensor dk_raw = k_norm_.backward(dk).view({s, num_kv_heads_ * head_dim_});
-  Tensor dx = q_proj_.backward(dq_raw);
-  k_proj_.backward_accumulate(dk_raw, dx);
-  v_proj_.backward_accumulate(dv.view({s, num_kv_heads_ * head_dim_}), dx);
+  Tensor dq_raw = q_norm_.backward(std::move(kept.q_norm), dq).view({s, num_heads_ * head_dim_});
+  Tensor dk_raw = k_norm_.backward(std::move(kept.k_norm), dk).view({s, num_kv_heads_ * head_dim_});
+  Tensor dx = q_proj_.backward(std::move(kept.q_proj), dq_raw);
+  k_proj_.backward_accumulate(std::move(kept.k_proj), dk_raw, dx);
+  v_proj_.backward_accumulate(std::move(kept.v_proj), dv.view({s, num_kv_heads_ * head_dim_}), dx);
   return dx;
-}
-
-void Attention::release() {
-  q_ = k_ = v_ = out_ = lse_ = Tensor();
-  for (Linear* proj : {&q_proj_, &k_proj_, &v_proj_, &o_proj_}) proj->release();
-  q_norm_.release();
-  k_norm_.release();
 }
 
 }  // namespace veomni

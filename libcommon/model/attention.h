@@ -19,14 +19,25 @@ Tensor fold_repeated_heads(const Tensor& x, int64_t rep);
 
 class Attention {
  public:
+  // What backward reads: the sub-layers' Saved and the attention core's tensors in the attention (head-sharded
+  // under sequence parallelism) layout.
+  struct Saved {
+    Linear::Saved q_proj, k_proj, v_proj, o_proj;
+    RmsNorm::Saved q_norm, k_norm;
+    Tensor q, k, v, out, lse;
+  };
+  struct Output {
+    Tensor out;
+    Saved saved;
+  };
+
   // Registers `{prefix}self_attn.*` in the store's current group.
   Attention(ParamStore& store, const ModelConfig& config, const std::string& prefix);
 
-  // x [S_local, hidden] (already normalised) -> [S_local, hidden]. Keeps what backward needs when save.
-  Tensor forward(const Tensor& x, const LayerInputs& in, bool save);
+  // x [S_local, hidden] (already normalised) -> [S_local, hidden]; saved is empty unless save.
+  Output forward(const Tensor& x, const LayerInputs& in, bool save) const;
   // Returns dx and accumulates the parameter gradients.
-  Tensor backward(const Tensor& dy, const LayerInputs& in);
-  void release();
+  Tensor backward(Saved&& saved, const Tensor& dy, const LayerInputs& in) const;
 
  private:
   Tensor to_heads(const Tensor& x, const LayerInputs& in) const;
@@ -39,8 +50,6 @@ class Attention {
   float scale_;
   Linear q_proj_, k_proj_, v_proj_, o_proj_;
   RmsNorm q_norm_, k_norm_;
-  // Saved for backward, in the attention (head-sharded under sequence parallelism) layout.
-  Tensor q_, k_, v_, out_, lse_;
 };
 
 }  // namespace veomni

@@ -74,6 +74,8 @@ struct CausalLM::Impl {
   bool saved = false;
   LayerInputs inputs;
   Tensor input_ids, normed, dlogits;
+  RmsNorm::Saved final_norm_saved;
+  std::vector<DecoderLayer::Saved> layer_saved;  // one per layer
   std::vector<double> router_slots;  // global (token, slot) counts per expert over all MoE layers
   double router_rows = 0;            // global routed tokens over all MoE layers
 
@@ -91,7 +93,7 @@ struct CausalLM::Impl {
   void embed_tokens_backward(const Tensor& ids, const Tensor& d_embeds);
   Tensor head_forward(const Tensor& h, bool save);
   Tensor head_backward(float ce_grad_scale);
-  double aux_loss_from_router_stats();
+  double aux_loss_from_router_stats(const std::vector<RouterStats>& router_stats);
   std::vector<float> aux_prob_gradients(float aux_grad_scale) const;
   void release();
 
@@ -134,7 +136,7 @@ CausalLM::Impl::Impl(const ModelConfig& c, const ModelOptions& o, ParamStore* ex
 Tensor CausalLM::Impl::head_forward(const Tensor& h, bool save) {
   ParamGroup& head = head_group();
   before_forward(head);
-  Tensor n = final_norm->forward(h, save);
+  Tensor n = take_out(final_norm->forward(h, save), final_norm_saved);
   Tensor logits = empty_like(n, {n.dim(0), config.vocab_size});
   ops::matmul(n, false, lm_head->value, true, logits);
   after_forward(head);
@@ -182,9 +184,13 @@ ForwardStats CausalLM::Impl::forward_embeds(const Batch& batch, const Tensor& in
                    inputs.cos, inputs.sin);
 
   Tensor h = inputs_embeds;
+  std::vector<RouterStats> router_stats;
   for (size_t i = 0; i < layers.size(); ++i) {
     before_forward(group(i + 1));
-    h = layers[i]->forward(h, inputs, save);
+    DecoderLayer::Output layer_out = layers[i]->forward(h, inputs, save);
+    if (layer_out.router_stats) router_stats.push_back(std::move(*layer_out.router_stats));
+    layer_saved.push_back(std::move(layer_out.saved));
+    h = std::move(layer_out.out);
     after_forward(group(i + 1));
     if (after_layer) after_layer(i, h);
   }
@@ -202,7 +208,7 @@ ForwardStats CausalLM::Impl::forward_embeds(const Batch& batch, const Tensor& in
   ForwardStats stats;
   stats.ce_sum = ops::sum(losses);
   stats.valid_tokens = count_valid_targets(batch.target_ids);
-  stats.aux_loss = aux_enabled() ? aux_loss_from_router_stats() : 0.0;
+  stats.aux_loss = aux_enabled() ? aux_loss_from_router_stats(router_stats) : 0.0;
   if (save) {
     dlogits = dlogits_out;
     saved = true;
@@ -214,17 +220,15 @@ ForwardStats CausalLM::Impl::forward_embeds(const Batch& batch, const Tensor& in
 
 // aux = E * sum_e (slots_e / R) * (prob_sum_e / R) over all MoE layers' rows R (HF's load_balancing_loss_func on the
 // concatenated router logits); under sequence parallelism the sums cover the whole SP group.
-double CausalLM::Impl::aux_loss_from_router_stats() {
+double CausalLM::Impl::aux_loss_from_router_stats(const std::vector<RouterStats>& router_stats) {
   const size_t e_count = static_cast<size_t>(config.num_experts);
   std::vector<double> totals(2 * e_count + 1, 0.0);
-  for (const auto& layer : layers) {
-    const RouterStats* stats = layer->router_stats();
-    if (!stats) continue;
+  for (const RouterStats& stats : router_stats) {
     for (size_t e = 0; e < e_count; ++e) {
-      totals[e] += stats->expert_slots[e];
-      totals[e_count + e] += stats->prob_sums[e];
+      totals[e] += stats.expert_slots[e];
+      totals[e_count + e] += stats.prob_sums[e];
     }
-    totals[2 * e_count] += static_cast<double>(stats->rows);
+    totals[2 * e_count] += static_cast<double>(stats.rows);
   }
   if (options.hooks.sequence) options.hooks.sequence->allreduce_sum(totals);
   router_rows = totals[2 * e_count];
@@ -253,7 +257,7 @@ Tensor CausalLM::Impl::head_backward(float ce_grad_scale) {
   ops::matmul(dlogits_c, false, lm_head->value, false, dnormed, ce_grad_scale);
   ops::matmul(dlogits_c, true, normed, false, grad_of(*lm_head), ce_grad_scale, 1.0f);
   dlogits_c = normed = Tensor();
-  Tensor dh = final_norm->backward(dnormed);
+  Tensor dh = final_norm->backward(std::move(final_norm_saved), dnormed);
   after_backward(head);
   return dh;
 }
@@ -269,12 +273,14 @@ void CausalLM::Impl::backward(float ce_grad_scale, float aux_grad_scale) {
 Tensor CausalLM::Impl::backward_embeds(float ce_grad_scale, float aux_grad_scale,
                                        const LayerCallback& layer_output_grad) {
   VEOMNI_CHECK(saved, "backward without a preceding forward that kept its activations (only_loss = false)");
+  VEOMNI_CHECK(layer_saved.size() == layers.size(), "{} saved layers for {} layers", layer_saved.size(),
+               layers.size());
   Tensor dh = head_backward(ce_grad_scale);
   const std::vector<float> aux_dprobs = aux_prob_gradients(aux_grad_scale);
   for (size_t i = layers.size(); i-- > 0;) {
     if (layer_output_grad) layer_output_grad(i, dh);
     before_backward(group(i + 1));
-    dh = layers[i]->backward(dh, inputs, aux_dprobs);
+    dh = layers[i]->backward(std::move(layer_saved[i]), dh, inputs, aux_dprobs);
     after_backward(group(i + 1));
   }
   release();
@@ -291,8 +297,8 @@ void CausalLM::Impl::release() {
   saved = false;
   input_ids = normed = dlogits = Tensor();
   inputs.cos = inputs.sin = Tensor();
-  final_norm->release();
-  for (auto& layer : layers) layer->release();
+  final_norm_saved = {};
+  layer_saved.clear();
 }
 
 CausalLM::CausalLM(const ModelConfig& config, const ModelOptions& options)

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kernels/ops.h"
+#include "model/layers/common.h"
 
 namespace veomni {
 
@@ -31,44 +32,48 @@ DecoderLayer::DecoderLayer(ParamStore& store, const ModelConfig& config, int64_t
           store.add(layer_prefix(model_prefix, index) + "post_attention_layernorm.weight", {config.hidden_size}),
           config.rms_norm_eps) {}
 
-Tensor DecoderLayer::compute(const Tensor& h, const LayerInputs& in, bool save) {
-  Tensor h1 = attention_.forward(input_norm_.forward(h, save), in, save);
+DecoderLayer::Output DecoderLayer::compute(const Tensor& h, const LayerInputs& in, bool save) const {
+  Output result;
+  Saved& saved = result.saved;
+  Tensor normed_input = take_out(input_norm_.forward(h, save), saved.input_norm);
+  Tensor h1 = take_out(attention_.forward(normed_input, in, save), saved.attention);
   ops::add_(h1, h);
-  Tensor normed = post_attention_norm_.forward(h1, save);
-  Tensor out = moe_ ? moe_->forward(normed, in, save) : mlp_->forward(normed, save);
+  Tensor normed = take_out(post_attention_norm_.forward(h1, save), saved.post_attention_norm);
+  Tensor out;
+  if (moe_) {
+    MoeBlock::Output moe = moe_->forward(normed, in, save);
+    result.router_stats = std::move(moe.router_stats);
+    out = take_out(std::move(moe), saved.moe);
+  } else {
+    out = take_out(mlp_->forward(normed, save), saved.mlp);
+  }
   ops::add_(out, h1);
-  return out;
+  result.out = out;
+  return result;
 }
 
-Tensor DecoderLayer::forward(const Tensor& h, const LayerInputs& in, bool save) {
-  if (save && recompute_) {
-    input_ = h;
-    return compute(h, in, false);
-  }
-  return compute(h, in, save);
+DecoderLayer::Output DecoderLayer::forward(const Tensor& h, const LayerInputs& in, bool save) const {
+  if (!(save && recompute_)) return compute(h, in, save);
+  Output result = compute(h, in, false);
+  result.saved.input = h;
+  return result;
 }
 
-Tensor DecoderLayer::backward(const Tensor& dh, const LayerInputs& in, const std::vector<float>& aux_dprobs) {
+Tensor DecoderLayer::backward(Saved&& saved, const Tensor& dh, const LayerInputs& in,
+                              const std::vector<float>& aux_dprobs) const {
+  Saved kept = std::move(saved);
   if (recompute_) {
-    VEOMNI_CHECK(input_.defined(), "decoder layer backward without a saved input");
-    compute(input_, in, true);
-    input_ = Tensor();
+    VEOMNI_CHECK(kept.input.defined(), "decoder layer backward without a saved input");
+    kept = compute(kept.input, in, true).saved;
   }
-  Tensor dnormed = moe_ ? moe_->backward(dh, in, aux_dprobs) : mlp_->backward(dh);
-  Tensor dh1 = post_attention_norm_.backward(dnormed);
+  Tensor dnormed = moe_ ? moe_->backward(std::move(kept.moe), dh, in, aux_dprobs)
+                        : mlp_->backward(std::move(kept.mlp), dh);
+  Tensor dh1 = post_attention_norm_.backward(std::move(kept.post_attention_norm), dnormed);
   ops::add_(dh1, dh);
-  Tensor dx = input_norm_.backward(attention_.backward(dh1, in));
+  Tensor dattention = attention_.backward(std::move(kept.attention), dh1, in);
+  Tensor dx = input_norm_.backward(std::move(kept.input_norm), dattention);
   ops::add_(dx, dh1);
   return dx;
-}
-
-void DecoderLayer::release() {
-  input_ = Tensor();
-  input_norm_.release();
-  attention_.release();
-  post_attention_norm_.release();
-  if (mlp_) mlp_->release();
-  if (moe_) moe_->release();
 }
 
 }  // namespace veomni

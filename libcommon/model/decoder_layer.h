@@ -1,7 +1,15 @@
 // One Qwen3 / Qwen3-MoE decoder layer (pre-norm attention + dense or sparse MLP), with optional recomputation.
+//
+// The layer contract (every layer under libcommon/model follows it): next to each layer a `Saved` struct holds
+// exactly what its backward reads; `forward(..., save)` returns it by value with the output in an `Output` struct
+// (Saved left empty when save is false), and `backward(Saved&&, ...)` consumes it, dropping each tensor once used.
+// Layers keep no activations in members and have no release(): the caller owns the Saved values (a composite layer
+// nests its parts', a model keeps one per layer in its saved state). Other results of a forward, such as the MoE
+// router statistics, are part of its Output too.
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,20 +26,32 @@ namespace veomni {
 
 class DecoderLayer {
  public:
+  // With recomputation only `input` is kept and backward rebuilds the rest; otherwise the parts' Saved, `mlp` or
+  // `moe` filled as the layer is dense or sparse.
+  struct Saved {
+    Tensor input;
+    RmsNorm::Saved input_norm, post_attention_norm;
+    Attention::Saved attention;
+    Mlp::Saved mlp;
+    MoeBlock::Saved moe;
+  };
+  struct Output {
+    Tensor out;
+    Saved saved;
+    std::optional<RouterStats> router_stats;  // a sparse layer's, save or not; empty for a dense layer
+  };
+
   // Registers `{model_prefix}layers.{index}.*` in the store's current group.
   DecoderLayer(ParamStore& store, const ModelConfig& config, int64_t index, const ExpertHooks* experts,
                bool recompute, const std::string& model_prefix = "model.");
 
-  // h [S_local, hidden] -> h + attn(...) + mlp(...). With save and recompute only h is kept.
-  Tensor forward(const Tensor& h, const LayerInputs& in, bool save);
+  // h [S_local, hidden] -> h + attn(...) + mlp(...); saved is empty unless save.
+  Output forward(const Tensor& h, const LayerInputs& in, bool save) const;
   // aux_dprobs: see MoeBlock::backward (ignored by a dense layer).
-  Tensor backward(const Tensor& dh, const LayerInputs& in, const std::vector<float>& aux_dprobs);
-  // Statistics of the last forward's router; null for a dense layer.
-  const RouterStats* router_stats() const { return moe_ ? &moe_->router_stats() : nullptr; }
-  void release();
+  Tensor backward(Saved&& saved, const Tensor& dh, const LayerInputs& in, const std::vector<float>& aux_dprobs) const;
 
  private:
-  Tensor compute(const Tensor& h, const LayerInputs& in, bool save);
+  Output compute(const Tensor& h, const LayerInputs& in, bool save) const;
 
   bool recompute_;
   RmsNorm input_norm_;
@@ -39,7 +59,6 @@ class DecoderLayer {
   std::unique_ptr<Mlp> mlp_;
   std::unique_ptr<MoeBlock> moe_;
   RmsNorm post_attention_norm_;
-  Tensor input_;  // kept for recomputation
 };
 
 }  // namespace veomni

@@ -11,33 +11,32 @@ Mlp::Mlp(ParamStore& store, const std::string& prefix, int64_t hidden, int64_t i
       up_proj_(store.add(prefix + "mlp.up_proj.weight", {intermediate, hidden})),
       down_proj_(store.add(prefix + "mlp.down_proj.weight", {hidden, intermediate})) {}
 
-Tensor Mlp::forward(const Tensor& x, bool save) {
-  Tensor gate = gate_proj_.forward(x, save);
-  Tensor up = up_proj_.forward(x, save);
+Mlp::Output Mlp::forward(const Tensor& x, bool save) const {
+  Output result;
+  Saved& saved = result.saved;
+  Tensor gate = take_out(gate_proj_.forward(x, save), saved.gate_proj);
+  Tensor up = take_out(up_proj_.forward(x, save), saved.up_proj);
   Tensor act = empty_like(gate, gate.shape());
   ops::swiglu_forward(gate, up, act);
   if (save) {
-    gate_ = gate;
-    up_ = up;
+    saved.gate = gate;
+    saved.up = up;
   }
-  return down_proj_.forward(act, save);
+  result.out = take_out(down_proj_.forward(act, save), saved.down_proj);
+  return result;
 }
 
-Tensor Mlp::backward(const Tensor& dy) {
-  VEOMNI_CHECK(gate_.defined(), "MLP backward without a saved forward");
-  Tensor dact = down_proj_.backward(dy);
-  Tensor dgate = empty_like(gate_, gate_.shape());
-  Tensor dup = empty_like(up_, up_.shape());
-  ops::swiglu_backward(dact, gate_, up_, dgate, dup);
-  gate_ = up_ = Tensor();
-  Tensor dx = gate_proj_.backward(dgate);
-  up_proj_.backward_accumulate(dup, dx);
+Tensor Mlp::backward(Saved&& saved, const Tensor& dy) const {
+  Saved kept = std::move(saved);
+  VEOMNI_CHECK(kept.gate.defined(), "MLP backward without a saved forward");
+  Tensor dact = down_proj_.backward(std::move(kept.down_proj), dy);
+  Tensor dgate = empty_like(kept.gate, kept.gate.shape());
+  Tensor dup = empty_like(kept.up, kept.up.shape());
+  ops::swiglu_backward(dact, kept.gate, kept.up, dgate, dup);
+  kept.gate = kept.up = Tensor();
+  Tensor dx = gate_proj_.backward(std::move(kept.gate_proj), dgate);
+  up_proj_.backward_accumulate(std::move(kept.up_proj), dup, dx);
   return dx;
-}
-
-void Mlp::release() {
-  gate_ = up_ = Tensor();
-  for (Linear* proj : {&gate_proj_, &up_proj_, &down_proj_}) proj->release();
 }
 
 }  // namespace veomni

@@ -58,7 +58,7 @@ MoeBlock::MoeBlock(ParamStore& store, const ModelConfig& config, const std::stri
 }
 
 // Router logits in the compute dtype (as HF's nn.Linear gate), softmax/top-k in f32. Returns the f32 probs.
-Tensor MoeBlock::route(const Tensor& x, Tensor& topk_idx, Tensor& topk_weight) {
+Tensor MoeBlock::route(const Tensor& x, Tensor& topk_idx, Tensor& topk_weight) const {
   const int64_t n = x.dim(0);
   Tensor logits = empty_like(x, {n, num_experts_});
   ops::matmul(x, false, router_->value, true, logits);
@@ -69,7 +69,7 @@ Tensor MoeBlock::route(const Tensor& x, Tensor& topk_idx, Tensor& topk_weight) {
   return probs;
 }
 
-Tensor MoeBlock::forward(const Tensor& x, const LayerInputs& in, bool save) {
+MoeBlock::Output MoeBlock::forward(const Tensor& x, const LayerInputs& in, bool save) const {
   const int64_t n = x.dim(0);
   Tensor topk_idx, topk_weight;
   Tensor probs = route(x, topk_idx, topk_weight);
@@ -79,10 +79,11 @@ Tensor MoeBlock::forward(const Tensor& x, const LayerInputs& in, bool save) {
   std::vector<int64_t> counts;
   ops::moe_permute(x, topk_idx, num_experts_, permuted, row_map, counts);
   // The load-balancing statistics cover real tokens only, so SP padding does not change the aux loss.
-  real_rows_ = std::min(n, in.real_rows);
-  stats_.expert_slots = real_slot_counts(topk_idx, real_rows_, num_experts_);
-  stats_.prob_sums = column_sums(probs, real_rows_);
-  stats_.rows = real_rows_;
+  Output result;
+  const int64_t real_rows = std::min(n, in.real_rows);
+  result.router_stats.expert_slots = real_slot_counts(topk_idx, real_rows, num_experts_);
+  result.router_stats.prob_sums = column_sums(probs, real_rows);
+  result.router_stats.rows = real_rows;
 
   std::vector<int64_t> local_counts = counts;
   std::shared_ptr<void> exchange;
@@ -99,26 +100,29 @@ Tensor MoeBlock::forward(const Tensor& x, const LayerInputs& in, bool save) {
   ops::grouped_matmul(act, w_down, true, local_counts, expert_out);
   Tensor y_permuted = in.experts ? in.experts->combine(expert_out, exchange) : expert_out;
 
-  Tensor out = empty_like(x, x.shape());
-  ops::moe_unpermute(y_permuted, row_map, topk_weight, out);
+  result.out = empty_like(x, x.shape());
+  ops::moe_unpermute(y_permuted, row_map, topk_weight, result.out);
   if (save) {
-    x_ = x;
-    probs_ = probs;
-    topk_idx_ = topk_idx;
-    topk_weight_ = topk_weight;
-    row_map_ = row_map;
-    local_x_ = local;
-    gate_up_out_ = gate_up;
-    act_ = act;
-    y_permuted_ = y_permuted;
-    local_counts_ = local_counts;
-    exchange_ = exchange;
+    Saved& saved = result.saved;
+    saved.x = x;
+    saved.probs = probs;
+    saved.topk_idx = topk_idx;
+    saved.topk_weight = topk_weight;
+    saved.row_map = row_map;
+    saved.local_x = local;
+    saved.gate_up_out = gate_up;
+    saved.act = act;
+    saved.y_permuted = y_permuted;
+    saved.local_counts = local_counts;
+    saved.exchange = exchange;
+    saved.real_rows = real_rows;
   }
-  return out;
+  return result;
 }
 
-Tensor MoeBlock::router_backward(const Tensor& dtopk_weight, const std::vector<float>& aux_dprobs) {
-  const int64_t n = probs_.dim(0);
+Tensor MoeBlock::router_backward(const Saved& saved, const Tensor& dtopk_weight,
+                                 const std::vector<float>& aux_dprobs) const {
+  const int64_t n = saved.probs.dim(0);
   Tensor dprobs_extra;
   if (!aux_dprobs.empty()) {
     VEOMNI_CHECK(static_cast<int64_t>(aux_dprobs.size()) == num_experts_, "{} aux gradients for {} experts",
@@ -127,45 +131,40 @@ Tensor MoeBlock::router_backward(const Tensor& dtopk_weight, const std::vector<f
     float* p = host.data<float>();
     for (int64_t t = 0; t < n; ++t)
       for (int64_t e = 0; e < num_experts_; ++e)
-        p[t * num_experts_ + e] = t < real_rows_ ? aux_dprobs[static_cast<size_t>(e)] : 0.0f;
-    dprobs_extra = host.to(probs_.device());
+        p[t * num_experts_ + e] = t < saved.real_rows ? aux_dprobs[static_cast<size_t>(e)] : 0.0f;
+    dprobs_extra = host.to(saved.probs.device());
   }
-  Tensor dlogits = Tensor::empty({n, num_experts_}, DType::F32, probs_.device());
-  ops::moe_route_backward(dtopk_weight, dprobs_extra, probs_, topk_idx_, norm_topk_prob_, dlogits);
-  return converted(dlogits, x_.dtype());
+  Tensor dlogits = Tensor::empty({n, num_experts_}, DType::F32, saved.probs.device());
+  ops::moe_route_backward(dtopk_weight, dprobs_extra, saved.probs, saved.topk_idx, norm_topk_prob_, dlogits);
+  return converted(dlogits, saved.x.dtype());
 }
 
-Tensor MoeBlock::backward(const Tensor& dy, const LayerInputs& in, const std::vector<float>& aux_dprobs) {
-  VEOMNI_CHECK(x_.defined(), "MoE backward without a saved forward");
-  Tensor dy_permuted = empty_like(y_permuted_, y_permuted_.shape());
-  Tensor dtopk_weight = empty_like(topk_weight_, topk_weight_.shape());
-  ops::moe_unpermute_backward(dy, y_permuted_, row_map_, topk_weight_, dy_permuted, dtopk_weight);
-  y_permuted_ = Tensor();
+Tensor MoeBlock::backward(Saved&& saved, const Tensor& dy, const LayerInputs& in,
+                          const std::vector<float>& aux_dprobs) const {
+  Saved kept = std::move(saved);
+  VEOMNI_CHECK(kept.x.defined(), "MoE backward without a saved forward");
+  Tensor dy_permuted = empty_like(kept.y_permuted, kept.y_permuted.shape());
+  Tensor dtopk_weight = empty_like(kept.topk_weight, kept.topk_weight.shape());
+  ops::moe_unpermute_backward(dy, kept.y_permuted, kept.row_map, kept.topk_weight, dy_permuted, dtopk_weight);
+  kept.y_permuted = Tensor();
 
-  Tensor dexpert_out = in.experts ? in.experts->combine_backward(dy_permuted, exchange_) : dy_permuted;
-  Tensor dact = empty_like(act_, act_.shape());
-  ops::grouped_matmul(dexpert_out, down_->value, false, local_counts_, dact);
-  ops::grouped_matmul_weight_grad(dexpert_out, act_, local_counts_, grad_of(*down_), true);
-  Tensor dgate_up = empty_like(gate_up_out_, gate_up_out_.shape());
-  ops::swiglu_fused_backward(dact, gate_up_out_, dgate_up);
-  Tensor dlocal = empty_like(local_x_, local_x_.shape());
-  ops::grouped_matmul(dgate_up, gate_up_->value, false, local_counts_, dlocal);
-  ops::grouped_matmul_weight_grad(dgate_up, local_x_, local_counts_, grad_of(*gate_up_), true);
-  Tensor dpermuted = in.experts ? in.experts->dispatch_backward(dlocal, exchange_) : dlocal;
+  Tensor dexpert_out = in.experts ? in.experts->combine_backward(dy_permuted, kept.exchange) : dy_permuted;
+  Tensor dact = empty_like(kept.act, kept.act.shape());
+  ops::grouped_matmul(dexpert_out, down_->value, false, kept.local_counts, dact);
+  ops::grouped_matmul_weight_grad(dexpert_out, kept.act, kept.local_counts, grad_of(*down_), true);
+  Tensor dgate_up = empty_like(kept.gate_up_out, kept.gate_up_out.shape());
+  ops::swiglu_fused_backward(dact, kept.gate_up_out, dgate_up);
+  Tensor dlocal = empty_like(kept.local_x, kept.local_x.shape());
+  ops::grouped_matmul(dgate_up, gate_up_->value, false, kept.local_counts, dlocal);
+  ops::grouped_matmul_weight_grad(dgate_up, kept.local_x, kept.local_counts, grad_of(*gate_up_), true);
+  Tensor dpermuted = in.experts ? in.experts->dispatch_backward(dlocal, kept.exchange) : dlocal;
 
-  Tensor dx = empty_like(x_, x_.shape());
-  ops::moe_permute_backward(dpermuted, row_map_, top_k_, dx);
-  Tensor drouter_logits = router_backward(dtopk_weight, aux_dprobs);
+  Tensor dx = empty_like(kept.x, kept.x.shape());
+  ops::moe_permute_backward(dpermuted, kept.row_map, top_k_, dx);
+  Tensor drouter_logits = router_backward(kept, dtopk_weight, aux_dprobs);
   ops::matmul(drouter_logits, false, router_->value, false, dx, 1.0f, 1.0f);
-  ops::matmul(drouter_logits, true, x_, false, grad_of(*router_), 1.0f, 1.0f);
-  release();
+  ops::matmul(drouter_logits, true, kept.x, false, grad_of(*router_), 1.0f, 1.0f);
   return dx;
-}
-
-void MoeBlock::release() {
-  x_ = probs_ = topk_idx_ = topk_weight_ = row_map_ = local_x_ = gate_up_out_ = act_ = y_permuted_ = Tensor();
-  local_counts_.clear();
-  exchange_.reset();
 }
 
 }  // namespace veomni

@@ -21,19 +21,30 @@ struct RouterStats {
 
 class MoeBlock {
  public:
+  struct Saved {
+    Tensor x, probs, topk_idx, topk_weight, row_map, local_x, gate_up_out, act, y_permuted;
+    std::vector<int64_t> local_counts;  // rows per local expert after the dispatch
+    std::shared_ptr<void> exchange;     // the expert-parallel exchange's state (null without EP)
+    int64_t real_rows = 0;              // rows that count in the aux loss (not SP padding)
+  };
+  struct Output {
+    Tensor out;
+    Saved saved;
+    RouterStats router_stats;  // filled whether or not save: a forward-only pass reports the aux loss too
+  };
+
   // Registers `{prefix}mlp.gate.weight` [E, H], `{prefix}mlp.experts.gate_up_proj` [E, 2I, H] (gate rows first) and
   // `{prefix}mlp.experts.down_proj` [E, H, I]; the expert tensors hold the rows of this expert-parallel rank.
   MoeBlock(ParamStore& store, const ModelConfig& config, const std::string& prefix, const ExpertHooks* experts);
 
-  Tensor forward(const Tensor& x, const LayerInputs& in, bool save);
+  // saved is empty unless save.
+  Output forward(const Tensor& x, const LayerInputs& in, bool save) const;
   // aux_dprobs [E]: d(loss)/d(prob[t, e]) from the load-balancing loss, the same for every token (empty: none).
-  Tensor backward(const Tensor& dy, const LayerInputs& in, const std::vector<float>& aux_dprobs);
-  const RouterStats& router_stats() const { return stats_; }
-  void release();
+  Tensor backward(Saved&& saved, const Tensor& dy, const LayerInputs& in, const std::vector<float>& aux_dprobs) const;
 
  private:
-  Tensor route(const Tensor& x, Tensor& topk_idx, Tensor& topk_weight);
-  Tensor router_backward(const Tensor& dtopk_weight, const std::vector<float>& aux_dprobs);
+  Tensor route(const Tensor& x, Tensor& topk_idx, Tensor& topk_weight) const;
+  Tensor router_backward(const Saved& saved, const Tensor& dtopk_weight, const std::vector<float>& aux_dprobs) const;
 
   Parameter* router_;
   Parameter* gate_up_;
@@ -41,12 +52,6 @@ class MoeBlock {
   int64_t num_experts_;
   int64_t top_k_;
   bool norm_topk_prob_;
-  RouterStats stats_;
-  int64_t real_rows_ = 0;  // rows of the last forward that count in the aux loss (not SP padding)
-  // Saved for backward.
-  Tensor x_, probs_, topk_idx_, topk_weight_, row_map_, local_x_, gate_up_out_, act_, y_permuted_;
-  std::vector<int64_t> local_counts_;
-  std::shared_ptr<void> exchange_;
 };
 
 }  // namespace veomni

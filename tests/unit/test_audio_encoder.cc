@@ -284,7 +284,7 @@ TEST(AudioConvStem, MatchesDirectConvolutions) {
   AudioConvStem stem(weights, biases, &conv_out);
   const int64_t chunks = 2, mel = 20, frames = 13;
   const Tensor input = random_tensor({chunks, 1, mel, frames}, 22, 1.0);
-  const Tensor out = stem.forward(input, false);
+  const Tensor out = stem.forward(input, false).out;
   const int64_t steps = 2;  // 13 -> 7 -> 4 -> 2
   ASSERT_EQ(out.shape(), (Shape{chunks * steps, 16}));
   for (int64_t b = 0; b < chunks; ++b) {

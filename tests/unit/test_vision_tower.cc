@@ -315,7 +315,7 @@ TEST(VisionPosEmbedTest, MatchesTheFourTapFormInPatchOrder) {
   table->value = random_tensor({side * side, d}, 9, 1.0);
   VisionPosEmbed pos(table, side, m);
   const std::vector<VisionGrid> grids{{2, 4, 6}, {1, 2, 2}};
-  const Tensor out = pos.forward(grids, false);
+  const Tensor out = pos.forward(grids, false).out;
   const std::vector<PatchCoord> coords = patch_coords(grids, m);
   ASSERT_EQ(out.dim(0), static_cast<int64_t>(coords.size()));
   const float* e = table->value.data<float>();

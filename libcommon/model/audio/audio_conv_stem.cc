@@ -21,7 +21,7 @@ Tensor ones_like(const Tensor& x, int64_t n) {
 
 }  // namespace
 
-Tensor AudioConv2d::forward(const Tensor& x, bool save) {
+AudioConv2d::Output AudioConv2d::forward(const Tensor& x, bool save) const {
   const Tensor& w = weight_->value;
   const int64_t b = x.dim(0), in = x.dim(1), out = w.dim(0);
   VEOMNI_CHECK(x.ndim() == 4 && w.dim(1) == in, "convolution '{}' of {} input over {} weights", weight_->name,
@@ -41,22 +41,21 @@ Tensor AudioConv2d::forward(const Tensor& x, bool save) {
   }
   Tensor y = empty_like(z, z.shape());
   ops::gelu_forward(z, ops::GeluKind::Erf, y);
-  if (save) {
-    x_ = x;
-    z_ = z;
-  }
-  return y;
+  Output result{y, {}};
+  if (save) result.saved = {x, z};
+  return result;
 }
 
-Tensor AudioConv2d::backward(const Tensor& dy, bool need_dx) {
-  VEOMNI_CHECK(x_.defined(), "backward of '{}' without a saved forward input", weight_->name);
+Tensor AudioConv2d::backward(Saved&& saved, const Tensor& dy, bool need_dx) const {
+  Saved kept = std::move(saved);
+  VEOMNI_CHECK(kept.x.defined(), "backward of '{}' without a saved forward input", weight_->name);
   const Tensor& w = weight_->value;
-  const int64_t b = x_.dim(0), in = x_.dim(1), out = w.dim(0);
-  const int64_t plane = z_.dim(2) * z_.dim(3), patch = in * kKernel * kKernel;
+  const int64_t b = kept.x.dim(0), in = kept.x.dim(1), out = w.dim(0);
+  const int64_t plane = kept.z.dim(2) * kept.z.dim(3), patch = in * kKernel * kKernel;
   Tensor dz = empty_like(dy, dy.shape());
-  ops::gelu_backward(dy, z_, ops::GeluKind::Erf, dz);
-  Tensor cols = empty_like(x_, {b * plane, patch});
-  ops::im2col_2d(x_, kKernel, kKernel, kStride, kPad, cols);
+  ops::gelu_backward(dy, kept.z, ops::GeluKind::Erf, dz);
+  Tensor cols = empty_like(kept.x, {b * plane, patch});
+  ops::im2col_2d(kept.x, kKernel, kKernel, kStride, kPad, cols);
 
   const Tensor w2 = w.view({out, patch});
   Tensor dw = grad_of(*weight_).view({out, patch});
@@ -75,16 +74,16 @@ Tensor AudioConv2d::backward(const Tensor& dy, bool need_dx) {
   }
   Tensor dx;
   if (need_dx) {
-    dx = empty_like(dz, x_.shape());
+    dx = empty_like(dz, kept.x.shape());
     ops::col2im_2d(dcols, kKernel, kKernel, kStride, kPad, dx);
   }
-  release();
   return dx;
 }
 
-Tensor AudioConvStem::forward(const Tensor& chunks, bool save) {
+AudioConvStem::Output AudioConvStem::forward(const Tensor& chunks, bool save) const {
+  Output result;
   Tensor h = chunks;
-  for (AudioConv2d& conv : convs_) h = conv.forward(h, save);
+  for (size_t i = 0; i < convs_.size(); ++i) h = take_out(convs_[i].forward(h, save), result.saved.convs[i]);
   const Tensor& w = conv_out_->value;
   const int64_t b = h.dim(0), features = h.dim(1) * h.dim(2), steps = h.dim(3);
   VEOMNI_CHECK(w.dim(1) == features, "conv_out '{}' takes {} features, the convolutions give {} ({} channels x {} "
@@ -95,29 +94,27 @@ Tensor AudioConvStem::forward(const Tensor& chunks, bool save) {
     Tensor out_i = out.slice(i * steps, (i + 1) * steps);
     ops::matmul(h.select(i).view({features, steps}), true, w, true, out_i);
   }
-  if (save) features_ = h;
-  return out;
+  if (save) result.saved.features = h;
+  result.out = out;
+  return result;
 }
 
-void AudioConvStem::backward(const Tensor& dy) {
-  VEOMNI_CHECK(features_.defined(), "backward of '{}' without a saved forward", conv_out_->name);
+void AudioConvStem::backward(Saved&& saved, const Tensor& dy) const {
+  Saved kept = std::move(saved);
+  VEOMNI_CHECK(kept.features.defined(), "backward of '{}' without a saved forward", conv_out_->name);
   const Tensor& w = conv_out_->value;
-  const int64_t b = features_.dim(0), features = features_.dim(1) * features_.dim(2), steps = features_.dim(3);
+  const Tensor& h = kept.features;
+  const int64_t b = h.dim(0), features = h.dim(1) * h.dim(2), steps = h.dim(3);
   Tensor dw = grad_of(*conv_out_);
-  Tensor dh = empty_like(dy, features_.shape());
+  Tensor dh = empty_like(dy, h.shape());
   for (int64_t i = 0; i < b; ++i) {
     const Tensor dy_i = dy.slice(i * steps, (i + 1) * steps);
     Tensor dh_i = dh.select(i).view({features, steps});
     ops::matmul(w, true, dy_i, true, dh_i);
-    ops::matmul(dy_i, true, features_.select(i).view({features, steps}), true, dw, 1.0f, 1.0f);
+    ops::matmul(dy_i, true, h.select(i).view({features, steps}), true, dw, 1.0f, 1.0f);
   }
-  features_ = Tensor();
-  for (size_t i = convs_.size(); i-- > 0;) dh = convs_[i].backward(dh, i > 0);
-}
-
-void AudioConvStem::release() {
-  features_ = Tensor();
-  for (AudioConv2d& conv : convs_) conv.release();
+  kept.features = Tensor();
+  for (size_t i = convs_.size(); i-- > 0;) dh = convs_[i].backward(std::move(kept.convs[i]), dh, i > 0);
 }
 
 }  // namespace veomni

@@ -12,24 +12,39 @@ namespace veomni {
 // the [B, C, H, W] layout the next convolution reads.
 class AudioConv2d {
  public:
+  // The input and the pre-activation (the patch matrix is rebuilt in backward: it is 9/4 times the size of x).
+  struct Saved {
+    Tensor x, z;
+  };
+  struct Output {
+    Tensor out;
+    Saved saved;
+  };
+
   // weight [out, in, 3, 3], bias [out].
   AudioConv2d(Parameter* weight, Parameter* bias) : weight_(weight), bias_(bias) {}
 
-  // x [B, in, H, W] -> [B, out, (H-1)/2+1, (W-1)/2+1]; keeps x and the pre-activation when save (the patch
-  // matrix is rebuilt in backward: it is 9/4 times the size of x).
-  Tensor forward(const Tensor& x, bool save);
+  // x [B, in, H, W] -> [B, out, (H-1)/2+1, (W-1)/2+1]; saved is empty unless save.
+  Output forward(const Tensor& x, bool save) const;
   // Accumulates the weight and bias gradients; returns dx [B, in, H, W] when need_dx, else an undefined tensor.
-  Tensor backward(const Tensor& dy, bool need_dx);
-  void release() { x_ = z_ = Tensor(); }
+  Tensor backward(Saved&& saved, const Tensor& dy, bool need_dx) const;
 
  private:
   Parameter* weight_;
   Parameter* bias_;
-  Tensor x_, z_;
 };
 
 class AudioConvStem {
  public:
+  struct Saved {
+    std::array<AudioConv2d::Saved, 3> convs;
+    Tensor features;  // conv2d3's output [B, C, F, T'], for conv_out's weight gradient
+  };
+  struct Output {
+    Tensor out;
+    Saved saved;
+  };
+
   // conv2d{1,2,3}.{weight,bias} and conv_out.weight [d_model, channels * freq_bins] (no bias).
   AudioConvStem(const std::array<Parameter*, 3>& conv_weights, const std::array<Parameter*, 3>& conv_biases,
                 Parameter* conv_out)
@@ -38,16 +53,14 @@ class AudioConvStem {
         conv_out_(conv_out) {}
 
   // chunks [B, 1, mel, T] -> [B * T', d_model], rows (chunk, time): conv_out of the (channel, mel bin) features
-  // of every output time step (transformers' permute(0, 3, 1, 2).view(b, t, c * f)).
-  Tensor forward(const Tensor& chunks, bool save);
+  // of every output time step (transformers' permute(0, 3, 1, 2).view(b, t, c * f)). saved is empty unless save.
+  Output forward(const Tensor& chunks, bool save) const;
   // dy [B * T', d_model]; accumulates every parameter gradient (the input features need none).
-  void backward(const Tensor& dy);
-  void release();
+  void backward(Saved&& saved, const Tensor& dy) const;
 
  private:
   std::array<AudioConv2d, 3> convs_;
   Parameter* conv_out_;
-  Tensor features_;  // conv2d3's output [B, C, F, T'], kept for conv_out's weight gradient
 };
 
 }  // namespace veomni

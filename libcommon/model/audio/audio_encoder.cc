@@ -70,6 +70,10 @@ struct AudioEncoder::Impl {
   AudioLayout layout;
   Tensor token_ids;  // layout.token_rows on the device (i64): gathers the tokens from the padded grid
   Tensor proj1_out;
+  AudioConvStem::Saved stem_saved;
+  std::vector<AudioEncoderLayer::Saved> layer_saved;  // one per layer
+  LayerNorm::Saved ln_post_saved;
+  BiasedLinear::Saved proj1_saved, proj2_saved;
 
   Impl(ParamStore& s, const AudioEncoderConfig& c, const AudioEncoderOptions& o);
   Parameter* add(const std::string& name, const Shape& shape);
@@ -133,7 +137,7 @@ Tensor AudioEncoder::Impl::stem_forward(const Tensor& input_features, bool save)
   const Tensor chunks = converted(host_chunks.to(options.device), options.compute_dtype);
   ParamGroup& conv = group(0);
   before_forward(conv);
-  const Tensor grid = stem->forward(chunks, save);
+  const Tensor grid = take_out(stem->forward(chunks, save), stem_saved);
   after_forward(conv);
   token_ids = Tensor::from_vector(layout.token_rows, {layout.num_tokens()}).to(options.device);
   Tensor h = empty_like(grid, {layout.num_tokens(), config.d_model});
@@ -145,10 +149,10 @@ Tensor AudioEncoder::Impl::stem_forward(const Tensor& input_features, bool save)
 Tensor AudioEncoder::Impl::head_forward(const Tensor& h, bool save) {
   ParamGroup& head = head_group();
   before_forward(head);
-  const Tensor p1 = proj1->forward(ln_post->forward(h, save), save);
+  const Tensor p1 = take_out(proj1->forward(take_out(ln_post->forward(h, save), ln_post_saved), save), proj1_saved);
   Tensor act = empty_like(p1, p1.shape());
   ops::gelu_forward(p1, activation, act);
-  Tensor out = proj2->forward(act, save);
+  Tensor out = take_out(proj2->forward(act, save), proj2_saved);
   after_forward(head);
   if (save) proj1_out = p1;
   return out;
@@ -167,7 +171,7 @@ Tensor AudioEncoder::Impl::forward(const Tensor& input_features, const std::vect
   Tensor h = stem_forward(input_features, save);
   for (size_t i = 0; i < layers.size(); ++i) {
     before_forward(group(i + 1));
-    h = layers[i]->forward(h, layout.cu_seqlens, save);
+    h = take_out(layers[i]->forward(h, layout.cu_seqlens, save), layer_saved.emplace_back());
     after_forward(group(i + 1));
   }
   Tensor out = head_forward(h, save);
@@ -199,18 +203,20 @@ void AudioEncoder::Impl::backward(const Tensor& d_out) {
     release();
     return;
   }
+  VEOMNI_CHECK(layer_saved.size() == layers.size(), "{} saved layers for {} layers", layer_saved.size(),
+               layers.size());
   const Tensor dy = converted(d_out.to(options.device), options.compute_dtype);
   ParamGroup& head = head_group();
   before_backward(head);
-  const Tensor dact = proj2->backward(dy);
+  const Tensor dact = proj2->backward(std::move(proj2_saved), dy);
   Tensor dp1 = empty_like(dact, dact.shape());
   ops::gelu_backward(dact, proj1_out, activation, dp1);
   proj1_out = Tensor();
-  Tensor dh = ln_post->backward(proj1->backward(dp1));
+  Tensor dh = ln_post->backward(std::move(ln_post_saved), proj1->backward(std::move(proj1_saved), dp1));
   after_backward(head);
   for (size_t i = layers.size(); i-- > 0;) {
     before_backward(group(i + 1));
-    dh = layers[i]->backward(dh, layout.cu_seqlens);
+    dh = layers[i]->backward(std::move(layer_saved[i]), dh, layout.cu_seqlens);
     after_backward(group(i + 1));
   }
   // The gather's adjoint scatters into the padded grid; padding rows get no gradient.
@@ -219,7 +225,7 @@ void AudioEncoder::Impl::backward(const Tensor& d_out) {
   ops::embedding_backward(token_ids, dh, dgrid);
   ParamGroup& conv = group(0);
   before_backward(conv);
-  stem->backward(converted(dgrid, options.compute_dtype));
+  stem->backward(std::move(stem_saved), converted(dgrid, options.compute_dtype));
   after_backward(conv);
   release();
 }
@@ -227,11 +233,10 @@ void AudioEncoder::Impl::backward(const Tensor& d_out) {
 void AudioEncoder::Impl::release() {
   saved = false;
   token_ids = proj1_out = Tensor();
-  stem->release();
-  for (auto& layer : layers) layer->release();
-  ln_post->release();
-  proj1->release();
-  proj2->release();
+  stem_saved = {};
+  layer_saved.clear();
+  ln_post_saved = {};
+  proj1_saved = proj2_saved = {};
 }
 
 AudioEncoder::AudioEncoder(ParamStore& store, const AudioEncoderConfig& config, const AudioEncoderOptions& options)

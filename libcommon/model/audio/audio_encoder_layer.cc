@@ -42,69 +42,71 @@ AudioEncoderLayer::AudioEncoderLayer(ParamStore& store, const AudioEncoderConfig
       final_norm_(layer_norm(store, layer_name(config, index, "final_layer_norm"), config.d_model,
                              config.layer_norm_eps)) {}
 
-Tensor AudioEncoderLayer::attention_forward(const Tensor& x, const std::vector<int32_t>& cu_seqlens, bool save) {
+Tensor AudioEncoderLayer::attention_forward(const Tensor& x, const std::vector<int32_t>& cu_seqlens, bool save,
+                                            Saved& saved) const {
   const int64_t s = x.dim(0);
-  const Tensor q = q_proj_.forward(x, save).view({s, num_heads_, head_dim_});
-  const Tensor k = k_proj_.forward(x, save).view({s, num_heads_, head_dim_});
-  const Tensor v = v_proj_.forward(x, save).view({s, num_heads_, head_dim_});
+  const Tensor q = take_out(q_proj_.forward(x, save), saved.q_proj).view({s, num_heads_, head_dim_});
+  const Tensor k = take_out(k_proj_.forward(x, save), saved.k_proj).view({s, num_heads_, head_dim_});
+  const Tensor v = take_out(v_proj_.forward(x, save), saved.v_proj).view({s, num_heads_, head_dim_});
   Tensor out = empty_like(q, q.shape());
   Tensor lse = Tensor::empty({num_heads_, s}, DType::F32, q.device());
   ops::attention_forward(q, k, v, cu_seqlens, false, scale_, out, lse);
   if (save) {
-    q_ = q;
-    k_ = k;
-    v_ = v;
-    attn_out_ = out;
-    lse_ = lse;
+    saved.q = q;
+    saved.k = k;
+    saved.v = v;
+    saved.attn_out = out;
+    saved.lse = lse;
   }
-  return out_proj_.forward(out.view({s, num_heads_ * head_dim_}), save);
+  return take_out(out_proj_.forward(out.view({s, num_heads_ * head_dim_}), save), saved.out_proj);
 }
 
-Tensor AudioEncoderLayer::attention_backward(const Tensor& dy, const std::vector<int32_t>& cu_seqlens) {
-  VEOMNI_CHECK(q_.defined(), "audio attention backward without a saved forward");
+Tensor AudioEncoderLayer::attention_backward(Saved& saved, const Tensor& dy,
+                                             const std::vector<int32_t>& cu_seqlens) const {
+  VEOMNI_CHECK(saved.q.defined(), "audio attention backward without a saved forward");
   const int64_t s = dy.dim(0), width = num_heads_ * head_dim_;
-  const Tensor dout = out_proj_.backward(dy).view({s, num_heads_, head_dim_});
-  Tensor dq = empty_like(q_, q_.shape());
-  Tensor dk = empty_like(k_, k_.shape());
-  Tensor dv = empty_like(v_, v_.shape());
-  ops::attention_backward(dout, q_, k_, v_, attn_out_, lse_, cu_seqlens, false, scale_, dq, dk, dv);
-  q_ = k_ = v_ = attn_out_ = lse_ = Tensor();
-  Tensor dx = q_proj_.backward(dq.view({s, width}));
-  k_proj_.backward_accumulate(dk.view({s, width}), dx);
-  v_proj_.backward_accumulate(dv.view({s, width}), dx);
+  const Tensor dout = out_proj_.backward(std::move(saved.out_proj), dy).view({s, num_heads_, head_dim_});
+  Tensor dq = empty_like(saved.q, saved.q.shape());
+  Tensor dk = empty_like(saved.k, saved.k.shape());
+  Tensor dv = empty_like(saved.v, saved.v.shape());
+  ops::attention_backward(dout, saved.q, saved.k, saved.v, saved.attn_out, saved.lse, cu_seqlens, false, scale_, dq,
+                          dk, dv);
+  saved.q = saved.k = saved.v = saved.attn_out = saved.lse = Tensor();
+  Tensor dx = q_proj_.backward(std::move(saved.q_proj), dq.view({s, width}));
+  k_proj_.backward_accumulate(std::move(saved.k_proj), dk.view({s, width}), dx);
+  v_proj_.backward_accumulate(std::move(saved.v_proj), dv.view({s, width}), dx);
   return dx;
 }
 
-Tensor AudioEncoderLayer::forward(const Tensor& h, const std::vector<int32_t>& cu_seqlens, bool save) {
-  Tensor mid = attention_forward(attn_norm_.forward(h, save), cu_seqlens, save);
+AudioEncoderLayer::Output AudioEncoderLayer::forward(const Tensor& h, const std::vector<int32_t>& cu_seqlens,
+                                                     bool save) const {
+  Output result;
+  Saved& saved = result.saved;
+  Tensor mid = attention_forward(take_out(attn_norm_.forward(h, save), saved.attn_norm), cu_seqlens, save, saved);
   ops::add_(mid, h);
-  const Tensor fc1_out = fc1_.forward(final_norm_.forward(mid, save), save);
+  const Tensor normed = take_out(final_norm_.forward(mid, save), saved.final_norm);
+  const Tensor fc1_out = take_out(fc1_.forward(normed, save), saved.fc1);
   Tensor act = empty_like(fc1_out, fc1_out.shape());
   ops::gelu_forward(fc1_out, activation_, act);
-  Tensor out = fc2_.forward(act, save);
+  Tensor out = take_out(fc2_.forward(act, save), saved.fc2);
   ops::add_(out, mid);
-  if (save) fc1_out_ = fc1_out;
-  return out;
+  if (save) saved.fc1_out = fc1_out;
+  result.out = out;
+  return result;
 }
 
-Tensor AudioEncoderLayer::backward(const Tensor& dh, const std::vector<int32_t>& cu_seqlens) {
-  VEOMNI_CHECK(fc1_out_.defined(), "audio encoder layer backward without a saved forward");
-  const Tensor dact = fc2_.backward(dh);
+Tensor AudioEncoderLayer::backward(Saved&& saved, const Tensor& dh, const std::vector<int32_t>& cu_seqlens) const {
+  Saved kept = std::move(saved);
+  VEOMNI_CHECK(kept.fc1_out.defined(), "audio encoder layer backward without a saved forward");
+  const Tensor dact = fc2_.backward(std::move(kept.fc2), dh);
   Tensor dfc1 = empty_like(dact, dact.shape());
-  ops::gelu_backward(dact, fc1_out_, activation_, dfc1);
-  fc1_out_ = Tensor();
-  Tensor dmid = final_norm_.backward(fc1_.backward(dfc1));
+  ops::gelu_backward(dact, kept.fc1_out, activation_, dfc1);
+  kept.fc1_out = Tensor();
+  Tensor dmid = final_norm_.backward(std::move(kept.final_norm), fc1_.backward(std::move(kept.fc1), dfc1));
   ops::add_(dmid, dh);
-  Tensor dx = attn_norm_.backward(attention_backward(dmid, cu_seqlens));
+  Tensor dx = attn_norm_.backward(std::move(kept.attn_norm), attention_backward(kept, dmid, cu_seqlens));
   ops::add_(dx, dmid);
   return dx;
-}
-
-void AudioEncoderLayer::release() {
-  q_ = k_ = v_ = attn_out_ = lse_ = fc1_out_ = Tensor();
-  attn_norm_.release();
-  final_norm_.release();
-  for (BiasedLinear* linear : {&q_proj_, &k_proj_, &v_proj_, &out_proj_, &fc1_, &fc2_}) linear->release();
 }
 
 }  // namespace veomni

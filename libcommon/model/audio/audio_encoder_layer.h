@@ -15,18 +15,30 @@ namespace veomni {
 
 class AudioEncoderLayer {
  public:
+  struct Saved {
+    LayerNorm::Saved attn_norm, final_norm;
+    BiasedLinear::Saved k_proj, v_proj, q_proj, out_proj, fc1, fc2;
+    Tensor q, k, v, attn_out, lse;  // the attention core's
+    Tensor fc1_out;                 // the GELU input
+  };
+  struct Output {
+    Tensor out;
+    Saved saved;
+  };
+
   // Registers `{prefix}layers.{index}.*` in the store's current group.
   AudioEncoderLayer(ParamStore& store, const AudioEncoderConfig& config, int64_t index);
 
-  // h [S, d_model] -> [S, d_model]; attention stays inside each window of cu_seqlens (non-causal).
-  Tensor forward(const Tensor& h, const std::vector<int32_t>& cu_seqlens, bool save);
+  // h [S, d_model] -> [S, d_model]; attention stays inside each window of cu_seqlens (non-causal). saved is empty
+  // unless save.
+  Output forward(const Tensor& h, const std::vector<int32_t>& cu_seqlens, bool save) const;
   // Returns dh and accumulates the parameter gradients.
-  Tensor backward(const Tensor& dh, const std::vector<int32_t>& cu_seqlens);
-  void release();
+  Tensor backward(Saved&& saved, const Tensor& dh, const std::vector<int32_t>& cu_seqlens) const;
 
  private:
-  Tensor attention_forward(const Tensor& x, const std::vector<int32_t>& cu_seqlens, bool save);
-  Tensor attention_backward(const Tensor& dy, const std::vector<int32_t>& cu_seqlens);
+  // The attention part of forward and backward, filling and consuming the attention fields of a Saved.
+  Tensor attention_forward(const Tensor& x, const std::vector<int32_t>& cu_seqlens, bool save, Saved& saved) const;
+  Tensor attention_backward(Saved& saved, const Tensor& dy, const std::vector<int32_t>& cu_seqlens) const;
 
   int64_t num_heads_;
   int64_t head_dim_;
@@ -37,8 +49,6 @@ class AudioEncoderLayer {
   LayerNorm attn_norm_;
   BiasedLinear fc1_, fc2_;
   LayerNorm final_norm_;
-  // Saved for backward.
-  Tensor q_, k_, v_, attn_out_, lse_, fc1_out_;
 };
 
 }  // namespace veomni

@@ -11,35 +11,34 @@ Tensor BiasedLinear::rows(const Tensor& full) const {
   return full.slice(row_begin_, row_end_ < 0 ? full.dim(0) : row_end_);
 }
 
-Tensor BiasedLinear::forward(const Tensor& x, bool save) {
+BiasedLinear::Output BiasedLinear::forward(const Tensor& x, bool save) const {
   const Tensor w = rows(weight_->value);
   Tensor y = empty_like(x, {x.dim(0), w.dim(0)});
   ops::matmul(x, false, w, true, y);
   ops::add_bias_(y, rows(bias_->value));
-  if (save) x_ = x;
-  return y;
+  return {y, {save ? x : Tensor()}};
 }
 
-void BiasedLinear::parameter_grads(const Tensor& dy) {
-  VEOMNI_CHECK(x_.defined(), "backward of '{}' without a saved forward input", weight_->name);
+// Takes the saved input by value: it is freed on return.
+void BiasedLinear::parameter_grads(Saved saved, const Tensor& dy) const {
+  VEOMNI_CHECK(saved.x.defined(), "backward of '{}' without a saved forward input", weight_->name);
   Tensor dw = rows(grad_of(*weight_));
-  ops::matmul(dy, true, x_, false, dw, 1.0f, 1.0f);
+  ops::matmul(dy, true, saved.x, false, dw, 1.0f, 1.0f);
   Tensor db = rows(grad_of(*bias_));
   ops::bias_grad(dy, db);
-  x_ = Tensor();
 }
 
-Tensor BiasedLinear::backward(const Tensor& dy) {
+Tensor BiasedLinear::backward(Saved&& saved, const Tensor& dy) const {
   const Tensor w = rows(weight_->value);
   Tensor dx = empty_like(dy, {dy.dim(0), w.dim(1)});
   ops::matmul(dy, false, w, false, dx);
-  parameter_grads(dy);
+  parameter_grads(std::move(saved), dy);
   return dx;
 }
 
-void BiasedLinear::backward_accumulate(const Tensor& dy, Tensor& dx) {
+void BiasedLinear::backward_accumulate(Saved&& saved, const Tensor& dy, Tensor& dx) const {
   ops::matmul(dy, false, rows(weight_->value), false, dx, 1.0f, 1.0f);
-  parameter_grads(dy);
+  parameter_grads(std::move(saved), dy);
 }
 
 }  // namespace veomni

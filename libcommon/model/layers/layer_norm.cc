@@ -6,29 +6,24 @@
 
 namespace veomni {
 
-Tensor LayerNorm::forward(const Tensor& x, bool save) {
+LayerNorm::Output LayerNorm::forward(const Tensor& x, bool save) const {
   VEOMNI_CHECK(x.ndim() == 2 && x.dim(1) == weight_->value.dim(0), "layer norm '{}' of {} over [{}]", weight_->name,
                x.describe(), weight_->value.dim(0));
   Tensor y = empty_like(x, x.shape());
   Tensor mean = Tensor::empty({x.dim(0)}, DType::F32, x.device());
   Tensor rstd = Tensor::empty({x.dim(0)}, DType::F32, x.device());
   ops::layernorm_forward(x, weight_->value, bias_->value, eps_, y, mean, rstd);
-  if (save) {
-    x_ = x;
-    mean_ = mean;
-    rstd_ = rstd;
-  }
-  return y;
+  Output result{y, {}};
+  if (save) result.saved = {x, mean, rstd};
+  return result;
 }
 
-Tensor LayerNorm::backward(const Tensor& dy) {
-  VEOMNI_CHECK(x_.defined(), "backward of '{}' without a saved forward input", weight_->name);
+Tensor LayerNorm::backward(Saved&& saved, const Tensor& dy) const {
+  const Saved s = std::move(saved);
+  VEOMNI_CHECK(s.x.defined(), "backward of '{}' without a saved forward input", weight_->name);
   Tensor dx = empty_like(dy, dy.shape());
-  ops::layernorm_backward(dy, x_, weight_->value, mean_, rstd_, dx, grad_of(*weight_), grad_of(*bias_));
-  release();
+  ops::layernorm_backward(dy, s.x, weight_->value, s.mean, s.rstd, dx, grad_of(*weight_), grad_of(*bias_));
   return dx;
 }
-
-void LayerNorm::release() { x_ = mean_ = rstd_ = Tensor(); }
 
 }  // namespace veomni

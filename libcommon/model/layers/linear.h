@@ -1,4 +1,4 @@
-// Bias-free linear layer y = x W^T over a Parameter, keeping its input for the weight gradient.
+// Bias-free linear layer y = x W^T over a Parameter; forward returns the input that the weight gradient needs.
 #pragma once
 #include "core/tensor.h"
 #include "model/param.h"
@@ -7,23 +7,29 @@ namespace veomni {
 
 class Linear {
  public:
+  struct Saved {
+    Tensor x;  // the forward input (a shared handle, no copy)
+  };
+  struct Output {
+    Tensor out;
+    Saved saved;
+  };
+
   explicit Linear(Parameter* weight) : weight_(weight) {}
 
-  // x [N, in] -> [N, out]; keeps x (a shared handle, no copy) when save.
-  Tensor forward(const Tensor& x, bool save);
+  // x [N, in] -> [N, out]; saved is empty unless save.
+  Output forward(const Tensor& x, bool save) const;
   // Returns dx = dy W and accumulates dW += dy^T x.
-  Tensor backward(const Tensor& dy);
+  Tensor backward(Saved&& saved, const Tensor& dy) const;
   // dx += dy W and dW += dy^T x: for layers whose input feeds several projections.
-  void backward_accumulate(const Tensor& dy, Tensor& dx);
-  void release() { x_ = Tensor(); }
+  void backward_accumulate(Saved&& saved, const Tensor& dy, Tensor& dx) const;
 
   Parameter& weight() const { return *weight_; }
 
  private:
-  void weight_grad(const Tensor& dy);
+  void weight_grad(Saved saved, const Tensor& dy) const;
 
   Parameter* weight_;
-  Tensor x_;
 };
 
 }  // namespace veomni

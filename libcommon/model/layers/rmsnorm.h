@@ -7,19 +7,25 @@ namespace veomni {
 
 class RmsNorm {
  public:
+  struct Saved {
+    Tensor x;     // the input viewed [N, D]
+    Tensor rstd;  // [N] f32
+  };
+  struct Output {
+    Tensor out;
+    Saved saved;
+  };
+
   RmsNorm(Parameter* weight, double eps) : weight_(weight), eps_(static_cast<float>(eps)) {}
 
-  // x viewed [N, D] -> y of x's shape; keeps x and the f32 rstd when save.
-  Tensor forward(const Tensor& x, bool save);
+  // x viewed [N, D] -> out of x's shape; saved is empty unless save.
+  Output forward(const Tensor& x, bool save) const;
   // Returns dx (dy's shape) and accumulates the weight gradient.
-  Tensor backward(const Tensor& dy);
-  void release();
+  Tensor backward(Saved&& saved, const Tensor& dy) const;
 
  private:
   Parameter* weight_;
   float eps_;
-  Tensor x_;
-  Tensor rstd_;
 };
 
 }  // namespace veomni

@@ -27,11 +27,13 @@ VisionAttention::VisionAttention(ParamStore& store, const VisionConfig& c, const
       v_(store.find(prefix + "qkv.weight"), store.find(prefix + "qkv.bias"), 2 * c.hidden_size, 3 * c.hidden_size),
       proj_(add_weight(store, prefix + "proj", c.hidden_size, c.hidden_size), add_bias(store, prefix + "proj", c.hidden_size)) {}
 
-Tensor VisionAttention::forward(const Tensor& x, const VisionLayerInputs& in, bool save) {
+VisionAttention::Output VisionAttention::forward(const Tensor& x, const VisionLayerInputs& in, bool save) const {
   const int64_t n = x.dim(0);
-  Tensor q = q_.forward(x, save).view({n, num_heads_, head_dim_});
-  Tensor k = k_.forward(x, save).view({n, num_heads_, head_dim_});
-  Tensor v = v_.forward(x, save).view({n, num_heads_, head_dim_});
+  Output result;
+  Saved& saved = result.saved;
+  Tensor q = take_out(q_.forward(x, save), saved.q_proj).view({n, num_heads_, head_dim_});
+  Tensor k = take_out(k_.forward(x, save), saved.k_proj).view({n, num_heads_, head_dim_});
+  Tensor v = take_out(v_.forward(x, save), saved.v_proj).view({n, num_heads_, head_dim_});
   ops::rope_apply(q, in.cos, in.sin, false);
   ops::rope_apply(k, in.cos, in.sin, false);
   if (in.sequence) {  // [n, H, D] -> [N, H/P, D]: every patch, this rank's heads
@@ -44,25 +46,28 @@ Tensor VisionAttention::forward(const Tensor& x, const VisionLayerInputs& in, bo
   ops::attention_forward(q, k, v, in.cu_seqlens, false, scale_, out, lse);
   const Tensor local_out = in.sequence ? in.sequence->heads_to_seq(out) : out;
   if (save) {
-    q_saved_ = q;
-    k_saved_ = k;
-    v_saved_ = v;
-    out_ = out;
-    lse_ = lse;
+    saved.q = q;
+    saved.k = k;
+    saved.v = v;
+    saved.out = out;
+    saved.lse = lse;
   }
-  return proj_.forward(local_out.view({n, num_heads_ * head_dim_}), save);
+  result.out = take_out(proj_.forward(local_out.view({n, num_heads_ * head_dim_}), save), saved.proj);
+  return result;
 }
 
-Tensor VisionAttention::backward(const Tensor& dy, const VisionLayerInputs& in) {
-  VEOMNI_CHECK(q_saved_.defined(), "vision attention backward without a saved forward");
+Tensor VisionAttention::backward(Saved&& saved, const Tensor& dy, const VisionLayerInputs& in) const {
+  Saved kept = std::move(saved);
+  VEOMNI_CHECK(kept.q.defined(), "vision attention backward without a saved forward");
   const int64_t n = dy.dim(0);
-  Tensor dout = proj_.backward(dy).view({n, num_heads_, head_dim_});
+  Tensor dout = proj_.backward(std::move(kept.proj), dy).view({n, num_heads_, head_dim_});
   if (in.sequence) dout = in.sequence->seq_to_heads(dout);
-  Tensor dq = empty_like(q_saved_, q_saved_.shape());
-  Tensor dk = empty_like(k_saved_, k_saved_.shape());
-  Tensor dv = empty_like(v_saved_, v_saved_.shape());
-  ops::attention_backward(dout, q_saved_, k_saved_, v_saved_, out_, lse_, in.cu_seqlens, false, scale_, dq, dk, dv);
-  q_saved_ = k_saved_ = v_saved_ = out_ = lse_ = Tensor();
+  Tensor dq = empty_like(kept.q, kept.q.shape());
+  Tensor dk = empty_like(kept.k, kept.k.shape());
+  Tensor dv = empty_like(kept.v, kept.v.shape());
+  ops::attention_backward(dout, kept.q, kept.k, kept.v, kept.out, kept.lse, in.cu_seqlens, false, scale_, dq, dk,
+                          dv);
+  kept.q = kept.k = kept.v = kept.out = kept.lse = Tensor();
   if (in.sequence) {  // back to this rank's patches, every head
     dq = in.sequence->heads_to_seq(dq);
     dk = in.sequence->heads_to_seq(dk);
@@ -71,15 +76,10 @@ Tensor VisionAttention::backward(const Tensor& dy, const VisionLayerInputs& in) 
   ops::rope_apply(dq, in.cos, in.sin, true);
   ops::rope_apply(dk, in.cos, in.sin, true);
   const int64_t hidden = num_heads_ * head_dim_;
-  Tensor dx = q_.backward(dq.view({n, hidden}));
-  k_.backward_accumulate(dk.view({n, hidden}), dx);
-  v_.backward_accumulate(dv.view({n, hidden}), dx);
+  Tensor dx = q_.backward(std::move(kept.q_proj), dq.view({n, hidden}));
+  k_.backward_accumulate(std::move(kept.k_proj), dk.view({n, hidden}), dx);
+  v_.backward_accumulate(std::move(kept.v_proj), dv.view({n, hidden}), dx);
   return dx;
-}
-
-void VisionAttention::release() {
-  q_saved_ = k_saved_ = v_saved_ = out_ = lse_ = Tensor();
-  for (BiasedLinear* layer : {&q_, &k_, &v_, &proj_}) layer->release();
 }
 
 }  // namespace veomni

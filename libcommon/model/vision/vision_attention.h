@@ -22,13 +22,21 @@ struct VisionLayerInputs {
 
 class VisionAttention {
  public:
+  struct Saved {
+    BiasedLinear::Saved q_proj, k_proj, v_proj, proj;
+    Tensor q, k, v, out, lse;  // the attention core's, every patch and this rank's heads under SP
+  };
+  struct Output {
+    Tensor out;
+    Saved saved;
+  };
+
   // Registers `{prefix}qkv.{weight,bias}` ([3*hidden, hidden]: q rows, then k, then v) and `{prefix}proj.*`.
   VisionAttention(ParamStore& store, const VisionConfig& config, const std::string& prefix);
 
-  // x [N, hidden] (normalised) -> [N, hidden].
-  Tensor forward(const Tensor& x, const VisionLayerInputs& in, bool save);
-  Tensor backward(const Tensor& dy, const VisionLayerInputs& in);
-  void release();
+  // x [N, hidden] (normalised) -> [N, hidden]; saved is empty unless save.
+  Output forward(const Tensor& x, const VisionLayerInputs& in, bool save) const;
+  Tensor backward(Saved&& saved, const Tensor& dy, const VisionLayerInputs& in) const;
 
  private:
   int64_t num_heads_;
@@ -36,7 +44,6 @@ class VisionAttention {
   float scale_;
   BiasedLinear q_, k_, v_;  // row blocks of the fused qkv parameters
   BiasedLinear proj_;
-  Tensor q_saved_, k_saved_, v_saved_, out_, lse_;
 };
 
 }  // namespace veomni

@@ -2,6 +2,7 @@
 #include "model/vision/vision_block.h"
 
 #include "kernels/ops.h"
+#include "model/layers/common.h"
 
 namespace veomni {
 
@@ -34,27 +35,28 @@ VisionBlock::VisionBlock(ParamStore& store, const VisionConfig& c, int64_t index
       attention_(store, c, block_prefix(c, index) + "attn."),
       mlp_(make_mlp(store, block_prefix(c, index) + "mlp.", c)) {}
 
-Tensor VisionBlock::forward(const Tensor& h, const VisionLayerInputs& in, bool save) {
-  Tensor after_attention = attention_.forward(norm1_.forward(h, save), in, save);
+VisionBlock::Output VisionBlock::forward(const Tensor& h, const VisionLayerInputs& in, bool save) const {
+  Output result;
+  Saved& saved = result.saved;
+  Tensor normed1 = take_out(norm1_.forward(h, save), saved.norm1);
+  Tensor after_attention = take_out(attention_.forward(normed1, in, save), saved.attention);
   ops::add_(after_attention, h);
-  Tensor out = mlp_.forward(norm2_.forward(after_attention, save), save);
+  Tensor normed2 = take_out(norm2_.forward(after_attention, save), saved.norm2);
+  Tensor out = take_out(mlp_.forward(normed2, save), saved.mlp);
   ops::add_(out, after_attention);
-  return out;
+  result.out = out;
+  return result;
 }
 
-Tensor VisionBlock::backward(const Tensor& dh, const VisionLayerInputs& in) {
-  Tensor dmid = norm2_.backward(mlp_.backward(dh));
+Tensor VisionBlock::backward(Saved&& saved, const Tensor& dh, const VisionLayerInputs& in) const {
+  Saved kept = std::move(saved);
+  Tensor dnormed2 = mlp_.backward(std::move(kept.mlp), dh);
+  Tensor dmid = norm2_.backward(std::move(kept.norm2), dnormed2);
   ops::add_(dmid, dh);
-  Tensor dx = norm1_.backward(attention_.backward(dmid, in));
+  Tensor dnormed1 = attention_.backward(std::move(kept.attention), dmid, in);
+  Tensor dx = norm1_.backward(std::move(kept.norm1), dnormed1);
   ops::add_(dx, dmid);
   return dx;
-}
-
-void VisionBlock::release() {
-  norm1_.release();
-  norm2_.release();
-  attention_.release();
-  mlp_.release();
 }
 
 }  // namespace veomni

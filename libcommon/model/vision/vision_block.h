@@ -14,12 +14,22 @@ namespace veomni {
 
 class VisionBlock {
  public:
+  struct Saved {
+    LayerNorm::Saved norm1, norm2;
+    VisionAttention::Saved attention;
+    VisionMlp::Saved mlp;
+  };
+  struct Output {
+    Tensor out;
+    Saved saved;
+  };
+
   // Registers `{prefix}blocks.{index}.{norm1,norm2,attn,mlp}.*` in the store's current group.
   VisionBlock(ParamStore& store, const VisionConfig& config, int64_t index);
 
-  Tensor forward(const Tensor& h, const VisionLayerInputs& in, bool save);
-  Tensor backward(const Tensor& dh, const VisionLayerInputs& in);
-  void release();
+  // saved is empty unless save.
+  Output forward(const Tensor& h, const VisionLayerInputs& in, bool save) const;
+  Tensor backward(Saved&& saved, const Tensor& dh, const VisionLayerInputs& in) const;
 
  private:
   LayerNorm norm1_, norm2_;

@@ -1,6 +1,8 @@
 // Patch merger forward and backward; the concatenation of merge windows is a reshape (patches come window-ordered).
 #include "model/vision/vision_merger.h"
 
+#include "model/layers/common.h"
+
 namespace veomni {
 
 namespace {
@@ -39,25 +41,24 @@ VisionMerger::VisionMerger(ParamStore& store, const VisionConfig& c, const std::
                       c.layer_norm_eps)),
       mlp_(make_mlp(store, merger_names(c.flavor, name), c)) {}
 
-Tensor VisionMerger::forward(const Tensor& x, bool save) {
+VisionMerger::Output VisionMerger::forward(const Tensor& x, bool save) const {
   VEOMNI_CHECK(x.ndim() == 2 && x.dim(1) == hidden_ && x.numel() % merged_ == 0,
                "merger input {} is not whole merge windows of width {}", x.describe(), hidden_);
   const int64_t windows = x.numel() / merged_;
-  Tensor normed = post_shuffle_ ? norm_.forward(x.view({windows, merged_}), save)
-                                : norm_.forward(x, save).view({windows, merged_});
-  return mlp_.forward(normed, save);
+  Output result;
+  Saved& saved = result.saved;
+  Tensor normed = post_shuffle_ ? take_out(norm_.forward(x.view({windows, merged_}), save), saved.norm)
+                                : take_out(norm_.forward(x, save), saved.norm).view({windows, merged_});
+  result.out = take_out(mlp_.forward(normed, save), saved.mlp);
+  return result;
 }
 
-Tensor VisionMerger::backward(const Tensor& dy) {
-  Tensor dnormed = mlp_.backward(dy);
+Tensor VisionMerger::backward(Saved&& saved, const Tensor& dy) const {
+  Saved kept = std::move(saved);
+  Tensor dnormed = mlp_.backward(std::move(kept.mlp), dy);
   const int64_t patches = dnormed.numel() / hidden_;
-  return post_shuffle_ ? norm_.backward(dnormed).view({patches, hidden_})
-                       : norm_.backward(dnormed.view({patches, hidden_}));
-}
-
-void VisionMerger::release() {
-  norm_.release();
-  mlp_.release();
+  return post_shuffle_ ? norm_.backward(std::move(kept.norm), dnormed).view({patches, hidden_})
+                       : norm_.backward(std::move(kept.norm), dnormed.view({patches, hidden_}));
 }
 
 }  // namespace veomni

@@ -13,16 +13,24 @@ namespace veomni {
 
 class VisionMerger {
  public:
+  struct Saved {
+    LayerNorm::Saved norm;
+    VisionMlp::Saved mlp;
+  };
+  struct Output {
+    Tensor out;
+    Saved saved;
+  };
+
   // Registers the merger under `name` (e.g. "model.visual.merger" or "model.visual.deepstack_merger_list.0") with
   // the flavour's parameter names. post_shuffle: the deepstack mergers normalise the concatenated
   // [merge_unit*hidden] rows; the final merger normalises each patch's [hidden] before concatenating.
   VisionMerger(ParamStore& store, const VisionConfig& config, const std::string& name, bool post_shuffle);
 
-  // x [N, hidden] -> [N / merge_unit, out_hidden_size].
-  Tensor forward(const Tensor& x, bool save);
+  // x [N, hidden] -> [N / merge_unit, out_hidden_size]; saved is empty unless save.
+  Output forward(const Tensor& x, bool save) const;
   // Returns dx [N, hidden].
-  Tensor backward(const Tensor& dy);
-  void release();
+  Tensor backward(Saved&& saved, const Tensor& dy) const;
 
  private:
   int64_t hidden_;

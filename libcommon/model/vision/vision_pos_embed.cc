@@ -55,11 +55,11 @@ Tensor VisionPosEmbed::grid_table(const GridPlan& p) const {
   return out;
 }
 
-Tensor VisionPosEmbed::forward(const std::vector<VisionGrid>& grids, bool save) {
+VisionPosEmbed::Output VisionPosEmbed::forward(const std::vector<VisionGrid>& grids, bool save) const {
   const Tensor& table = table_->value;
   VEOMNI_CHECK(table.ndim() == 2 && table.dim(0) == side_ * side_, "position table {} is not [{}^2, D]",
                table.describe(), side_);
-  plans_.clear();
+  Output result;
   Tensor pos = empty_like(table, {total_patches(grids), table.dim(1)});
   int64_t row = 0;
   for (const VisionGrid& g : grids) {
@@ -67,17 +67,19 @@ Tensor VisionPosEmbed::forward(const std::vector<VisionGrid>& grids, bool save) 
     Tensor out = pos.slice(row, row + g.patches());
     ops::embedding_forward(p.ids, grid_table(p), out);
     row += g.patches();
-    if (save) plans_.push_back(std::move(p));
+    if (save) result.saved.plans.push_back(std::move(p));
   }
-  return pos;
+  result.out = pos;
+  return result;
 }
 
-void VisionPosEmbed::backward(const Tensor& dpos) {
-  VEOMNI_CHECK(!plans_.empty(), "position-embedding backward without a saved forward");
+void VisionPosEmbed::backward(Saved&& saved, const Tensor& dpos) const {
+  const Saved kept = std::move(saved);
+  VEOMNI_CHECK(!kept.plans.empty(), "position-embedding backward without a saved forward");
   Tensor& dtable = grad_of(*table_);
   const int64_t d = dtable.dim(1);
   Tensor dtable_rows = dtable.view({side_, side_ * d});
-  for (const GridPlan& p : plans_) {
+  for (const GridPlan& p : kept.plans) {
     const int64_t h = p.grid.h, w = p.grid.w;
     Tensor dgrid = Tensor::zeros({h * w, d}, DType::F32, dtable.device());
     ops::embedding_backward(p.ids, dpos.slice(p.row_begin, p.row_begin + p.grid.patches()), dgrid);
@@ -88,7 +90,6 @@ void VisionPosEmbed::backward(const Tensor& dpos) {
     }
     ops::matmul(p.wh, true, drows.view({h, side_ * d}), false, dtable_rows, 1.0f, 1.0f);
   }
-  release();
 }
 
 }  // namespace veomni

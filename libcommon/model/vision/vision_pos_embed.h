@@ -19,28 +19,35 @@ Tensor axis_interpolation_weights(int64_t size, int64_t side);
 // for every frame through an embedding gather, whose backward is the matching scatter-add.
 class VisionPosEmbed {
  public:
-  VisionPosEmbed(Parameter* table, int64_t side, int64_t merge) : table_(table), side_(side), merge_(merge) {}
-
-  // [N, D] in the table's dtype and device, N = total patches of the grids. Keeps the per-grid plans when save.
-  Tensor forward(const std::vector<VisionGrid>& grids, bool save);
-  // Accumulates the table gradient from dpos [N, D].
-  void backward(const Tensor& dpos);
-  void release() { plans_.clear(); }
-
- private:
   struct GridPlan {
     VisionGrid grid;
     int64_t row_begin = 0;  // first patch of the grid in the batch
     Tensor wh, ww;          // f32 on the device: [h, side], [w, side]
     Tensor ids;             // i64 [t*h*w]: the raster row (y*w + x) of every patch, in patch order
   };
+  struct Saved {
+    std::vector<GridPlan> plans;
+  };
+  struct Output {
+    Tensor out;
+    Saved saved;
+  };
+
+  VisionPosEmbed(Parameter* table, int64_t side, int64_t merge) : table_(table), side_(side), merge_(merge) {}
+
+  // out [N, D] in the table's dtype and device, N = total patches of the grids; saved (the per-grid plans) is
+  // empty unless save.
+  Output forward(const std::vector<VisionGrid>& grids, bool save) const;
+  // Accumulates the table gradient from dpos [N, D].
+  void backward(Saved&& saved, const Tensor& dpos) const;
+
+ private:
   GridPlan plan(const VisionGrid& grid, int64_t row_begin, Device device) const;
   Tensor grid_table(const GridPlan& p) const;  // [h*w, D] raster order
 
   Parameter* table_;
   int64_t side_;
   int64_t merge_;
-  std::vector<GridPlan> plans_;
 };
 
 }  // namespace veomni

@@ -64,6 +64,10 @@ struct VisionTower::Impl {
   int64_t slice_begin = 0, slice_real = 0, total_patches_ = 0;
   Tensor patches;  // [N, patch_dim] compute dtype
   VisionLayerInputs inputs;
+  VisionPosEmbed::Saved pos_saved;
+  std::vector<VisionBlock::Saved> block_saved;       // one per block
+  std::vector<VisionMerger::Saved> deepstack_saved;  // one per deepstack merger (empty for those that did not run)
+  VisionMerger::Saved merger_saved;
 
   Impl(ParamStore& s, const VisionConfig& c, const VisionOptions& o);
   size_t begin_group(const std::string& name);
@@ -124,7 +128,7 @@ Tensor VisionTower::Impl::embed_forward(const Tensor& pixel_values, const std::v
   Tensor h = empty_like(x, {x.dim(0), config.hidden_size});
   ops::matmul(x, false, w, true, h);
   ops::add_bias_(h, patch_bias->value);
-  const Tensor pos = pos_embed->forward(grids, save);
+  const Tensor pos = take_out(pos_embed->forward(grids, save), pos_saved);
   if (!sliced) {
     ops::add_(h, pos);
   } else if (slice_real > 0) {  // padding rows have no position embedding
@@ -142,12 +146,12 @@ void VisionTower::Impl::embed_backward(const Tensor& dh) {
   ops::matmul(dh, true, patches, false, dw, 1.0f, 1.0f);
   ops::bias_grad(dh, grad_of(*patch_bias));
   if (!sliced) {
-    pos_embed->backward(dh);
+    pos_embed->backward(std::move(pos_saved), dh);
   } else {
     // The table's gradient from this rank's rows; the group's sum is the whole sequence's.
     Tensor dpos = Tensor::zeros({total_patches_, config.hidden_size}, dh.dtype(), dh.device());
     if (slice_real > 0) dpos.slice(slice_begin, slice_begin + slice_real).copy_from(dh.slice(0, slice_real));
-    pos_embed->backward(dpos);
+    pos_embed->backward(std::move(pos_saved), dpos);
   }
   patches = Tensor();
   after_backward(embed_group);
@@ -234,21 +238,22 @@ VisionOutput VisionTower::Impl::forward(const Tensor& pixel_values, const std::v
   if (sp && sp->hooks && sp->hooks->sp_size() > 1) slice_inputs(pixel_values, *sp, pixels);
 
   VisionOutput out;
+  deepstack_saved.resize(deepstack_mergers.size());
   Tensor h = embed_forward(pixels, grids, save);
   for (int64_t i = 0; i < config.depth; ++i) {
     const size_t bi = static_cast<size_t>(i);
     before_forward(block_groups[bi]);
-    h = blocks[bi]->forward(h, inputs, save);
+    h = take_out(blocks[bi]->forward(h, inputs, save), block_saved.emplace_back());
     after_forward(block_groups[bi]);
     const int64_t j = deepstack_merger_of(config, i);
     if (j < 0) continue;
     const size_t dj = static_cast<size_t>(j);
     before_forward(deepstack_groups[dj]);
-    out.deepstack.push_back(deepstack_mergers[dj]->forward(h, save));
+    out.deepstack.push_back(take_out(deepstack_mergers[dj]->forward(h, save), deepstack_saved[dj]));
     after_forward(deepstack_groups[dj]);
   }
   before_forward(merger_group);
-  out.merged = merger->forward(h, save);
+  out.merged = take_out(merger->forward(h, save), merger_saved);
   after_forward(merger_group);
   saved = save;
   if (!save) release();
@@ -261,12 +266,13 @@ void VisionTower::Impl::backward(const Tensor& d_merged, const std::vector<Tenso
     backward_without_work();
     return;
   }
+  VEOMNI_CHECK(block_saved.size() == blocks.size(), "{} saved blocks for {} blocks", block_saved.size(), blocks.size());
   int64_t features = 0;
   for (int64_t i = 0; i < config.depth; ++i) features += deepstack_merger_of(config, i) >= 0;
   VEOMNI_CHECK(static_cast<int64_t>(d_deepstack.size()) == features, "{} deepstack gradients for {} features",
                d_deepstack.size(), features);
   before_backward(merger_group);
-  Tensor dh = merger->backward(converted(d_merged, options.compute_dtype));
+  Tensor dh = merger->backward(std::move(merger_saved), converted(d_merged, options.compute_dtype));
   after_backward(merger_group);
   for (int64_t i = config.depth; i-- > 0;) {
     const size_t bi = static_cast<size_t>(i);
@@ -276,17 +282,18 @@ void VisionTower::Impl::backward(const Tensor& d_merged, const std::vector<Tenso
       const Tensor& grad = d_deepstack[static_cast<size_t>(--features)];
       before_backward(deepstack_groups[dj]);
       if (grad.defined()) {
-        ops::add_(dh, deepstack_mergers[dj]->backward(converted(grad, options.compute_dtype)));
+        ops::add_(dh, deepstack_mergers[dj]->backward(std::move(deepstack_saved[dj]),
+                                                      converted(grad, options.compute_dtype)));
       } else {
         // An unused feature: its merger's gradients are zero, but they exist, as every group's after_backward
         // (FSDP's reduce-scatter) expects.
         for (Parameter* param : group(deepstack_groups[dj]).params) grad_of(*param);
-        deepstack_mergers[dj]->release();
+        deepstack_saved[dj] = {};
       }
       after_backward(deepstack_groups[dj]);
     }
     before_backward(block_groups[bi]);
-    dh = blocks[bi]->backward(dh, inputs);
+    dh = blocks[bi]->backward(std::move(block_saved[bi]), dh, inputs);
     after_backward(block_groups[bi]);
   }
   embed_backward(dh);
@@ -311,10 +318,10 @@ void VisionTower::Impl::release() {
   slice_begin = slice_real = total_patches_ = 0;
   patches = Tensor();
   inputs = VisionLayerInputs();
-  pos_embed->release();
-  for (auto& block : blocks) block->release();
-  for (auto& m : deepstack_mergers) m->release();
-  merger->release();
+  pos_saved = {};
+  block_saved.clear();
+  deepstack_saved.clear();
+  merger_saved = {};
 }
 
 VisionTower::VisionTower(ParamStore& store, const VisionConfig& config, const VisionOptions& options)
