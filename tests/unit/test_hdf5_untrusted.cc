@@ -164,3 +164,26 @@ TEST_F(Hdf5UntrustedTest, DatasetWithAForeignFilterIsAnInputError) {
   EXPECT_NE(message.find(path("so.h5") + ":/x"), std::string::npos) << message;
   EXPECT_NE(message.find("filter"), std::string::npos) << message;
 }
+
+// HDF5 1.10 divided by a chunk extent of 0 while opening such a dataset (SIGFPE; found by fuzz_dataset).
+TEST_F(Hdf5UntrustedTest, ChunkExtentOfZeroIsAnInputError) {
+  {
+    h5::File file = h5::File::create(path("chunk.h5"));
+    h5::DatasetLayout layout;
+    layout.dtype = DType::I64;
+    layout.shape = {16};
+    layout.chunk = {8};
+    file.create_dataset("x", layout);
+  }
+  // The layout message (version 3, chunked, 2 axes: 8 elements, 8 bytes each), its first extent damaged to 0.
+  std::string bytes = file_bytes(path("chunk.h5"));
+  size_t layout = bytes.find(std::string("\x03\x02\x02", 3));
+  while (layout != std::string::npos && bytes.compare(layout + 11, 8, std::string("\x08\0\0\0\x08\0\0\0", 8)) != 0)
+    layout = bytes.find(std::string("\x03\x02\x02", 3), layout + 1);
+  ASSERT_NE(layout, std::string::npos);
+  bytes.replace(layout + 11, 4, std::string(4, '\0'));
+  put_file_bytes(path("chunk.h5"), bytes);
+  const std::string message = input_error_of([&] { (void)h5::File::open(path("chunk.h5")).dataset("x"); });
+  EXPECT_NE(message.find(path("chunk.h5") + ":/x"), std::string::npos) << message;
+  EXPECT_NE(message.find("0 elements long along axis 0"), std::string::npos) << message;
+}

@@ -1,0 +1,144 @@
+// Bounded reading of HDF5 object headers (version 1) from the file's bytes, and the dataset layout check.
+#include "io/hdf5_object_header.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace veomni::h5::detail {
+
+namespace {
+
+// Sizes and message types of the HDF5 file format specification.
+constexpr uint64_t kObjectHeaderPrefixBytes = 16;
+constexpr uint64_t kMessageHeaderBytes = 8;
+constexpr unsigned kLayoutMessage = 0x0008;
+constexpr unsigned kContinuationMessage = 0x0010;
+constexpr unsigned kChunkedLayout = 2;
+constexpr unsigned kMaxLayoutAxes = 33;  // HDF5's 32 axes, plus the element size axis of older layouts
+// An object header chunk holds at most 64 KiB; a few chunks are all that any object of ours needs.
+constexpr size_t kMaxHeaderChunks = 64;
+
+bool valid_width(size_t n) { return n == 2 || n == 4 || n == 8; }
+
+// Chunk extents of a layout message (each `width` bytes from `at`), refused when one is 0.
+void check_chunk_extents(const HeaderMessage& layout, size_t at, unsigned axes, size_t width, const std::string& where) {
+  if (axes == 0 || axes > kMaxLayoutAxes || width == 0 || width > 8 || at + axes * width > layout.data.size())
+    throw InputError(fmt::format("{}: the dataset's chunk layout is damaged ({} axes)", where, axes));
+  for (unsigned axis = 0; axis < axes; ++axis)
+    if (decode_le(&layout.data[at + axis * width], width) == 0)
+      throw InputError(fmt::format("{}: the dataset's chunks are 0 elements long along axis {} (a damaged file?)",
+                                   where, axis));
+}
+
+}  // namespace
+
+uint64_t decode_le(const uint8_t* at, size_t width) {
+  uint64_t value = 0;
+  for (size_t i = 0; i < width; ++i) value |= static_cast<uint64_t>(at[i]) << (8 * i);
+  return value;
+}
+
+RawFile::RawFile(hid_t object, const std::string& where) : where_(where) {
+  const hid_t file = H5Iget_file_id(object);
+  if (file < 0) throw InputError(fmt::format("{}: cannot find the file of the object", where));
+  const hid_t plist = H5Fget_create_plist(file);
+  hsize_t userblock = 0;
+  const bool ok = plist >= 0 && H5Pget_sizes(plist, &address_bytes_, &length_bytes_) >= 0 &&
+                  H5Pget_userblock(plist, &userblock) >= 0;
+  std::string path;
+  const ssize_t name_size = H5Fget_name(file, nullptr, 0);
+  if (name_size > 0) {
+    path.resize(static_cast<size_t>(name_size) + 1);
+    H5Fget_name(file, path.data(), path.size());
+    path.resize(static_cast<size_t>(name_size));
+  }
+  // The file's own bytes are read below: buffered writes of a file open for writing must be there first.
+  unsigned intent = 0;
+  if (H5Fget_intent(file, &intent) >= 0 && (intent & H5F_ACC_RDWR) != 0) H5Fflush(file, H5F_SCOPE_LOCAL);
+  if (plist >= 0) H5Pclose(plist);
+  H5Fclose(file);
+  H5Eclear2(H5E_DEFAULT);
+  if (!ok || name_size <= 0 || !valid_width(address_bytes_) || !valid_width(length_bytes_))
+    throw InputError(fmt::format("{}: cannot read the file's superblock layout", where));
+  base_ = userblock;
+  stream_.open(path, std::ios::binary);
+  if (!stream_) throw InputError(fmt::format("{}: cannot reopen the file to check its bytes", where));
+  stream_.seekg(0, std::ios::end);
+  size_ = static_cast<uint64_t>(stream_.tellg());
+}
+
+std::vector<uint8_t> RawFile::read(uint64_t address, uint64_t length, const char* what) {
+  uint64_t at = 0, end = 0;
+  if (__builtin_add_overflow(address, base_, &at) || __builtin_add_overflow(at, length, &end) || end > size_)
+    throw InputError(fmt::format("{}: the {} ({} bytes at address {}) lies beyond the end of the file ({} bytes)",
+                                 where_, what, length, address, size_));
+  std::vector<uint8_t> bytes(length);
+  stream_.seekg(static_cast<std::streamoff>(at));
+  if (!stream_.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(length)))
+    throw InputError(fmt::format("{}: cannot read the {} at address {}", where_, what, address));
+  return bytes;
+}
+
+int object_header_version(RawFile& file, uint64_t address) {
+  const std::vector<uint8_t> prefix = file.read(address, 4, "object header");
+  if (std::memcmp(prefix.data(), "OHDR", 4) == 0) return 2;
+  return prefix[0];
+}
+
+void for_each_header_message(RawFile& file, uint64_t address, const std::function<bool(const HeaderMessage&)>& visit) {
+  const std::vector<uint8_t> prefix = file.read(address, kObjectHeaderPrefixBytes, "object header");
+  if (prefix[0] != 1)
+    throw InputError(fmt::format("{}: object header of version {} where version 1 was expected", file.where(),
+                                 prefix[0]));
+  std::vector<std::pair<uint64_t, uint64_t>> chunks{{address + kObjectHeaderPrefixBytes, decode_le(&prefix[8], 4)}};
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    if (c >= kMaxHeaderChunks) throw InputError(fmt::format("{}: the object header has too many chunks", file.where()));
+    const std::vector<uint8_t> chunk = file.read(chunks[c].first, chunks[c].second, "object header chunk");
+    for (uint64_t at = 0; at + kMessageHeaderBytes <= chunk.size();) {
+      HeaderMessage message;
+      message.type = static_cast<unsigned>(decode_le(&chunk[at], 2));
+      message.flags = chunk[at + 4];
+      const uint64_t size = decode_le(&chunk[at + 2], 2), data = at + kMessageHeaderBytes;
+      if (data + size > chunk.size())
+        throw InputError(fmt::format("{}: a header message runs past its object header chunk", file.where()));
+      message.data.assign(chunk.begin() + static_cast<std::ptrdiff_t>(data),
+                          chunk.begin() + static_cast<std::ptrdiff_t>(data + size));
+      if (message.type == kContinuationMessage && size >= file.address_bytes() + file.length_bytes())
+        chunks.emplace_back(decode_le(message.data.data(), file.address_bytes()),
+                            decode_le(message.data.data() + file.address_bytes(), file.length_bytes()));
+      if (!visit(message)) return;
+      at = data + size;
+    }
+  }
+}
+
+void check_dataset_header(RawFile& file, uint64_t address) {
+  if (object_header_version(file, address) == 2) return;  // checksummed: HDF5 refuses a damaged one itself
+  const std::string& where = file.where();
+  for_each_header_message(file, address, [&](const HeaderMessage& message) {
+    if (message.type != kLayoutMessage) return true;
+    const std::vector<uint8_t>& d = message.data;
+    if (d.size() < 3) throw InputError(fmt::format("{}: the dataset's layout message is truncated", where));
+    const unsigned version = d[0];
+    if (version <= 2) {
+      // version, axes, class, 5 reserved bytes, the address (not for compact data), 4-byte extents
+      if (d[2] == kChunkedLayout) check_chunk_extents(message, 8 + file.address_bytes(), d[1], 4, where);
+    } else if (version == 3) {
+      // version, class, then for chunks: axes, address, 4-byte extents (the last one the element size)
+      if (d[1] == kChunkedLayout && d.size() >= 3)
+        check_chunk_extents(message, 3 + file.address_bytes(), d[2], 4, where);
+    } else if (version == 4) {
+      // version, class, then for chunks: flags, axes, bytes per extent, extents
+      if (d[1] == kChunkedLayout) {
+        if (d.size() < 5) throw InputError(fmt::format("{}: the dataset's layout message is truncated", where));
+        check_chunk_extents(message, 5, d[3], d[4], where);
+      }
+    } else {
+      throw InputError(fmt::format("{}: the dataset's layout message has unknown version {}", where, version));
+    }
+    return true;
+  });
+}
+
+}  // namespace veomni::h5::detail
