@@ -28,22 +28,21 @@ herr_t collect_member(hid_t, const char* name, const H5L_info_t*, void* names) {
   return 0;
 }
 
-// HDF5 1.10 decodes a dataset's layout while opening it and divides by its chunk extents: a damaged extent of 0 is
-// refused from the file's bytes first. Only hard links are followed (a soft or external link could name any object
-// or file).
-void check_dataset_before_open(const Group& group, const std::string& name, const std::string& where) {
+// Before HDF5 opens a member, its object header is checked from the file's bytes (see detail::check_object_header).
+// Only hard links are followed (a soft or external link could name any object or file).
+void check_member_before_open(const Group& group, const std::string& name, const std::string& where) {
   H5L_info_t link;
   if (H5Lget_info(group.id(), name.c_str(), &link, H5P_DEFAULT) < 0) detail::throw_error(where, "cannot look up");
-  if (link.type != H5L_TYPE_HARD) throw InputError(fmt::format("{}: a soft or external link, not a dataset", where));
+  if (link.type != H5L_TYPE_HARD) throw InputError(fmt::format("{}: a soft or external link", where));
   detail::RawFile file(group.id(), where);
-  detail::check_dataset_header(file, link.u.address);
+  detail::check_object_header(file, link.u.address);
 }
 
 // Opens a direct member and checks that it is a group or a dataset as expected; returns the raw identifier.
 hid_t open_member(const Group& group, const std::string& name, H5I_type_t expected, const char* kind) {
   const std::string where = member_where(group.where(), name);
   if (!group.contains(name)) throw InputError(fmt::format("{}: missing {} '{}'", group.where(), kind, name));
-  if (expected == H5I_DATASET) check_dataset_before_open(group, name, where);
+  check_member_before_open(group, name, where);
   Object object = own(H5Oopen(group.id(), name.c_str(), H5P_DEFAULT), where, fmt::format("cannot open {}", kind));
   if (H5Iget_type(object.id()) != expected) throw InputError(fmt::format("{}: expected a {}", where, kind));
   return object.release();
@@ -145,6 +144,11 @@ File File::create(const std::string& path) {
   File file;
   file.id_ = id;
   file.where_ = path;
+  // The root group's header, checked like every member's before HDF5 decodes its attributes.
+  H5O_info_t root;
+  if (H5Oget_info2(id, &root, H5O_INFO_BASIC) < 0) detail::throw_error(path, "cannot read the root group");
+  detail::RawFile bytes(id, path);
+  detail::check_object_header(bytes, root.addr);
   return file;
 }
 
@@ -160,6 +164,11 @@ File File::open(const std::string& path, FileMode mode) {
   File file;
   file.id_ = id;
   file.where_ = path;
+  // The root group's header, checked like every member's before HDF5 decodes its attributes.
+  H5O_info_t root;
+  if (H5Oget_info2(id, &root, H5O_INFO_BASIC) < 0) detail::throw_error(path, "cannot read the root group");
+  detail::RawFile bytes(id, path);
+  detail::check_object_header(bytes, root.addr);
   return file;
 }
 

@@ -1,7 +1,8 @@
-// Bounded reading of HDF5 object headers (version 1) from the file's bytes, and the dataset layout check.
+// Bounded reading of HDF5 object headers (version 1) from the file's bytes, and the checks of their messages.
 #include "io/hdf5_object_header.h"
 
 #include <cstring>
+#include <optional>
 
 #include "core/error.h"
 
@@ -13,6 +14,8 @@ namespace {
 constexpr uint64_t kObjectHeaderPrefixBytes = 16;
 constexpr uint64_t kMessageHeaderBytes = 8;
 constexpr unsigned kLayoutMessage = 0x0008;
+constexpr unsigned kAttributeMessage = 0x000C;
+constexpr unsigned kSharedMessageFlag = 0x02;
 constexpr unsigned kContinuationMessage = 0x0010;
 constexpr unsigned kChunkedLayout = 2;
 constexpr unsigned kMaxLayoutAxes = 33;  // HDF5's 32 axes, plus the element size axis of older layouts
@@ -29,6 +32,78 @@ void check_chunk_extents(const HeaderMessage& layout, size_t at, unsigned axes, 
     if (decode_le(&layout.data[at + axis * width], width) == 0)
       throw InputError(fmt::format("{}: the dataset's chunks are 0 elements long along axis {} (a damaged file?)",
                                    where, axis));
+}
+
+uint64_t align8(uint64_t n) { return (n + 7) & ~uint64_t{7}; }
+
+void check_layout_message(const HeaderMessage& message, const RawFile& file) {
+  const std::string& where = file.where();
+  const std::vector<uint8_t>& d = message.data;
+  if (d.size() < 3) throw InputError(fmt::format("{}: the dataset's layout message is truncated", where));
+  const unsigned version = d[0];
+  if (version <= 2) {
+    // version, axes, class, 5 reserved bytes, the address (not for compact data), 4-byte extents
+    if (d[2] == kChunkedLayout) check_chunk_extents(message, 8 + file.address_bytes(), d[1], 4, where);
+  } else if (version == 3) {
+    // version, class, then for chunks: axes, address, 4-byte extents (the last one the element size)
+    if (d[1] == kChunkedLayout) check_chunk_extents(message, 3 + file.address_bytes(), d[2], 4, where);
+  } else if (version == 4) {
+    // version, class, then for chunks: flags, axes, bytes per extent, extents
+    if (d[1] == kChunkedLayout) {
+      if (d.size() < 5) throw InputError(fmt::format("{}: the dataset's layout message is truncated", where));
+      check_chunk_extents(message, 5, d[3], d[4], where);
+    }
+  } else {
+    throw InputError(fmt::format("{}: the dataset's layout message has unknown version {}", where, version));
+  }
+}
+
+// Elements of an attribute's dataspace message (versions 1 and 2), or nullopt when it does not decode.
+std::optional<uint64_t> dataspace_elements(const uint8_t* space, uint64_t size, size_t length_bytes) {
+  if (size < 4) return std::nullopt;
+  const unsigned version = space[0], rank = space[1];
+  if ((version != 1 && version != 2) || rank > 32) return std::nullopt;
+  if (version == 2 && space[3] == 2) return 0;  // the null dataspace
+  const uint64_t dims_at = version == 1 ? 8 : 4;
+  if (dims_at + uint64_t{rank} * length_bytes > size) return std::nullopt;
+  uint64_t elements = 1;
+  for (unsigned axis = 0; axis < rank; ++axis)
+    if (__builtin_mul_overflow(elements, decode_le(space + dims_at + axis * length_bytes, length_bytes), &elements))
+      return std::nullopt;
+  return elements;
+}
+
+// "<file> attribute '<name>'" when the message's name is readable text, else "<file> attribute message".
+std::string attribute_where(const std::string& file, const std::vector<uint8_t>& d, uint64_t name_at,
+                            uint64_t name_size) {
+  if (name_size < 2 || name_size > 256 || name_at + name_size > d.size()) return file + " attribute message";
+  std::string name(reinterpret_cast<const char*>(&d[name_at]), name_size - 1);
+  for (char c : name)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return file + " attribute message";
+  return fmt::format("{} attribute '{}'", file, name);
+}
+
+// An attribute message's parts (name, datatype, dataspace, value) must each lie inside the message.
+void check_attribute_message(const HeaderMessage& message, const RawFile& file) {
+  const std::vector<uint8_t>& d = message.data;
+  const unsigned version = d.empty() ? 0 : d[0];
+  if (version < 1 || version > 3 || d.size() < 8)
+    throw InputError(fmt::format("{}: an attribute message is damaged (version {})", file.where(), version));
+  const auto padded = [version](uint64_t n) { return version == 1 ? align8(n) : n; };
+  const uint64_t name_size = decode_le(&d[2], 2), type_size = decode_le(&d[4], 2), space_size = decode_le(&d[6], 2);
+  const uint64_t name_at = version == 3 ? 9 : 8, type_at = name_at + padded(name_size);
+  const std::string where = attribute_where(file.where(), d, name_at, name_size);
+  const uint64_t space_at = type_at + padded(type_size), value_at = space_at + padded(space_size);
+  if (value_at > d.size() || type_size < 8)
+    throw InputError(fmt::format("{}: its header message declares a name, datatype or dataspace larger than itself "
+                                 "(a damaged file?)",
+                                 where));
+  if (version >= 2 && (d[1] & 0x03) != 0) return;  // a shared datatype or dataspace: its size is not stored here
+  const uint64_t element_bytes = decode_le(&d[type_at + 4], 4);
+  const std::optional<uint64_t> elements = dataspace_elements(&d[space_at], space_size, file.length_bytes());
+  uint64_t value_bytes = 0;
+  if (!elements || __builtin_mul_overflow(*elements, element_bytes, &value_bytes) || value_bytes > d.size() - value_at)
+    throw InputError(fmt::format("{}: its value runs past its header message (a damaged file?)", where));
 }
 
 }  // namespace
@@ -113,30 +188,12 @@ void for_each_header_message(RawFile& file, uint64_t address, const std::functio
   }
 }
 
-void check_dataset_header(RawFile& file, uint64_t address) {
-  if (object_header_version(file, address) == 2) return;  // checksummed: HDF5 refuses a damaged one itself
-  const std::string& where = file.where();
+void check_object_header(RawFile& file, uint64_t address) {
+  if (object_header_version(file, address) == 2) return;
   for_each_header_message(file, address, [&](const HeaderMessage& message) {
-    if (message.type != kLayoutMessage) return true;
-    const std::vector<uint8_t>& d = message.data;
-    if (d.size() < 3) throw InputError(fmt::format("{}: the dataset's layout message is truncated", where));
-    const unsigned version = d[0];
-    if (version <= 2) {
-      // version, axes, class, 5 reserved bytes, the address (not for compact data), 4-byte extents
-      if (d[2] == kChunkedLayout) check_chunk_extents(message, 8 + file.address_bytes(), d[1], 4, where);
-    } else if (version == 3) {
-      // version, class, then for chunks: axes, address, 4-byte extents (the last one the element size)
-      if (d[1] == kChunkedLayout && d.size() >= 3)
-        check_chunk_extents(message, 3 + file.address_bytes(), d[2], 4, where);
-    } else if (version == 4) {
-      // version, class, then for chunks: flags, axes, bytes per extent, extents
-      if (d[1] == kChunkedLayout) {
-        if (d.size() < 5) throw InputError(fmt::format("{}: the dataset's layout message is truncated", where));
-        check_chunk_extents(message, 5, d[3], d[4], where);
-      }
-    } else {
-      throw InputError(fmt::format("{}: the dataset's layout message has unknown version {}", where, version));
-    }
+    if (message.type == kLayoutMessage) check_layout_message(message, file);
+    if (message.type == kAttributeMessage && (message.flags & kSharedMessageFlag) == 0)
+      check_attribute_message(message, file);
     return true;
   });
 }

@@ -50,8 +50,10 @@ int object_header_version(RawFile& file, uint64_t address);
 // chunks) until it returns false. Throws InputError when a message or chunk does not fit.
 void for_each_header_message(RawFile& file, uint64_t address, const std::function<bool(const HeaderMessage&)>& visit);
 
-// Refuses (InputError) a dataset whose version-1 object header declares a chunk extent of 0 along some axis: HDF5
-// 1.10 divides by it while opening the dataset (SIGFPE). `address` is the dataset's object header.
-void check_dataset_header(RawFile& file, uint64_t address);
+// Refuses (InputError) an object whose version-1 header holds what HDF5 1.10 decodes without checking: an attribute
+// message whose name, datatype, dataspace or value runs past the message (HDF5 then reads freed or foreign memory),
+// or a chunk extent of 0 in the dataset layout (HDF5 divides by it). `address` is the object's header; version-2
+// headers are left to HDF5, which checks them against their checksum first.
+void check_object_header(RawFile& file, uint64_t address);
 
 }  // namespace veomni::h5::detail

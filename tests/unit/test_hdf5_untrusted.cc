@@ -187,3 +187,23 @@ TEST_F(Hdf5UntrustedTest, ChunkExtentOfZeroIsAnInputError) {
   EXPECT_NE(message.find(path("chunk.h5") + ":/x"), std::string::npos) << message;
   EXPECT_NE(message.find("0 elements long along axis 0"), std::string::npos) << message;
 }
+
+// HDF5 1.10 decoded an attribute message whose datatype size ran past the message, reading freed memory (found by
+// fuzz_dataset); the object header is now checked when the file or a member is opened.
+TEST_F(Hdf5UntrustedTest, AttributeMessageLargerThanItselfIsAnInputError) {
+  {
+    h5::File file = h5::File::create(path("attr.h5"));
+    file.set_int_attribute("num_shards", 1);
+  }
+  // The version-1 attribute message: version 1, reserved, name size 11, datatype size 12, ...
+  std::string bytes = file_bytes(path("attr.h5"));
+  const size_t name = bytes.find("num_shards");
+  ASSERT_NE(name, std::string::npos);
+  const size_t message = name - 8;
+  ASSERT_EQ(bytes.compare(message, 6, std::string("\x01\x00\x0b\x00\x0c\x00", 6)), 0);
+  bytes[message + 5] = '\xe1';  // datatype size 0xe10c
+  put_file_bytes(path("attr.h5"), bytes);
+  const std::string error = input_error_of([&] { (void)h5::File::open(path("attr.h5")).int_attribute("num_shards"); });
+  EXPECT_NE(error.find(path("attr.h5") + " attribute 'num_shards'"), std::string::npos) << error;
+  EXPECT_NE(error.find("larger than itself"), std::string::npos) << error;
+}
