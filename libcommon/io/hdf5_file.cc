@@ -144,11 +144,6 @@ File File::create(const std::string& path) {
   File file;
   file.id_ = id;
   file.where_ = path;
-  // The root group's header, checked like every member's before HDF5 decodes its attributes.
-  H5O_info_t root;
-  if (H5Oget_info2(id, &root, H5O_INFO_BASIC) < 0) detail::throw_error(path, "cannot read the root group");
-  detail::RawFile bytes(id, path);
-  detail::check_object_header(bytes, root.addr);
   return file;
 }
 
@@ -159,16 +154,13 @@ File File::open(const std::string& path, FileMode mode) {
     H5Eclear2(H5E_DEFAULT);
     throw InputError(fmt::format("{}: not an HDF5 file (no HDF5 signature)", path));
   }
+  // The root group's header, checked like every member's before HDF5 loads it.
+  detail::check_file_before_open(path);
   const hid_t id = H5Fopen(path.c_str(), mode == FileMode::Read ? H5F_ACC_RDONLY : H5F_ACC_RDWR, H5P_DEFAULT);
   if (id < 0) detail::throw_error(path, "cannot open HDF5 file (truncated or damaged?)");
   File file;
   file.id_ = id;
   file.where_ = path;
-  // The root group's header, checked like every member's before HDF5 decodes its attributes.
-  H5O_info_t root;
-  if (H5Oget_info2(id, &root, H5O_INFO_BASIC) < 0) detail::throw_error(path, "cannot read the root group");
-  detail::RawFile bytes(id, path);
-  detail::check_object_header(bytes, root.addr);
   return file;
 }
 

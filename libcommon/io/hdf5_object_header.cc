@@ -1,6 +1,7 @@
 // Bounded reading of HDF5 object headers (version 1) from the file's bytes, and the checks of their messages.
 #include "io/hdf5_object_header.h"
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
@@ -25,7 +26,8 @@ constexpr size_t kMaxHeaderChunks = 64;
 bool valid_width(size_t n) { return n == 2 || n == 4 || n == 8; }
 
 // Chunk extents of a layout message (each `width` bytes from `at`), refused when one is 0.
-void check_chunk_extents(const HeaderMessage& layout, size_t at, unsigned axes, size_t width, const std::string& where) {
+void check_chunk_extents(const HeaderMessage& layout, size_t at, unsigned axes, size_t width,
+                         const std::string& where) {
   if (axes == 0 || axes > kMaxLayoutAxes || width == 0 || width > 8 || at + axes * width > layout.data.size())
     throw InputError(fmt::format("{}: the dataset's chunk layout is damaged ({} axes)", where, axes));
   for (unsigned axis = 0; axis < axes; ++axis)
@@ -137,8 +139,20 @@ RawFile::RawFile(hid_t object, const std::string& where) : where_(where) {
   if (!ok || name_size <= 0 || !valid_width(address_bytes_) || !valid_width(length_bytes_))
     throw InputError(fmt::format("{}: cannot read the file's superblock layout", where));
   base_ = userblock;
+  open_stream(path);
+}
+
+RawFile::RawFile(const std::string& path, size_t address_bytes, size_t length_bytes, uint64_t base)
+    : where_(path), address_bytes_(address_bytes), length_bytes_(length_bytes), base_(base) {
+  if (!valid_width(address_bytes_) || !valid_width(length_bytes_))
+    throw InputError(fmt::format("{}: the superblock declares {}-byte addresses and {}-byte lengths (a damaged file?)",
+                                 path, address_bytes_, length_bytes_));
+  open_stream(path);
+}
+
+void RawFile::open_stream(const std::string& path) {
   stream_.open(path, std::ios::binary);
-  if (!stream_) throw InputError(fmt::format("{}: cannot reopen the file to check its bytes", where));
+  if (!stream_) throw InputError(fmt::format("{}: cannot open the file to check its bytes", where_));
   stream_.seekg(0, std::ios::end);
   size_ = static_cast<uint64_t>(stream_.tellg());
 }
@@ -196,6 +210,33 @@ void check_object_header(RawFile& file, uint64_t address) {
       check_attribute_message(message, file);
     return true;
   });
+}
+
+void check_file_before_open(const std::string& path) {
+  static const char kSignature[] = "\x89HDF\r\n\x1a\n";
+  std::ifstream in(path, std::ios::binary);
+  in.seekg(0, std::ios::end);
+  const uint64_t size = in ? static_cast<uint64_t>(in.tellg()) : 0;
+  // HDF5 looks for the superblock at 0, 512, 1024, 2048, ... (after a user block).
+  for (uint64_t at = 0; at + 16 <= size; at = at == 0 ? 512 : at * 2) {
+    std::vector<uint8_t> block(std::min<uint64_t>(size - at, 96));
+    in.seekg(static_cast<std::streamoff>(at));
+    if (!in.read(reinterpret_cast<char*>(block.data()), static_cast<std::streamsize>(block.size()))) return;
+    if (std::memcmp(block.data(), kSignature, 8) != 0) continue;
+    const unsigned version = block[8];
+    // Versions 0 and 1: widths at bytes 13 and 14, then four addresses and the root entry (name offset, header);
+    // versions 2 and 3: widths at 9 and 10, then base, extension and end-of-file addresses, the root header.
+    const size_t address_bytes = version <= 1 ? block[13] : block[9];
+    const size_t length_bytes = version <= 1 ? block[14] : block[10];
+    if (!valid_width(address_bytes)) return;  // HDF5 refuses it itself
+    const size_t root_at = version == 0 ? 24 + 5 * address_bytes
+                           : version == 1 ? 28 + 5 * address_bytes
+                                          : 11 + 3 * address_bytes;
+    if (version > 3 || root_at + address_bytes > block.size()) return;
+    RawFile file(path, address_bytes, length_bytes, at);
+    check_object_header(file, decode_le(&block[root_at], address_bytes));
+    return;
+  }
 }
 
 }  // namespace veomni::h5::detail

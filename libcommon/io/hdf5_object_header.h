@@ -19,6 +19,8 @@ uint64_t decode_le(const uint8_t* at, size_t width);
 class RawFile {
  public:
   RawFile(hid_t object, const std::string& where);
+  // The file at `path` before HDF5 opens it, with the superblock's widths and base address.
+  RawFile(const std::string& path, size_t address_bytes, size_t length_bytes, uint64_t base);
 
   size_t address_bytes() const { return address_bytes_; }
   size_t length_bytes() const { return length_bytes_; }
@@ -27,6 +29,8 @@ class RawFile {
   std::vector<uint8_t> read(uint64_t address, uint64_t length, const char* what);
 
  private:
+  void open_stream(const std::string& path);
+
   std::string where_;
   std::ifstream stream_;
   size_t address_bytes_ = 8;
@@ -55,5 +59,10 @@ void for_each_header_message(RawFile& file, uint64_t address, const std::functio
 // or a chunk extent of 0 in the dataset layout (HDF5 divides by it). `address` is the object's header; version-2
 // headers are left to HDF5, which checks them against their checksum first.
 void check_object_header(RawFile& file, uint64_t address);
+
+// Checks the root group's object header of the HDF5 file at `path` before HDF5 opens it: H5Fopen loads that header,
+// and HDF5 1.10 allocates whatever size a damaged continuation message declares. A file without an HDF5 superblock
+// is left to HDF5 to refuse.
+void check_file_before_open(const std::string& path);
 
 }  // namespace veomni::h5::detail

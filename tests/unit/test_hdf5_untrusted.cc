@@ -207,3 +207,21 @@ TEST_F(Hdf5UntrustedTest, AttributeMessageLargerThanItselfIsAnInputError) {
   EXPECT_NE(error.find(path("attr.h5") + " attribute 'num_shards'"), std::string::npos) << error;
   EXPECT_NE(error.find("larger than itself"), std::string::npos) << error;
 }
+
+// H5Fopen loaded the root group's header and allocated the length of a damaged continuation message, up to 2^63
+// bytes (found by fuzz_dataset); the root header is now checked against the file size before HDF5 opens the file.
+TEST_F(Hdf5UntrustedTest, HeaderContinuationBeyondTheFileIsAnInputError) {
+  {
+    h5::File file = h5::File::create(path("cont.h5"));
+    for (int i = 0; i < 12; ++i) file.set_int_attribute(fmt::format("attribute_{}", i), i);
+  }
+  // The root header's continuation message (type 0x10, 16 bytes: address, length): its length damaged to 2^59.
+  std::string bytes = file_bytes(path("cont.h5"));
+  const size_t message = bytes.find(std::string("\x10\x00\x10\x00\x00\x00\x00\x00", 8));
+  ASSERT_NE(message, std::string::npos);
+  bytes.replace(message + 8 + 8, 8, std::string("\0\0\0\0\0\0\0\x08", 8));
+  put_file_bytes(path("cont.h5"), bytes);
+  const std::string error = input_error_of([&] { (void)h5::File::open(path("cont.h5")); });
+  EXPECT_NE(error.find(path("cont.h5")), std::string::npos) << error;
+  EXPECT_NE(error.find("beyond the end of the file"), std::string::npos) << error;
+}
