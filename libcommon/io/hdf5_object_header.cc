@@ -18,6 +18,7 @@ constexpr unsigned kLayoutMessage = 0x0008;
 constexpr unsigned kAttributeMessage = 0x000C;
 constexpr unsigned kSharedMessageFlag = 0x02;
 constexpr unsigned kContinuationMessage = 0x0010;
+constexpr unsigned kSymbolTableMessage = 0x0011;
 constexpr unsigned kChunkedLayout = 2;
 constexpr unsigned kMaxLayoutAxes = 33;  // HDF5's 32 axes, plus the element size axis of older layouts
 // An object header chunk holds at most 64 KiB; a few chunks are all that any object of ours needs.
@@ -106,6 +107,24 @@ void check_attribute_message(const HeaderMessage& message, const RawFile& file) 
   uint64_t value_bytes = 0;
   if (!elements || __builtin_mul_overflow(*elements, element_bytes, &value_bytes) || value_bytes > d.size() - value_at)
     throw InputError(fmt::format("{}: its value runs past its header message (a damaged file?)", where));
+}
+
+// A group's symbol table message names its local heap (the link names): HDF5 1.10 allocates the heap's declared
+// data size before reading it, so the heap's header and data segment must lie inside the file.
+void check_symbol_table_message(const HeaderMessage& message, RawFile& file) {
+  const size_t address_bytes = file.address_bytes(), length_bytes = file.length_bytes();
+  if (message.data.size() < 2 * address_bytes)
+    throw InputError(fmt::format("{}: the group's symbol table message is truncated", file.where()));
+  const uint64_t heap = decode_le(message.data.data() + address_bytes, address_bytes);
+  const std::vector<uint8_t> header = file.read(heap, 8 + 2 * length_bytes + address_bytes, "group's local heap");
+  if (std::memcmp(header.data(), "HEAP", 4) != 0)
+    throw InputError(fmt::format("{}: the group's local heap is damaged (no HEAP signature)", file.where()));
+  const uint64_t size = decode_le(&header[8], length_bytes);
+  const uint64_t data = decode_le(&header[8 + 2 * length_bytes], address_bytes);
+  file.read(data, 0, "group's local heap data");  // its start within the file...
+  uint64_t end = 0;                               // ...and its end
+  if (__builtin_add_overflow(data, size, &end)) end = UINT64_MAX;
+  file.read(end, 0, "end of the group's local heap data");
 }
 
 }  // namespace
@@ -206,6 +225,7 @@ void check_object_header(RawFile& file, uint64_t address) {
   if (object_header_version(file, address) == 2) return;
   for_each_header_message(file, address, [&](const HeaderMessage& message) {
     if (message.type == kLayoutMessage) check_layout_message(message, file);
+    if (message.type == kSymbolTableMessage) check_symbol_table_message(message, file);
     if (message.type == kAttributeMessage && (message.flags & kSharedMessageFlag) == 0)
       check_attribute_message(message, file);
     return true;

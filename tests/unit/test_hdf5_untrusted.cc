@@ -225,3 +225,21 @@ TEST_F(Hdf5UntrustedTest, HeaderContinuationBeyondTheFileIsAnInputError) {
   EXPECT_NE(error.find(path("cont.h5")), std::string::npos) << error;
   EXPECT_NE(error.find("beyond the end of the file"), std::string::npos) << error;
 }
+
+// Looking up a link allocated the data size that a damaged local heap of the group declares, up to 2^59 bytes (found
+// by fuzz_rank_file); the heap is now checked with the group's object header.
+TEST_F(Hdf5UntrustedTest, LocalHeapBeyondTheFileIsAnInputError) {
+  {
+    h5::File file = h5::File::create(path("heap.h5"));
+    file.create_group("state");
+  }
+  // The local heap of the root group: "HEAP", version 0, 3 reserved bytes, then its data segment size.
+  std::string bytes = file_bytes(path("heap.h5"));
+  const size_t heap = bytes.find("HEAP");
+  ASSERT_NE(heap, std::string::npos);
+  bytes.replace(heap + 8, 8, std::string("\0\0\0\0\0\0\0\x08", 8));
+  put_file_bytes(path("heap.h5"), bytes);
+  const std::string error = input_error_of([&] { (void)h5::File::open(path("heap.h5")).contains("state"); });
+  EXPECT_NE(error.find(path("heap.h5")), std::string::npos) << error;
+  EXPECT_NE(error.find("local heap"), std::string::npos) << error;
+}
