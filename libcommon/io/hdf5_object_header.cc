@@ -212,7 +212,10 @@ void for_each_header_message(RawFile& file, uint64_t address, const std::functio
         throw InputError(fmt::format("{}: a header message runs past its object header chunk", file.where()));
       message.data.assign(chunk.begin() + static_cast<std::ptrdiff_t>(data),
                           chunk.begin() + static_cast<std::ptrdiff_t>(data + size));
-      if (message.type == kContinuationMessage && size >= file.address_bytes() + file.length_bytes())
+      // HDF5 decodes a continuation message's address and length whatever size the message declares.
+      if (message.type == kContinuationMessage && size < file.address_bytes() + file.length_bytes())
+        throw InputError(fmt::format("{}: a continuation message of {} bytes is too short", file.where(), size));
+      if (message.type == kContinuationMessage)
         chunks.emplace_back(decode_le(message.data.data(), file.address_bytes()),
                             decode_le(message.data.data() + file.address_bytes(), file.length_bytes()));
       if (!visit(message)) return;
