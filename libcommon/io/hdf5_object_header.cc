@@ -97,11 +97,20 @@ void check_attribute_message(const HeaderMessage& message, const RawFile& file) 
   const uint64_t name_at = version == 3 ? 9 : 8, type_at = name_at + padded(name_size);
   const std::string where = attribute_where(file.where(), d, name_at, name_size);
   const uint64_t space_at = type_at + padded(type_size), value_at = space_at + padded(space_size);
+  // HDF5 copies the name up to its NUL, wherever that is: it must end the name's bytes.
+  if (name_size == 0 || name_at + name_size > d.size() || d[name_at + name_size - 1] != 0)
+    throw InputError(fmt::format("{}: an attribute's name is not terminated inside its header message (a damaged "
+                                 "file?)",
+                                 file.where()));
   if (value_at > d.size() || type_size < 8)
     throw InputError(fmt::format("{}: its header message declares a name, datatype or dataspace larger than itself "
                                  "(a damaged file?)",
                                  where));
   if (version >= 2 && (d[1] & 0x03) != 0) return;  // a shared datatype or dataspace: its size is not stored here
+  // Numbers and strings only: HDF5 decodes the member names of compound and enum types unchecked.
+  const unsigned type_class = d[type_at] & 0x0F;
+  if (type_class != 0 && type_class != 1 && type_class != 3 && type_class != 9)
+    throw InputError(fmt::format("{}: of HDF5 type class {} (veomni reads numbers and strings)", where, type_class));
   const uint64_t element_bytes = decode_le(&d[type_at + 4], 4);
   const std::optional<uint64_t> elements = dataspace_elements(&d[space_at], space_size, file.length_bytes());
   uint64_t value_bytes = 0;
