@@ -8,7 +8,7 @@ source "$here/lib.sh"
 
 usage() {
   cat <<'USAGE'
-usage: scripts/fuzz.sh [--minutes N] [--ctest] [--build-only] [--list] [target...]
+usage: scripts/fuzz.sh [--minutes N] [--jobs N] [--ctest] [--build-only] [--list] [target...]
 
 Builds the fuzz targets with clang (-fsanitize=fuzzer,address,undefined) in build-fuzz/ (VEOMNI_FUZZ_BUILD_DIR
 overrides) and fuzzes each named target (all when none is named) for N minutes (default 10), one after the other.
@@ -18,9 +18,9 @@ tests/fuzz/regressions/<target>/. A crash, leak, timeout or sanitizer report is 
 build-fuzz/fuzz/fuzz_<target> <file>. A fixed crash is committed under tests/fuzz/regressions/<target>/.
 
   --minutes N    fuzzing time per target (fractions allowed, e.g. 0.5)
-  --ctest        instead: the bounded runs of CI (ctest -L ^fuzz$ in build-fuzz/, VEOMNI_FUZZ_SECONDS each;
-                 dataset, rank_file and train_config are fuzzed only on demand: they reach HDF5 1.10 and
-                 yaml-cpp 0.7 bugs within seconds)
+  --jobs N       build and ctest with N parallel jobs (default: all cores); only the named targets are built
+  --ctest        instead: the bounded runs of CI (ctest -L ^fuzz$ in build-fuzz/, VEOMNI_FUZZ_SECONDS each,
+                 every target)
   --build-only   configure and build the targets, then stop
   --list         print the target names and stop
 Environment: VEOMNI_FUZZ_SECONDS (ctest runs, default 20), VEOMNI_FUZZ_RSS_LIMIT_MB (default 2048).
@@ -29,10 +29,11 @@ image audio (the last four need the text and media libraries).
 USAGE
 }
 
-minutes=10 mode=fuzz targets=()
+minutes=10 mode=fuzz targets=() jobs=$(nproc)
 while [ $# -gt 0 ]; do
   case "$1" in
     --minutes) minutes=$2; shift 2 ;;
+    --jobs) jobs=$2; shift 2 ;;
     --ctest) mode=ctest; shift ;;
     --build-only) mode=build; shift ;;
     --list) mode=list; shift ;;
@@ -60,7 +61,9 @@ if [ "$mode" = list ]; then
 fi
 veomni_say "building the fuzz targets in $build_dir"
 start=$SECONDS
-cmake --build "$build_dir" --target veomni_fuzz -- -j"$(nproc)"
+build_targets=(veomni_fuzz)
+[ ${#targets[@]} -gt 0 ] && build_targets=("${targets[@]/#/fuzz_}")
+cmake --build "$build_dir" --target "${build_targets[@]}" -- -j"$jobs"
 veomni_say "fuzz build took $((SECONDS - start)) s"
 [ "$mode" = build ] && exit 0
 
@@ -69,7 +72,7 @@ if [ "$mode" = ctest ]; then
   status=0
   select=()
   [ ${#targets[@]} -gt 0 ] && select=(-R "^fuzz_($(IFS='|'; echo "${targets[*]}"))\$")
-  (cd "$build_dir" && ctest -L '^fuzz$' --output-on-failure -j"$(nproc)" "${select[@]}") || status=$?
+  (cd "$build_dir" && ctest -L '^fuzz$' --output-on-failure -j"$jobs" "${select[@]}") || status=$?
   if [ $status -ne 0 ]; then
     veomni_say "fuzzing found problems; reproducers:"
     ls -1 "$build_dir"/fuzz-artifacts/* >&2 2>/dev/null || true

@@ -7,10 +7,15 @@ namespace veomni {
 
 namespace {
 
+// Counts and indices of samples, shards and tokens; the cap keeps sums of two of them (first_sample + num_samples)
+// far from overflowing, and no real dataset comes near it.
+constexpr int64_t kMaxCount = int64_t{1} << 48;
+
 int64_t read_count(const h5::Object& object, const std::string& name, int64_t minimum) {
   const int64_t value = object.int_attribute(name);
-  VEOMNI_INPUT_CHECK(value >= minimum, "{} attribute '{}': {} is out of range (at least {})", object.where(), name,
-                     value, minimum);
+  VEOMNI_INPUT_CHECK(value >= minimum && value <= kMaxCount,
+                     "{} attribute '{}': {} is out of range (at least {}, at most 2^48: a damaged file?)",
+                     object.where(), name, value, minimum);
   return value;
 }
 

@@ -50,6 +50,41 @@ StoredType stored_type(const Dataset& dataset) {
   return {type_class, H5Tget_size(type.id()), type_class == H5T_INTEGER ? H5Tget_sign(type.id()) : H5T_SGN_ERROR};
 }
 
+// A chunk of a damaged file may declare billions of elements: HDF5 would allocate its buffer before reading it.
+constexpr uint64_t kMaxChunkBytes = uint64_t{256} << 20;
+
+// Before HDF5 reads a dataset of an untrusted file: numbers only (no variable-length, reference or compound
+// elements, whose conversions read the global heap or nested types), chunks of a sane size, and only the filters our
+// writers use (HDF5's decoders of the others are not meant for hostile input).
+void check_readable_storage(const Dataset& dataset) {
+  const StoredType type = stored_type(dataset);
+  if ((type.type_class != H5T_INTEGER && type.type_class != H5T_FLOAT) || type.size == 0 || type.size > 8)
+    throw InputError(fmt::format("{}: stores {} elements, not numbers", dataset.where(), dataset.stored_type_name()));
+  Object plist = own(H5Dget_create_plist(dataset.id()), dataset.where(), "cannot read the creation properties");
+  if (H5Pget_layout(plist.id()) == H5D_CHUNKED) {
+    uint64_t bytes = type.size;
+    for (int64_t extent : dataset.chunk())
+      if (extent <= 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(extent), &bytes) || bytes > kMaxChunkBytes)
+        throw InputError(fmt::format("{}: chunks of {} are larger than {} MiB (a damaged file?)", dataset.where(),
+                                     shape_str(dataset.chunk()), kMaxChunkBytes >> 20));
+  }
+  const int filters = H5Pget_nfilters(plist.id());
+  if (filters < 0) detail::throw_error(dataset.where(), "cannot read the filters");
+  for (int i = 0; i < filters; ++i) {
+    unsigned flags = 0, config = 0;
+    size_t values = 0;
+    char name[64] = {0};
+    const H5Z_filter_t filter = H5Pget_filter2(plist.id(), static_cast<unsigned>(i), &flags, &values, nullptr,
+                                               sizeof name, name, &config);
+    if (filter != H5Z_FILTER_DEFLATE && filter != H5Z_FILTER_SHUFFLE && filter != H5Z_FILTER_FLETCHER32) {
+      H5Eclear2(H5E_DEFAULT);
+      throw InputError(fmt::format("{}: compressed with HDF5 filter {} ('{}'); veomni reads deflate, shuffle and "
+                                   "fletcher32 only",
+                                   dataset.where(), static_cast<int>(filter), name));
+    }
+  }
+}
+
 }  // namespace
 
 Shape Dataset::shape() const {
@@ -119,6 +154,7 @@ void Dataset::write(const void* data, DType dtype, const Shape& offset, const Sh
 void Dataset::read(void* data, DType dtype, const Shape& offset, const Shape& count) const {
   if (shape_numel(count) == 0) return;
   auto guard = detail::lock();
+  check_readable_storage(*this);
   Selection selection = select_block(*this, offset, count);
   if (H5Dread(id_, detail::memory_type(dtype), selection.memory_space.id(), selection.file_space.id(), H5P_DEFAULT,
               data) < 0)

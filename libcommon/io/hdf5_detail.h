@@ -37,6 +37,9 @@ bool is_storage_failure(int system_errno);
 // on disk is left incomplete; writers remove their temporary file. Only for the default (sec2) file driver.
 void discard_file_writes(hid_t id);
 
+// The longest string attribute read (ours are names and versions): a longer one is a damaged file.
+constexpr uint64_t kMaxStringAttributeBytes = 64 * 1024;
+
 // Element types in memory (native) and in files (little-endian): bf16/f16 travel as u16, bool as u8.
 hid_t memory_type(DType dtype);
 hid_t file_type(DType dtype);

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "io/hdf5_detail.h"
+#include "io/hdf5_object_header.h"
 
 namespace veomni::h5 {
 
@@ -27,10 +28,21 @@ herr_t collect_member(hid_t, const char* name, const H5L_info_t*, void* names) {
   return 0;
 }
 
+// Before HDF5 opens a member, its object header is checked from the file's bytes (see detail::check_object_header).
+// Only hard links are followed (a soft or external link could name any object or file).
+void check_member_before_open(const Group& group, const std::string& name, const std::string& where) {
+  H5L_info_t link;
+  if (H5Lget_info(group.id(), name.c_str(), &link, H5P_DEFAULT) < 0) detail::throw_error(where, "cannot look up");
+  if (link.type != H5L_TYPE_HARD) throw InputError(fmt::format("{}: a soft or external link", where));
+  detail::RawFile file(group.id(), where);
+  detail::check_object_header(file, link.u.address);
+}
+
 // Opens a direct member and checks that it is a group or a dataset as expected; returns the raw identifier.
 hid_t open_member(const Group& group, const std::string& name, H5I_type_t expected, const char* kind) {
   const std::string where = member_where(group.where(), name);
   if (!group.contains(name)) throw InputError(fmt::format("{}: missing {} '{}'", group.where(), kind, name));
+  check_member_before_open(group, name, where);
   Object object = own(H5Oopen(group.id(), name.c_str(), H5P_DEFAULT), where, fmt::format("cannot open {}", kind));
   if (H5Iget_type(object.id()) != expected) throw InputError(fmt::format("{}: expected a {}", where, kind));
   return object.release();
@@ -142,6 +154,8 @@ File File::open(const std::string& path, FileMode mode) {
     H5Eclear2(H5E_DEFAULT);
     throw InputError(fmt::format("{}: not an HDF5 file (no HDF5 signature)", path));
   }
+  // The root group's header, checked like every member's before HDF5 loads it.
+  detail::check_file_before_open(path);
   const hid_t id = H5Fopen(path.c_str(), mode == FileMode::Read ? H5F_ACC_RDONLY : H5F_ACC_RDWR, H5P_DEFAULT);
   if (id < 0) detail::throw_error(path, "cannot open HDF5 file (truncated or damaged?)");
   File file;

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "io/hdf5_detail.h"
+#include "io/hdf5_vlen_string.h"
 
 namespace veomni::h5 {
 
@@ -154,12 +155,12 @@ void Object::set_float_attribute(const std::string& name, double value) {
 
 void Object::set_string_attribute(const std::string& name, const std::string& value) {
   auto guard = detail::lock();
+  // Fixed-length, NUL-terminated: reading it back never needs HDF5's variable-length (global heap) reader.
   Object type = own(H5Tcopy(H5T_C_S1), where_, "cannot create a string type");
-  H5Tset_size(type.id(), H5T_VARIABLE);
-  H5Tset_cset(type.id(), H5T_CSET_UTF8);
-  const char* text = value.c_str();
-  // HDF5 writes a variable-length string from the address of its char pointer.
-  write_attribute(*this, name, type.id(), &text);
+  if (H5Tset_size(type.id(), value.size() + 1) < 0 || H5Tset_strpad(type.id(), H5T_STR_NULLTERM) < 0 ||
+      H5Tset_cset(type.id(), H5T_CSET_UTF8) < 0)
+    detail::throw_error(attribute_where(where_, name), "cannot create a string type");
+  write_attribute(*this, name, type.id(), value.c_str());
 }
 
 int64_t Object::int_attribute(const std::string& name) const {
@@ -185,20 +186,20 @@ std::string Object::string_attribute(const std::string& name) const {
   auto guard = detail::lock();
   Object attribute = open_attribute(*this, name, H5T_STRING, "string");
   Object type = own(H5Aget_type(attribute.id()), where, "cannot read the type");
-  if (H5Tis_variable_str(type.id()) > 0) {
-    Object memory_type = own(H5Tcopy(H5T_C_S1), where, "cannot create a string type");
-    H5Tset_size(memory_type.id(), H5T_VARIABLE);
-    H5Tset_cset(memory_type.id(), H5Tget_cset(type.id()));
-    char* text = nullptr;
-    if (H5Aread(attribute.id(), memory_type.id(), &text) < 0) detail::throw_error(where, "cannot read");
-    std::string value = text ? text : "";
-    H5free_memory(text);
-    return value;
-  }
+  const htri_t variable = H5Tis_variable_str(type.id());
+  if (variable < 0) detail::throw_error(where, "cannot read the type");
+  // Older veomni wrote variable-length strings; HDF5's own reader of those is unsafe on damaged files.
+  if (variable > 0) return detail::read_vlen_string_attribute(id_, name, where);
   // Fixed-length: the stored bytes, cut at the first NUL (HDF5 pads with NULs or spaces).
   const size_t size = H5Tget_size(type.id());
+  if (size == 0 || size > detail::kMaxStringAttributeBytes)
+    throw InputError(fmt::format("{}: a string of {} bytes (at most {}; a damaged file?)", where, size,
+                                 detail::kMaxStringAttributeBytes));
+  if (H5Aget_storage_size(attribute.id()) != size)
+    throw InputError(fmt::format("{}: stores {} bytes for a string of {} (a damaged file?)", where,
+                                 H5Aget_storage_size(attribute.id()), size));
   std::string value(size, '\0');
-  if (size > 0 && H5Aread(attribute.id(), type.id(), value.data()) < 0) detail::throw_error(where, "cannot read");
+  if (H5Aread(attribute.id(), type.id(), value.data()) < 0) detail::throw_error(where, "cannot read");
   value.resize(value.find('\0') == std::string::npos ? size : value.find('\0'));
   if (H5Tget_strpad(type.id()) == H5T_STR_SPACEPAD) value.erase(value.find_last_not_of(' ') + 1);
   return value;

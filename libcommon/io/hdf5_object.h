@@ -34,7 +34,7 @@ class Object {
 
   bool has_attribute(const std::string& name) const;
   std::vector<std::string> attribute_names() const;
-  // Setters replace an existing attribute of the same name. Strings are variable-length UTF-8 (h5py reads str).
+  // Setters replace an existing attribute of the same name. Strings are fixed-length, NUL-terminated UTF-8.
   void set_int_attribute(const std::string& name, int64_t value);
   void set_float_attribute(const std::string& name, double value);
   void set_string_attribute(const std::string& name, const std::string& value);

@@ -98,6 +98,14 @@ TEST_F(DatasetErrorTest, MissingHeaderAttribute) {
   expect_input_error([&] { DatasetReader reader(path("a.h5")); }, {path("a.h5"), "'kind'", "missing"});
 }
 
+// first_sample + num_samples once overflowed int64 on such a file (found by fuzz_dataset).
+TEST_F(DatasetErrorTest, HugeSampleCount) {
+  write_dataset(path("c.h5"));
+  { h5::File::open(path("c.h5"), h5::FileMode::ReadWrite).set_int_attribute("first_sample", INT64_MAX); }
+  expect_input_error([&] { DatasetReader reader(path("c.h5")); },
+                     {path("c.h5"), "'first_sample'", "out of range", "at most 2^48"});
+}
+
 TEST_F(DatasetErrorTest, MissingOffsetsDataset) {
   write_dataset(path("o.h5"));
   {

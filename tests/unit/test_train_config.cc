@@ -296,6 +296,11 @@ TEST(TrainConfig, RejectsMalformedInput) {
   expect_error_parts([] { from_yaml("train:\n  seed: 1\n  seed: 2\n"); }, {"cfg.yaml line 3", "'train.seed' appears twice"});
   expect_error_parts([] { from_yaml("train:\n  seed: [1\n"); }, {"cfg.yaml line", "invalid YAML"});
   expect_error_parts([] { from_yaml("- a\n- b\n"); }, {"cfg.yaml line 1", "mapping of sections"});
+  // yaml-cpp 0.7's LoadAll never returned on a ',' after a document's value: now refused where it stands.
+  expect_error_parts([] { from_yaml("--- \",\","); }, {"cfg.yaml line 1, column 8", "',' cannot follow", "quote"});
+  expect_error_parts([] { from_yaml("[a]\n  , b\n"); }, {"cfg.yaml line 2, column 3", "',' cannot follow"});
+  expect_error_parts([] { from_yaml("{a: 1} ,\n"); }, {"cfg.yaml line 1, column 8", "',' cannot follow"});
+  expect_error_parts([] { from_yaml("---\n  !t ,\n"); }, {"cfg.yaml line 2, column 6", "cannot begin with ','"});
   expect_error_parts([] { with_overrides({"1e-4"}); }, {"unexpected command-line argument '1e-4'"});
   expect_error_parts([] { with_overrides({"--train.seed"}); }, {"--train.seed", "needs a value"});
   expect_error_parts([] { with_overrides({"--train.seed", "--train.max_steps", "3"}); }, {"needs a value"});
