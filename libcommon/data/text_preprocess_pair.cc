@@ -100,9 +100,10 @@ EncodedPair PairEncoder::encode_record(const json& record) const {
                      "\"rejected\": [...]}}, optionally with \"prompt\")");
   VEOMNI_INPUT_CHECK(chosen && rejected, "the record has \"{}\" but no \"{}\": a preference pair needs both",
                      chosen ? "chosen" : "rejected", chosen ? "rejected" : "chosen");
-  const PairMessages messages =
-      record.contains("prompt") ? explicit_prompt(record, options_.system_prompt)
-                                : shared_prompt(record, options_.system_prompt);
+  // ultrafeedback_binarized also stores "prompt" as the first user turn's text: the conversations are then whole.
+  const bool prompt_messages = record.contains("prompt") && !record["prompt"].is_string();
+  const PairMessages messages = prompt_messages ? explicit_prompt(record, options_.system_prompt)
+                                                : shared_prompt(record, options_.system_prompt);
 
   EncodedPair pair;
   const bool ref_chosen = record.contains("ref_chosen_logps"), ref_rejected = record.contains("ref_rejected_logps");

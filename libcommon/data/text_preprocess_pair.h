@@ -45,7 +45,8 @@ class PairEncoder {
 
   // The record's pair (InputError for a bad one). Two layouts: {"prompt": [...], "chosen": [...], "rejected": [...]}
   // with assistant answers, or {"chosen": [...], "rejected": [...]} as two whole conversations whose shared leading
-  // messages are the prompt and whose remaining messages, the answers, are assistant messages. Optional numbers
+  // messages are the prompt and whose remaining messages, the answers, are assistant messages (a string "prompt",
+  // as ultrafeedback_binarized has beside them, is ignored). Optional numbers
   // "ref_chosen_logps" and "ref_rejected_logps" come together. Each conversation is rendered with the ChatML
   // template of `veomni-preprocess text`; the answers' content and <|im_end|> are the only targets.
   EncodedPair encode_record(const nlohmann::json& record) const;

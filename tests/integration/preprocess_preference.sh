@@ -38,19 +38,19 @@ case $case_name in
       expect_in out "$flag"
     done
     ;;
-  good_run)  # both layouts give the same pair; its tokens are those of the two conversations `text` renders
-    { shared_pair; prompt_pair; } >pairs.jsonl
+  good_run)  # the layouts give the same pair; its tokens are those of the two conversations `text` renders
+    { shared_pair; prompt_pair; shared_pair ', "prompt": "What is 2 + 2?", "score_chosen": 9.0'; } >pairs.jsonl
     pref 0 --input pairs.jsonl --out data/pairs.h5
-    expect_line "records: 2"
-    expect_line "pairs: 2"
+    expect_line "records: 3"
+    expect_line "pairs: 3"
     expect_line "bad: 0"
     expect_line "ref_logps: no"
     expect_line "file: data/pairs.h5"
     printf '{"messages": [%s, %s]}\n{"messages": [%s, %s]}\n' "$user" "$good" "$user" "$bad" >convs.jsonl
     tokens=$(value tokens) trained=$(value trained_tokens)
     expect_exit 0 text --tokenizer "$tokenizer" --log-level warn --input convs.jsonl --out convs.h5
-    [ "$tokens" -eq $((2 * $(value tokens))) ] || fail "pair tokens $tokens, conversations $(value tokens) per copy"
-    [ "$trained" -eq $((2 * $(value trained_tokens))) ] || fail "pair targets $trained, answers $(value trained_tokens)"
+    [ "$tokens" -eq $((3 * $(value tokens))) ] || fail "pair tokens $tokens, conversations $(value tokens) per copy"
+    [ "$trained" -eq $((3 * $(value trained_tokens))) ] || fail "pair targets $trained, answers $(value trained_tokens)"
     ;;
   ref_logps)  # reference log-probs travel with every pair, or none
     {
