@@ -14,7 +14,7 @@ mkdir -p "$out"
 cd "$veomni_root"  # the recipes name configs/model_configs/... relative to the repository root
 
 veomni_say "1/3 dummy dataset -> $out/data/text.h5"
-"$bin/veomni-dummy-data" --type text --seq-len 128 --num-samples 256 --seed 1 --out "$out/data/text.h5"
+"$bin/veomni-dummy-data" --type text --seq-len 128 --num-samples 256 --seed 1 --out "$out/data/text.h5" --overwrite
 
 veomni_say "2/3 training the toy Qwen3 model on 2 ranks (FSDP) -> $out/run"
 mpirun --oversubscribe -np 2 "$bin/veomni-train" "$veomni_root/configs/qwen3_toy.yaml" \

@@ -11,8 +11,10 @@
 namespace veomni {
 
 inline constexpr const char* kDatasetFormatName = "veomni-dataset";
-// Bump when a reader of the previous version would misread a new file; readers reject newer versions.
-inline constexpr int64_t kDatasetFormatVersion = 1;
+// Bump when a reader of the previous version would misread a new file; readers reject newer versions. Writers
+// write the oldest version that describes the file (dataset_format_version_for): version 2 added the preference
+// and rollout keys, so SFT files stay version 1.
+inline constexpr int64_t kDatasetFormatVersion = 2;
 
 // The longest sample, in tokens, that the producers write and the reader takes (16 Mi): far beyond any model's
 // context, and small enough that the bytes of a sample's keys cannot overflow.
@@ -28,7 +30,7 @@ struct DatasetInfo {
   std::string packing = "none";                    // "none" or a free-text description of how samples were packed
   int64_t max_seq_len = 0;                         // the sequence length the producer targeted (0 = not bounded)
   std::string tokenizer;                           // tokenizer name or path; "" when unknown
-  int64_t format_version = kDatasetFormatVersion;  // as read from the file (writers always write the current one)
+  int64_t format_version = kDatasetFormatVersion;  // as read from the file (writers set it from the keys)
 };
 
 // Where one file sits in its set (a lone file is shard 0 of 1).

@@ -64,7 +64,7 @@ void check_sample_dims(const h5::Dataset& data, const Shape& shape, int64_t var_
 
 void write_dataset_header(h5::File& file, const DatasetInfo& info, const ShardInfo& shard) {
   file.set_string_attribute("format", kDatasetFormatName);
-  file.set_int_attribute("format_version", kDatasetFormatVersion);
+  file.set_int_attribute("format_version", info.format_version);
   file.set_string_attribute("kind", info.kind);
   file.set_string_attribute("producer", info.producer);
   file.set_string_attribute("producer_version", info.producer_version);

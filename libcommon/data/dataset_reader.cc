@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "data/dataset_files.h"
 #include "data/dataset_header.h"
+#include "data/dataset_objective_keys.h"
 #include "io/hdf5_file.h"
 
 namespace veomni {
@@ -56,35 +57,81 @@ std::vector<int64_t> read_token_offsets(const KeyColumn& column) {
   return offsets;
 }
 
+// Entries of `column` in each sample, from its offsets.
+std::vector<int64_t> entries_per_sample(const KeyColumn& column) {
+  const Tensor all = column.offsets.read_all(DType::I64);
+  const int64_t* offsets = all.data<int64_t>();
+  std::vector<int64_t> counts;
+  for (int64_t i = 0; i + 1 < all.numel(); ++i) counts.push_back(offsets[i + 1] - offsets[i]);
+  return counts;
+}
+
+// A token-aligned key must be [L] (or position_ids [3, L]) with input_ids' length in every sample.
+void check_token_key(const ShardReader& shard, const KeyColumn& column) {
+  const KeyInfo& key = column.key;
+  const std::string& path = shard.file.path();
+  const bool last_axis = key.var_axis == static_cast<int>(key.shape.size()) - 1;
+  const bool positions = key.name == "position_ids";
+  VEOMNI_INPUT_CHECK(last_axis && key.shape.size() <= (positions ? 2u : 1u),
+                     "{}: key '{}' is {}, expected {} like input_ids", path, key.name, key.describe(),
+                     positions ? "[L] or [3, L]" : "[L]");
+  VEOMNI_INPUT_CHECK(key.name != "labels" || key.dtype == DType::I64, "{}: key 'labels' is {}, expected i64[L]", path,
+                     key.describe());
+  VEOMNI_INPUT_CHECK(!positions || key.dtype == DType::I64 || key.dtype == DType::F32,
+                     "{}: key 'position_ids' is {}, expected i64 or f32", path, key.describe());
+  VEOMNI_INPUT_CHECK(!is_rollout_key(key.name) || key.dtype == DType::F32,
+                     "{}: key '{}' is {}, expected f32[L] (a rollout value per token)", path, key.name, key.describe());
+  const std::vector<int64_t> lengths = entries_per_sample(column);
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    const int64_t tokens = shard.token_offsets[i + 1] - shard.token_offsets[i];
+    VEOMNI_INPUT_CHECK(lengths[i] == tokens, "{} sample {}: {} has {} entries but input_ids {} tokens", path, i,
+                       key.name, lengths[i], tokens);
+  }
+}
+
+// chosen_length i64 [1] per sample, within [1, L); the reference log-probs f32 [1] beside it.
+void check_pair_keys(const ShardReader& shard) {
+  const std::string& path = shard.file.path();
+  for (const auto& [name, column] : shard.columns) {
+    if (!is_pair_key(name)) continue;
+    const bool length = name == kChosenLengthKey;
+    const DType dtype = length ? DType::I64 : DType::F32;
+    VEOMNI_INPUT_CHECK(column.key.dtype == dtype && column.key.shape.size() == 1,
+                       "{}: key '{}' is {}, expected {}[1] (one value per pair)", path, name, column.key.describe(),
+                       dtype_name(dtype));
+    VEOMNI_INPUT_CHECK(length || shard.columns.count(kChosenLengthKey),
+                       "{}: key '{}' without '{}' (reference log-probs belong to preference pairs)", path, name,
+                       kChosenLengthKey);
+    const std::vector<int64_t> counts = entries_per_sample(column);
+    for (size_t i = 0; i < counts.size(); ++i)
+      VEOMNI_INPUT_CHECK(counts[i] == 1, "{} sample {}: key '{}' has {} entries, expected 1", path, i, name, counts[i]);
+  }
+  const auto chosen = shard.columns.find(kChosenLengthKey);
+  if (chosen == shard.columns.end()) return;
+  const Tensor values = chosen->second.data.read_all(DType::I64);
+  for (int64_t i = 0; i < values.numel(); ++i) {
+    const auto k = static_cast<size_t>(i);
+    const int64_t tokens = shard.token_offsets[k + 1] - shard.token_offsets[k];
+    const int64_t c = values.data<int64_t>()[i];
+    VEOMNI_INPUT_CHECK(c >= 1 && c < tokens,
+                       "{} sample {}: key '{}' is {}, expected 1 to {} (both sequences of the pair need a token)",
+                       path, i, kChosenLengthKey, c, tokens - 1);
+  }
+}
+
 // The keys that run along the tokens must have input_ids' length in every sample, and the dtypes the collators
 // read: checked when the file is opened, so that an error names the file and the sample instead of a batch.
 void check_token_keys(const ShardReader& shard) {
   const KeyColumn& ids = shard.columns.at("input_ids");
   VEOMNI_INPUT_CHECK(ids.key.dtype == DType::I64 && ids.key.shape.size() == 1,
                      "{}: key 'input_ids' is {}, expected i64[L]", shard.file.path(), ids.key.describe());
-  for (const char* name : {"labels", "position_ids", "attention_mask", "image_mask", "video_mask", "audio_mask"}) {
-    const auto found = shard.columns.find(name);
-    if (found == shard.columns.end()) continue;
-    const KeyColumn& column = found->second;
-    const KeyInfo& key = column.key;
-    const bool last_axis = key.var_axis == static_cast<int>(key.shape.size()) - 1;
-    const bool positions = key.name == "position_ids";
-    VEOMNI_INPUT_CHECK(last_axis && key.shape.size() <= (positions ? 2u : 1u),
-                       "{}: key '{}' is {}, expected {} like input_ids", shard.file.path(), name, key.describe(),
-                       positions ? "[L] or [3, L]" : "[L]");
-    VEOMNI_INPUT_CHECK(key.name != "labels" || key.dtype == DType::I64, "{}: key 'labels' is {}, expected i64[L]",
-                       shard.file.path(), key.describe());
-    VEOMNI_INPUT_CHECK(!positions || key.dtype == DType::I64 || key.dtype == DType::F32,
-                       "{}: key 'position_ids' is {}, expected i64 or f32", shard.file.path(), key.describe());
-    const Tensor all = column.offsets.read_all(DType::I64);
-    const int64_t* offsets = all.data<int64_t>();
-    for (size_t i = 0; i + 1 < shard.token_offsets.size(); ++i) {
-      const int64_t length = offsets[i + 1] - offsets[i];
-      const int64_t tokens = shard.token_offsets[i + 1] - shard.token_offsets[i];
-      VEOMNI_INPUT_CHECK(length == tokens, "{} sample {}: {} has {} entries but input_ids {} tokens",
-                         shard.file.path(), i, name, length, tokens);
-    }
+  for (const auto& [name, column] : shard.columns) {
+    const bool token_key = name == "labels" || name == "position_ids" || name == "attention_mask" ||
+                           name == "image_mask" || name == "video_mask" || name == "audio_mask" ||
+                           is_rollout_key(name);
+    if (token_key) check_token_key(shard, column);
   }
+  check_pair_keys(shard);
 }
 
 ShardReader open_shard(const std::string& path) {
@@ -235,7 +282,10 @@ Sample DatasetReader::read(int64_t index, const std::vector<std::string>& keys) 
     VEOMNI_INPUT_CHECK(column != shard->columns.end(), "{}: no key '{}' (keys: {})", impl_->path, name,
                        describe_keys(impl_->keys));
     try {
-      sample.emplace(name, impl_->read_key(*shard, column->second, local));
+      Tensor tensor = impl_->read_key(*shard, column->second, local);
+      if (tensor.dtype() == DType::F32 && (is_rollout_key(name) || is_pair_key(name)))
+        check_finite_values(tensor, name, fmt::format("{} sample {}", shard->header.shard.path, local));
+      sample.emplace(name, std::move(tensor));
     } catch (const InputError& e) {
       throw InputError(fmt::format("{} (reading sample {})", e.what(), index));
     }

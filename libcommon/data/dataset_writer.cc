@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "data/dataset_column.h"
 #include "data/dataset_header.h"
+#include "data/dataset_objective_keys.h"
 #include "io/atomic_file.h"
 #include "io/hdf5_file.h"
 
@@ -203,6 +204,9 @@ void DatasetWriter::append(const Sample& sample) {
 void DatasetWriter::finish_temporary() {
   Impl& impl = *impl_;
   if (impl.state != Impl::State::Open) return;
+  std::vector<std::string> key_names;
+  for (const auto& entry : impl.columns) key_names.push_back(entry.first);
+  impl.info.format_version = dataset_format_version_for(key_names);
   for (auto& [name, column] : impl.columns) {
     column.data.finish();
     column.offsets.finish();

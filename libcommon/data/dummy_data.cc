@@ -1,15 +1,19 @@
-// VeOmni-compatible dummy samples from a portable PRNG, and the streaming writer of a dummy dataset.
+// VeOmni-compatible dummy samples (and preference pairs and rollouts) from a portable PRNG, and the streaming writer
+// of a dummy dataset.
 #include "data/dummy_data.h"
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <string_view>
 
 #include "core/error.h"
 #include "core/rng.h"
 #include "data/audio_length.h"
 #include "data/batch.h"
+#include "data/dataset_objective_keys.h"
 #include "data/dataset_writer.h"
 #include "veomni/version.h"
 
@@ -139,6 +143,56 @@ void add_audio_keys(Sample& sample, const DummyLayout& layout, Rng& rng) {
   sample["audio_mask"] = run_mask(layout.length, layout.audio_begin, layout.audio_tokens);
 }
 
+// Random ids with labels: -100 on [0, prompt), the ids after it.
+void random_labelled(Rng& rng, int64_t count, int64_t prompt, int64_t* ids, int64_t* labels) {
+  for (int64_t i = 0; i < count; ++i) {
+    ids[i] = random_token(rng);
+    labels[i] = i < prompt ? kIgnoreIndex : ids[i];
+  }
+}
+
+// A pair sharing its prompt: [prompt, chosen answer] then [prompt, rejected answer].
+void add_preference_keys(Sample& sample, const DummyLayout& layout, Rng& rng) {
+  const int64_t length = layout.length, chosen = layout.chosen_tokens, prompt = layout.prompt_tokens;
+  Tensor ids = Tensor::empty({length}, DType::I64), labels = Tensor::empty({length}, DType::I64);
+  int64_t* id = ids.data<int64_t>();
+  int64_t* label = labels.data<int64_t>();
+  random_labelled(rng, chosen, prompt, id, label);
+  random_labelled(rng, length - chosen, prompt, id + chosen, label + chosen);
+  std::copy(id, id + prompt, id + chosen);
+  std::copy(label, label + prompt, label + chosen);
+  Tensor positions = Tensor::empty({length}, DType::I64);
+  for (int64_t i = 0; i < length; ++i) positions.data<int64_t>()[i] = i < chosen ? i : i - chosen;
+  sample["input_ids"] = ids;
+  sample["labels"] = labels;
+  sample["attention_mask"] = Tensor::full<int64_t>({length}, 1);
+  sample["position_ids"] = positions;
+  sample[kChosenLengthKey] = Tensor::from_vector(std::vector<int64_t>{chosen}, {1});
+  if (!layout.ref_logps) return;
+  // Summed log-probs of the answers: negative, about -4 per answer token at most.
+  const auto logps = [&](int64_t answer) { return -4.0f * uniform24(rng) * static_cast<float>(answer); };
+  sample[kRefChosenLogpsKey] = Tensor::from_vector(std::vector<float>{logps(chosen - prompt)}, {1});
+  sample[kRefRejectedLogpsKey] = Tensor::from_vector(std::vector<float>{logps(length - chosen - prompt)}, {1});
+}
+
+// A prompt and its response with per-token values on the response (0 on the prompt).
+void add_rollout_keys(Sample& sample, const DummyLayout& layout, Rng& rng) {
+  const int64_t length = layout.length, prompt = layout.prompt_tokens;
+  Tensor ids = Tensor::empty({length}, DType::I64), labels = Tensor::empty({length}, DType::I64);
+  random_labelled(rng, length, prompt, ids.data<int64_t>(), labels.data<int64_t>());
+  sample["input_ids"] = ids;
+  sample["labels"] = labels;
+  sample["attention_mask"] = Tensor::full<int64_t>({length}, 1);
+  sample["position_ids"] = arange_rows(1, length);
+  for (const char* key : kRolloutKeys) {
+    const bool log_prob = std::string_view(key).find("log_prob") != std::string_view::npos;
+    Tensor values = Tensor::zeros({length}, DType::F32);
+    for (int64_t i = prompt; i < length; ++i)
+      values.data<float>()[i] = log_prob ? -4.0f * uniform24(rng) : 2.0f * uniform24(rng) - 1.0f;
+    sample[key] = values;
+  }
+}
+
 // Logs "wrote n/N samples" at most every few seconds, with the rate and the time left.
 class Progress {
  public:
@@ -166,7 +220,10 @@ DummyType dummy_type_from_name(std::string_view name) {
   if (name == "qwen2vl") return DummyType::Qwen2VL;
   if (name == "qwen3vl") return DummyType::Qwen3VL;
   if (name == "qwen3omni") return DummyType::Qwen3Omni;
-  throw InputError(fmt::format("unknown dummy data type '{}' (expected text, qwen2vl, qwen3vl or qwen3omni)", name));
+  if (name == "preference") return DummyType::Preference;
+  if (name == "rollout") return DummyType::Rollout;
+  throw InputError(fmt::format(
+      "unknown dummy data type '{}' (expected text, qwen2vl, qwen3vl, qwen3omni, preference or rollout)", name));
 }
 
 const char* dummy_type_name(DummyType type) {
@@ -175,13 +232,17 @@ const char* dummy_type_name(DummyType type) {
     case DummyType::Qwen2VL: return "qwen2vl";
     case DummyType::Qwen3VL: return "qwen3vl";
     case DummyType::Qwen3Omni: return "qwen3omni";
+    case DummyType::Preference: return "preference";
+    case DummyType::Rollout: return "rollout";
   }
   return "?";
 }
 
 const char* DummyLayout::dataset_kind() const {
   switch (type) {
-    case DummyType::Text: return "text";
+    case DummyType::Text:
+    case DummyType::Preference:
+    case DummyType::Rollout: return "text";
     case DummyType::Qwen2VL:
     case DummyType::Qwen3VL: return "vl";
     case DummyType::Qwen3Omni: return "omni";
@@ -201,6 +262,18 @@ DummyLayout dummy_layout(DummyType type, int64_t seq_len) {
     case DummyType::Qwen2VL: vl_layout(layout, 14); break;
     case DummyType::Qwen3VL: vl_layout(layout, 16); break;
     case DummyType::Qwen3Omni: omni_layout(layout, 16); break;
+    case DummyType::Preference:
+      VEOMNI_INPUT_CHECK(seq_len >= 4, "--seq-len {} is too short for preference: a pair needs 4 tokens (a prompt and "
+                         "an answer token in each sequence)", seq_len);
+      layout.length = layout.text_tokens = seq_len;
+      layout.chosen_tokens = seq_len / 2;
+      layout.prompt_tokens = layout.chosen_tokens / 2;
+      break;
+    case DummyType::Rollout:
+      VEOMNI_INPUT_CHECK(seq_len >= 2, "--seq-len {} is too short for rollout: a prompt and a response token", seq_len);
+      layout.length = layout.text_tokens = seq_len;
+      layout.prompt_tokens = seq_len / 2;
+      break;
   }
   return layout;
 }
@@ -208,6 +281,14 @@ DummyLayout dummy_layout(DummyType type, int64_t seq_len) {
 Sample make_dummy_sample(const DummyLayout& layout, uint64_t seed, int64_t index) {
   Rng rng(mix64(seed) ^ mix64(static_cast<uint64_t>(index) + 0x632be59bd9b4e019ull));
   Sample sample;
+  if (layout.type == DummyType::Preference) {
+    add_preference_keys(sample, layout, rng);
+    return sample;
+  }
+  if (layout.type == DummyType::Rollout) {
+    add_rollout_keys(sample, layout, rng);
+    return sample;
+  }
   add_text_keys(sample, layout, rng);
   if (layout.type != DummyType::Text) add_vision_keys(sample, layout, rng);
   if (layout.type == DummyType::Qwen3Omni) add_audio_keys(sample, layout, rng);
@@ -220,6 +301,9 @@ DummyDatasetSummary write_dummy_dataset(const DummyDatasetOptions& options) {
                      kMaxDummySamples, options.num_samples);
   DummyDatasetSummary summary;
   summary.layout = dummy_layout(options.type, options.seq_len);
+  VEOMNI_INPUT_CHECK(!options.ref_logps || options.type == DummyType::Preference,
+                     "--ref-logps needs --type preference (reference log-probs belong to pairs)");
+  summary.layout.ref_logps = options.ref_logps;
   DatasetInfo info;
   info.kind = summary.layout.dataset_kind();
   info.producer = "veomni-dummy-data";

@@ -128,6 +128,18 @@ void copy_positions(const Sample& sample, int64_t length, int64_t at, int64_t to
     }
 }
 
+// A preference pair's rejected sequence starts its M-RoPE positions again at 0, in every stream (VeOmni's layout).
+void check_pair_positions(const Sample& sample, int64_t chosen_length, const std::string& context) {
+  const Tensor p = optional_key(sample, "position_ids");
+  VEOMNI_INPUT_CHECK(p.defined(), "{}: a preference pair needs position_ids (restarting at 0 where the rejected "
+                     "sequence begins)", context);
+  if (p.ndim() != 2 || chosen_length >= p.dim(1)) return;  // the shape and the range are checked with the text
+  for (int64_t st = 0; st < p.dim(0); ++st)
+    VEOMNI_INPUT_CHECK(p.item_as_double(st * p.dim(1) + chosen_length) == 0.0,
+                       "{}: position_ids do not restart at 0 where the rejected sequence begins (token {}, "
+                       "chosen_length)", context, chosen_length);
+}
+
 // What one sample contributes, checked against itself.
 struct SampleMedia {
   int64_t length = 0;
@@ -242,6 +254,8 @@ MultimodalBatch collate_multimodal(const std::vector<NamedSample>& samples, cons
                                                t.labels.dim(0) == t.input_ids.dim(0)),
                        "{}: labels {} do not match input_ids {}", s.context,
                        t.labels.defined() ? t.labels.describe() : std::string(), t.input_ids.describe());
+    read_objective_keys(*s.sample, t);
+    if (t.chosen_length > 0) check_pair_positions(*s.sample, t.chosen_length, s.context);
     tokens.push_back(t);
   }
   CollateOptions text_options;

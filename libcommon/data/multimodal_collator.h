@@ -29,7 +29,8 @@ struct NamedSample {
 
 // Keys: input_ids, labels (default input_ids), position_ids [3, L] (default arange), image_mask / video_mask /
 // audio_mask (bool or u8 [L]; absent = none), pixel_values + image_grid_thw, pixel_values_videos + video_grid_thw,
-// input_features + audio_feature_lengths. Each sample must be consistent on its own (mask counts equal to the
+// input_features + audio_feature_lengths; and the preference and rollout keys as the text collator reads them
+// (read_objective_keys; the pair's roles, token_values and sequence_values land in the batch's text). Each sample must be consistent on its own (mask counts equal to the
 // grids' merged patches and the clips' audio tokens, pixel and feature rows equal to the grids and lengths, masks
 // disjoint): otherwise an InputError naming the sample's context and the keys.
 MultimodalBatch collate_multimodal(const std::vector<NamedSample>& samples, const MultimodalCollateOptions& options);

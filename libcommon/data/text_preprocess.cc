@@ -24,39 +24,6 @@ constexpr size_t kBadExamples = 5;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-// Logs records/s, MB/s and the time left (when the input size is known) at most every few seconds.
-class ReadProgress {
- public:
-  explicit ReadProgress(const RecordReader& reader) : reader_(reader), start_(Clock::now()), last_(start_) {}
-  void update(int64_t records, int64_t kept) {
-    const auto now = Clock::now();
-    if (now - last_ < std::chrono::seconds(2)) return;
-    last_ = now;
-    const double seconds = seconds_since(start_);
-    const double mb = static_cast<double>(reader_.bytes_read()) / 1e6;
-    const double total = static_cast<double>(reader_.bytes_total()) / 1e6;
-    const std::string eta = total > 0 && mb > 0 ? fmt::format(", {:.0f}% of {:.1f} MB, about {:.0f} s left",
-                                                              100 * mb / total, total, (total - mb) * seconds / mb)
-                                                : std::string();
-    spdlog::info("read {} records ({} kept), {:.0f} samples/s, {:.1f} MB/s{}", records, kept, records / seconds,
-                 mb / seconds, eta);
-  }
-
- private:
-  const RecordReader& reader_;
-  Clock::time_point start_, last_;
-};
-
-// Every input file must hold at least one record: an empty one is almost always a mistake upstream.
-void check_no_empty_input(const RecordReader& reader, bool skip_bad) {
-  for (size_t f = 0; f < reader.num_files(); ++f) {
-    if (reader.records_in(f) > 0) continue;
-    const std::string path = reader.path(f) == "-" ? "<stdin>" : reader.path(f);
-    if (!skip_bad) throw InputError(fmt::format("{}: no records (the file is empty)", path));
-    spdlog::warn("{}: no records (the file is empty)", path);
-  }
-}
-
 void tally(const EncodedRecord& record, const std::string& location, bool skip_bad, SampleStore& store,
            TextPreprocessSummary& summary) {
   switch (record.status) {
@@ -130,7 +97,7 @@ TokenizeSummary tokenize_records(const TokenizeOptions& options, std::FILE* out)
   const Tokenizer tokenizer = Tokenizer::from_file(options.tokenizer_path);
   const int threads = resolve_threads(options.threads);
   RecordReader reader(options.inputs, RecordReader::kDefaultBlockBytes, options.max_line_bytes);
-  ReadProgress progress(reader);
+  RecordProgress progress(reader);
   TokenizeSummary summary;
   std::vector<RecordRef> block;
   std::vector<std::string> lines, errors;
@@ -178,7 +145,7 @@ TextPreprocessSummary preprocess_text(const TextPreprocessOptions& options) {
   spdlog::info("tokenizer {} ({} ids), {} thread(s)", tokenizer.fingerprint(), tokenizer.id_limit(), threads);
 
   RecordReader reader(options.inputs, RecordReader::kDefaultBlockBytes, options.max_line_bytes);
-  ReadProgress progress(reader);
+  RecordProgress progress(reader);
   TextPreprocessSummary summary;
   summary.tokenizer = tokenizer.fingerprint();
   SampleStore store;

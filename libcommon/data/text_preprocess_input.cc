@@ -1,6 +1,8 @@
 // Block-wise JSONL reading (whole lines only, numbered) and whole-file JSON arrays.
 #include "data/text_preprocess_input.h"
 
+#include <spdlog/spdlog.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -143,6 +145,31 @@ bool RecordReader::next_block(std::vector<RecordRef>& out) {
     records_in_[current_] += static_cast<int64_t>(out.size());
   }
   return true;
+}
+
+RecordProgress::RecordProgress(const RecordReader& reader) : reader_(reader), start_(Clock::now()), last_(start_) {}
+
+void RecordProgress::update(int64_t records, int64_t kept) {
+  const auto now = Clock::now();
+  if (now - last_ < std::chrono::seconds(2)) return;
+  last_ = now;
+  const double seconds = std::chrono::duration<double>(now - start_).count();
+  const double mb = static_cast<double>(reader_.bytes_read()) / 1e6;
+  const double total = static_cast<double>(reader_.bytes_total()) / 1e6;
+  const std::string eta = total > 0 && mb > 0 ? fmt::format(", {:.0f}% of {:.1f} MB, about {:.0f} s left",
+                                                            100 * mb / total, total, (total - mb) * seconds / mb)
+                                              : std::string();
+  spdlog::info("read {} records ({} kept), {:.0f} samples/s, {:.1f} MB/s{}", records, kept, records / seconds,
+               mb / seconds, eta);
+}
+
+void check_no_empty_input(const RecordReader& reader, bool skip_bad) {
+  for (size_t f = 0; f < reader.num_files(); ++f) {
+    if (reader.records_in(f) > 0) continue;
+    const std::string path = reader.path(f) == "-" ? "<stdin>" : reader.path(f);
+    if (!skip_bad) throw InputError(fmt::format("{}: no records (the file is empty)", path));
+    spdlog::warn("{}: no records (the file is empty)", path);
+  }
 }
 
 }  // namespace veomni

@@ -1,5 +1,6 @@
 // Reading preprocessing inputs in blocks of records: JSONL (one object a line) or JSON arrays; "-" is stdin.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -72,5 +73,21 @@ class RecordReader {
   uint64_t bytes_read_ = 0;
   uint64_t bytes_total_ = 0;
 };
+
+// Logs records/s, MB/s and the time left (when the input size is known) at most every few seconds.
+class RecordProgress {
+ public:
+  explicit RecordProgress(const RecordReader& reader);
+  void update(int64_t records, int64_t kept);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  const RecordReader& reader_;
+  Clock::time_point start_, last_;
+};
+
+// Every input file must hold at least one record: an empty one is almost always a mistake upstream. InputError
+// naming the file, or with skip_bad a warning.
+void check_no_empty_input(const RecordReader& reader, bool skip_bad);
 
 }  // namespace veomni

@@ -15,9 +15,19 @@ using json = nlohmann::json;
 
 const char* json_type(const json& value) { return value.type_name(); }
 
-std::vector<ChatMessage> parse_messages(const json& list, const std::optional<std::string>& system_prompt) {
-  VEOMNI_INPUT_CHECK(list.is_array(), "\"messages\" is {}, expected an array", json_type(list));
-  VEOMNI_INPUT_CHECK(!list.empty(), "\"messages\" is empty");
+}  // namespace
+
+json parse_record_line(std::string_view line) {
+  if (const std::optional<size_t> bad = find_invalid_utf8(line))
+    throw InputError(
+        fmt::format("not valid UTF-8: byte 0x{:02x} at column {}", static_cast<unsigned char>(line[*bad]), *bad + 1));
+  return parse_json_line(line);
+}
+
+std::vector<ChatMessage> parse_chat_messages(const json& list, std::string_view key,
+                                             const std::optional<std::string>& system_prompt) {
+  VEOMNI_INPUT_CHECK(list.is_array(), "\"{}\" is {}, expected an array", key, json_type(list));
+  VEOMNI_INPUT_CHECK(!list.empty(), "\"{}\" is empty", key);
   std::vector<ChatMessage> messages;
   for (size_t k = 0; k < list.size(); ++k) {
     const json& m = list[k];
@@ -37,15 +47,6 @@ std::vector<ChatMessage> parse_messages(const json& list, const std::optional<st
   return messages;
 }
 
-}  // namespace
-
-json parse_record_line(std::string_view line) {
-  if (const std::optional<size_t> bad = find_invalid_utf8(line))
-    throw InputError(
-        fmt::format("not valid UTF-8: byte 0x{:02x} at column {}", static_cast<unsigned char>(line[*bad]), *bad + 1));
-  return parse_json_line(line);
-}
-
 Truncation truncation_from_name(std::string_view name) {
   if (name == "right") return Truncation::Right;
   if (name == "left") return Truncation::Left;
@@ -62,7 +63,8 @@ RecordEncoder::RecordEncoder(const Tokenizer& tokenizer, RecordOptions options)
 LabeledTokens RecordEncoder::encode_record(const json& record) const {
   VEOMNI_INPUT_CHECK(record.is_object(), "the record is {}, expected a JSON object", json_type(record));
   if (record.contains("messages")) {
-    const std::vector<ChatMessage> messages = parse_messages(record["messages"], options_.system_prompt);
+    const std::vector<ChatMessage> messages =
+        parse_chat_messages(record["messages"], "messages", options_.system_prompt);
     return chat_.encode(messages);
   }
   VEOMNI_INPUT_CHECK(record.contains(options_.text_key), "the record has neither \"messages\" nor \"{}\"",

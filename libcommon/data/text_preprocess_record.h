@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "data/chat_template.h"
 #include "data/tokenizer.h"
@@ -25,6 +26,12 @@ struct RecordOptions {
 
 // One JSONL line as JSON; InputError "not valid UTF-8: byte 0xff at column 12" or "invalid JSON at column 7: ...".
 nlohmann::json parse_record_line(std::string_view line);
+
+// The messages of a conversation array under `key` ("messages", "chosen", ...): objects with a role (system, user,
+// assistant, tool) and a string content; InputError naming the message otherwise. system_prompt, when given, is
+// prepended unless the first message is a system one.
+std::vector<ChatMessage> parse_chat_messages(const nlohmann::json& list, std::string_view key,
+                                             const std::optional<std::string>& system_prompt);
 
 enum class RecordStatus { Kept, TooLong, NoTarget, Bad };
 

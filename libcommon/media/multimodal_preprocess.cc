@@ -146,7 +146,7 @@ MultimodalPreprocessSummary preprocess_multimodal(const MultimodalPreprocessOpti
   DatasetWriterOptions writer_options;
   writer_options.compression_level = options.compression_level;
   DatasetWriter writer(options.out, dataset_info(options, tokenizer), writer_options);
-  RecordReader reader(options.inputs);
+  RecordReader reader(options.inputs, RecordReader::kDefaultBlockBytes, options.max_line_bytes);
   Progress progress(reader);
   std::vector<RecordRef> block;
   std::vector<RecordResult> results;

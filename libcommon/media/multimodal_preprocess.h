@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "data/dataset_format.h"
+#include "data/text_preprocess_input.h"
 #include "media/multimodal_record.h"
 
 namespace veomni {
@@ -23,6 +24,7 @@ struct MultimodalPreprocessOptions {
   int threads = 0;                  // 0: one per hardware thread
   bool skip_bad = false;            // count and skip bad records (bad media included) instead of failing
   int compression_level = 1;
+  size_t max_line_bytes = kDefaultMaxLineBytes;  // a longer JSONL line is an InputError naming it
 };
 
 struct MultimodalPreprocessSummary {

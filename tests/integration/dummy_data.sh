@@ -15,6 +15,9 @@ case $case_name in
     expect_exit 0 --help
     expect_in out "--seq-len"
     expect_in out "qwen3omni"
+    expect_in out "rollout"
+    expect_in out "--ref-logps"
+    expect_in out "--overwrite"
     ;;
   version)
     expect_exit 0 --version
@@ -92,6 +95,46 @@ case $case_name in
     expect_exit 0 --type qwen3vl --seq-len 64 --num-samples 3 --seed 6 --out c.h5
     cmp -s a.h5 b.h5 || fail "same seed, different files"
     ! cmp -s a.h5 c.h5 || fail "different seeds, same file"
+    ;;
+  preference_run)  # pairs of --seq-len tokens, chosen then rejected; reference log-probs on request
+    expect_exit 0 --type preference --seq-len 16 --num-samples 3 --seed 2 --out p.h5
+    expect_line "type: preference (kind text)"
+    expect_line "pair: chosen 8, rejected 8, prompt 4 each"
+    expect_line "tokens: 48"
+    expect_line "key: chosen_length i64 [1]"
+    expect_line "key: position_ids i64 [16]"
+    [ "$(grep -c '^key:' out)" -eq 5 ] || fail "expected 5 keys"
+    expect_exit 0 --type preference --seq-len 16 --num-samples 3 --seed 2 --ref-logps --out r.h5
+    expect_line "key: ref_chosen_logps f32 [1]"
+    expect_line "key: ref_rejected_logps f32 [1]"
+    expect_exit 0 --type preference --seq-len 16 --num-samples 3 --seed 2 --out p2.h5
+    cmp -s p.h5 p2.h5 || fail "same seed, different files"
+    expect_exit 2 --type preference --seq-len 3 --num-samples 1 --out short.h5
+    expect_in err "--seq-len 3 is too short for preference"
+    expect_exit 2 --type text --seq-len 8 --num-samples 1 --ref-logps --out t.h5
+    expect_in err "--ref-logps needs --type preference"
+    ;;
+  rollout_run)  # rollouts carry the five per-token f32 keys
+    expect_exit 0 --type rollout --seq-len 12 --num-samples 2 --seed 4 --out r.h5
+    expect_line "type: rollout (kind text)"
+    expect_line "rollout: prompt 6, response 6"
+    for key in returns old_values advantages old_log_probs ref_log_probs; do expect_line "key: $key f32 [12]"; done
+    expect_exit 0 --type rollout --seq-len 12 --num-samples 2 --seed 4 --out r2.h5
+    expect_exit 0 --type rollout --seq-len 12 --num-samples 2 --seed 5 --out r3.h5
+    cmp -s r.h5 r2.h5 || fail "same seed, different files"
+    ! cmp -s r.h5 r3.h5 || fail "different seeds, same file"
+    ;;
+  out_exists)  # an existing --out is replaced only with --overwrite
+    expect_exit 0 --type text --seq-len 8 --num-samples 2 --out t.h5
+    cp t.h5 before.h5
+    expect_exit 2 --type text --seq-len 8 --num-samples 2 --seed 9 --out t.h5
+    expect_in err "--out 't.h5' exists (hint: --overwrite replaces it)"
+    cmp -s t.h5 before.h5 || fail "t.h5 changed"
+    expect_exit 0 --type text --seq-len 8 --num-samples 2 --seed 9 --out t.h5 --overwrite
+    ! cmp -s t.h5 before.h5 || fail "t.h5 not replaced"
+    expect_exit 0 --type text --seq-len 8 --num-samples 2 --num-shards 2 --out s.h5
+    expect_exit 2 --type text --seq-len 8 --num-samples 2 --num-shards 2 --out s.h5
+    expect_in err "s-00000-of-00002.h5' exists"
     ;;
   *)
     fail "unknown case $case_name"

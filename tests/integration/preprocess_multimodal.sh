@@ -38,9 +38,17 @@ case $case_name in
     expect_exit 0 --help
     expect_in out "multimodal"
     expect_exit 0 multimodal --help
-    for flag in --model-type --processor-config --media-root --max-seq-len --too-long --skip-bad --threads; do
+    for flag in --model-type --processor-config --media-root --max-seq-len --too-long --skip-bad --threads \
+      --max-line-bytes; do
       expect_in out "$flag"
     done
+    ;;
+  endless_line)  # input without line breaks stops at --max-line-bytes, naming the line, and writes nothing
+    mm 2 --model-type qwen3_vl --input /dev/zero --out o.h5 --max-line-bytes 4096
+    expect_in err "/dev/zero:1: the line is longer than 4096 bytes (not JSONL? --max-line-bytes raises the limit)"
+    [ -z "$(ls o.h5* 2>/dev/null)" ] || fail "output written: $(ls o.h5*)"
+    record "$(text hi)" >data/in.jsonl
+    mm 0 --model-type qwen3_vl --input data/in.jsonl --out o.h5 --max-line-bytes 4096
     ;;
   version)
     expect_exit 0 --version

@@ -89,7 +89,7 @@ TEST_F(DatasetErrorTest, NewerFormatVersion) {
         .set_int_attribute("format_version", kDatasetFormatVersion + 1);
   }
   expect_input_error([&] { DatasetReader reader(path("n.h5")); },
-                     {path("n.h5"), "format_version 2 is newer", "upgrade"});
+                     {path("n.h5"), "format_version 3 is newer than this veomni reads (2)", "upgrade"});
 }
 
 TEST_F(DatasetErrorTest, MissingHeaderAttribute) {

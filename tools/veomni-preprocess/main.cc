@@ -1,5 +1,6 @@
-// veomni-preprocess: `tokenize` (JSONL text to ids), `text` (conversations or plain text to a dataset) and, with the
-// media library, `multimodal` (conversations with images, video and audio to a Qwen3-VL / Qwen3-Omni dataset).
+// veomni-preprocess: `tokenize` (JSONL text to ids), `text` (conversations or plain text to a dataset), `preference`
+// (chosen / rejected conversation pairs to a pair dataset) and, with the media library, `multimodal` (conversations
+// with images, video and audio to a Qwen3-VL / Qwen3-Omni dataset).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
@@ -10,6 +11,7 @@
 #include "tools/cli.h"
 #include "data/dataset_writer.h"
 #include "data/text_preprocess.h"
+#include "data/text_preprocess_preference.h"
 #include "io/output_paths.h"
 #ifdef VEOMNI_HAVE_MEDIA
 #include "media/multimodal_preprocess.h"
@@ -22,6 +24,7 @@ constexpr const char* kTool = "veomni-preprocess";
 struct Arguments {
   veomni::TokenizeOptions tokenize;
   veomni::TextPreprocessOptions text;
+  veomni::PreferencePreprocessOptions preference;
   std::string truncation = "right";
   std::string system_prompt;
   std::string log_level = "info";
@@ -133,6 +136,51 @@ int run_tokenize(const Arguments& args) {
 }
 
 
+CLI::App* add_preference(CLI::App& app, Arguments& args) {
+  CLI::App* sub = app.add_subcommand(
+      "preference",
+      "Preference pairs {\"chosen\": [...], \"rejected\": [...]} (optionally with \"prompt\") to a pair dataset");
+  veomni::PreferencePreprocessOptions& p = args.preference;
+  add_common(*sub, p.tokenizer_path, p.threads, args.log_level);
+  sub->add_option("--input", p.inputs, "Input JSONL file(s) or JSON array(s); - is stdin")->required();
+  sub->add_option("--out", p.out, "Output dataset (.h5); with --num-shards N: <out>-0000k-of-0000N.h5")->required();
+  sub->add_option("--system", args.system_prompt, "System prompt for prompts that do not start with a system message");
+  sub->add_option("--max-seq-len", p.pair.max_seq_len,
+                  "Longest pair in tokens (chosen + rejected); longer pairs are dropped and counted")
+      ->check(veomni::integer_range(1, veomni::kMaxSampleTokens));
+  sub->add_option("--num-shards", p.num_shards, "Split into this many files (default 1)")
+      ->check(veomni::integer_range(1, 99999));
+  sub->add_flag("--skip-bad", p.skip_bad, "Count, report and skip bad records instead of failing on the first");
+  add_max_line_bytes(*sub, p.max_line_bytes);
+  add_overwrite(*sub, args.overwrite);
+  sub->add_option("--compression", p.compression_level, "Deflate level 0 (off) to 9 (default 1)")
+      ->check(CLI::Range(0, 9));
+  return sub;
+}
+
+int run_preference(Arguments& args, const CLI::App& sub) {
+  veomni::PreferencePreprocessOptions& p = args.preference;
+  VEOMNI_INPUT_CHECK(p.out != "-", "--out -: a dataset is an HDF5 file, which needs a seekable file; give a path");
+  veomni::check_outputs(veomni::sharded_dataset_paths(p.out, p.num_shards), p.inputs, args.overwrite, "--out");
+  if (sub.count("--system") > 0) p.pair.system_prompt = args.system_prompt;
+  const veomni::PreferencePreprocessSummary s = veomni::preprocess_preference(p);
+  const auto count = [](const char* key, int64_t value) {
+    std::printf("%s: %lld\n", key, static_cast<long long>(value));
+  };
+  count("records", s.records);
+  count("pairs", s.pairs);
+  count("tokens", s.tokens);
+  count("trained_tokens", s.trained_tokens);
+  std::printf("dropped: %lld (too long)\n", static_cast<long long>(s.dropped_too_long));
+  count("bad", s.bad);
+  std::printf("ref_logps: %s\n", s.ref_logps ? "yes" : "no");
+  std::printf("tokenizer: %s\n", s.tokenizer.c_str());
+  std::printf("seconds: %.2f\n", s.seconds);
+  std::printf("bytes: %llu\n", static_cast<unsigned long long>(s.output_bytes));
+  for (const std::string& file : s.files) std::printf("file: %s\n", file.c_str());
+  return veomni::kExitOk;
+}
+
 #ifdef VEOMNI_HAVE_MEDIA
 CLI::App* add_multimodal(CLI::App& app, Arguments& args) {
   CLI::App* sub = app.add_subcommand(
@@ -157,6 +205,7 @@ CLI::App* add_multimodal(CLI::App& app, Arguments& args) {
   sub->add_option("--too-long", args.too_long, "Samples over --max-seq-len: drop (default) or error; never truncated")
       ->check(CLI::IsMember({"drop", "error"}));
   sub->add_flag("--skip-bad", m.skip_bad, "Count, report and skip bad records and media instead of failing");
+  add_max_line_bytes(*sub, m.max_line_bytes);
   add_overwrite(*sub, args.overwrite);
   sub->add_option("--compression", m.compression_level, "Deflate level 0 (off) to 9 (default 1)")
       ->check(CLI::Range(0, 9));
@@ -210,12 +259,14 @@ int main(int argc, char** argv) {
     Arguments args;
     CLI::App* tokenize = add_tokenize(app, args);
     CLI::App* text = add_text(app, args);
+    CLI::App* preference = add_preference(app, args);
 #ifdef VEOMNI_HAVE_MEDIA
     CLI::App* multimodal = add_multimodal(app, args);
 #endif
     if (const auto code = veomni::parse_command_line(app, argc, argv)) return *code;
     veomni::init_logging({.tool = kTool, .level = args.log_level});
     if (tokenize->parsed()) return run_tokenize(args);
+    if (preference->parsed()) return run_preference(args, *preference);
 #ifdef VEOMNI_HAVE_MEDIA
     if (multimodal->parsed()) return run_multimodal(args, *multimodal);
 #endif

@@ -1,0 +1,150 @@
+// The preference pipeline: blocks of records encoded in parallel, counts, the pair dataset written at the end.
+#include "data/text_preprocess_preference.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "core/error.h"
+#include "data/batch.h"
+#include "data/dataset_objective_keys.h"
+#include "data/dataset_writer.h"
+#include "data/text_preprocess_parallel.h"
+#include "io/json_file.h"
+#include "veomni/version.h"
+
+namespace veomni {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr size_t kBadExamples = 5;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Ids and target flags of one side written at `at` of the pair's buffers, positions restarting at 0.
+void put_side(const LabeledTokens& side, int64_t at, int64_t* ids, int64_t* labels, int64_t* positions) {
+  for (int64_t i = 0; i < side.size(); ++i) {
+    const auto k = static_cast<size_t>(i);
+    ids[at + i] = side.ids[k];
+    labels[at + i] = side.trained[k] ? side.ids[k] : kIgnoreIndex;
+    positions[at + i] = i;
+  }
+}
+
+// A kept pair joins the dataset unless its reference log-probs break the rule "every pair or none": the first kept
+// pair sets it. Returns the reason when it does not join.
+std::string ref_logps_mismatch(const EncodedPair& pair, const PreferencePreprocessSummary& summary) {
+  if (summary.pairs == 0 || pair.has_ref_logps == summary.ref_logps) return "";
+  return pair.has_ref_logps ? "the record has \"ref_chosen_logps\" and \"ref_rejected_logps\" but earlier pairs have "
+                              "none (every pair carries them or none does)"
+                            : "the record has no \"ref_chosen_logps\" / \"ref_rejected_logps\" but earlier pairs "
+                              "have them (every pair carries them or none does)";
+}
+
+void count_bad(const std::string& location, const std::string& error, bool skip_bad,
+               PreferencePreprocessSummary& summary) {
+  const std::string reason = quoted_excerpt(error, 1000);
+  if (!skip_bad) throw InputError(fmt::format("{}: {} (--skip-bad counts and skips such records)", location, reason));
+  if (summary.bad_examples.size() < kBadExamples) {
+    summary.bad_examples.push_back(location + ": " + reason);
+    spdlog::warn("skipped {}: {}", location, reason);
+  }
+  ++summary.bad;
+}
+
+void tally(PairResult& result, const std::string& location, bool skip_bad, std::vector<EncodedPair>& pairs,
+           PreferencePreprocessSummary& summary) {
+  switch (result.status) {
+    case PairStatus::TooLong: ++summary.dropped_too_long; return;
+    case PairStatus::Bad: count_bad(location, result.error, skip_bad, summary); return;
+    case PairStatus::Kept: break;
+  }
+  const std::string mismatch = ref_logps_mismatch(result.pair, summary);
+  if (!mismatch.empty()) return count_bad(location, mismatch, skip_bad, summary);
+  if (summary.pairs == 0) summary.ref_logps = result.pair.has_ref_logps;
+  ++summary.pairs;
+  summary.tokens += result.pair.size();
+  summary.trained_tokens += result.pair.chosen.trained_count() + result.pair.rejected.trained_count();
+  pairs.push_back(std::move(result.pair));
+}
+
+void write_dataset(const PreferencePreprocessOptions& options, const Tokenizer& tokenizer,
+                   const std::vector<EncodedPair>& pairs, PreferencePreprocessSummary& summary) {
+  DatasetInfo info;
+  info.kind = "text";
+  info.producer = "veomni-preprocess";
+  info.producer_version = VEOMNI_VERSION_STRING;
+  info.packing = "preference pairs: chosen then rejected in one sample, position_ids restarting at the rejected";
+  info.max_seq_len = options.pair.max_seq_len;
+  info.tokenizer = tokenizer.fingerprint();
+  DatasetWriterOptions writer_options;
+  writer_options.compression_level = options.compression_level;
+  const auto count = static_cast<int64_t>(pairs.size());
+  VEOMNI_INPUT_CHECK(options.num_shards <= count, "--num-shards {} is more than the {} pairs to write",
+                     options.num_shards, count);
+  ShardedDatasetWriter writer(options.out, count, options.num_shards, info, writer_options);
+  for (const EncodedPair& pair : pairs) writer.append(preference_sample(pair));
+  writer.close();
+  summary.files = writer.paths();
+  for (const std::string& file : summary.files) summary.output_bytes += std::filesystem::file_size(file);
+}
+
+}  // namespace
+
+Sample preference_sample(const EncodedPair& pair) {
+  const int64_t length = pair.size();
+  Tensor ids = Tensor::empty({length}, DType::I64), labels = Tensor::empty({length}, DType::I64);
+  Tensor positions = Tensor::empty({length}, DType::I64);
+  put_side(pair.chosen, 0, ids.data<int64_t>(), labels.data<int64_t>(), positions.data<int64_t>());
+  put_side(pair.rejected, pair.chosen.size(), ids.data<int64_t>(), labels.data<int64_t>(), positions.data<int64_t>());
+  Sample sample;
+  sample["input_ids"] = ids;
+  sample["labels"] = labels;
+  sample["attention_mask"] = Tensor::full<int64_t>({length}, 1);
+  sample["position_ids"] = positions;
+  sample[kChosenLengthKey] = Tensor::from_vector(std::vector<int64_t>{pair.chosen.size()}, {1});
+  if (pair.has_ref_logps) {
+    sample[kRefChosenLogpsKey] = Tensor::from_vector(std::vector<float>{pair.ref_chosen_logps}, {1});
+    sample[kRefRejectedLogpsKey] = Tensor::from_vector(std::vector<float>{pair.ref_rejected_logps}, {1});
+  }
+  return sample;
+}
+
+PreferencePreprocessSummary preprocess_preference(const PreferencePreprocessOptions& options) {
+  const auto start = Clock::now();
+  VEOMNI_INPUT_CHECK(options.num_shards >= 1, "--num-shards must be at least 1, got {}", options.num_shards);
+  const Tokenizer tokenizer = Tokenizer::from_file(options.tokenizer_path);
+  const PairEncoder encoder(tokenizer, options.pair);
+  const int threads = resolve_threads(options.threads);
+  spdlog::info("tokenizer {} ({} ids), {} thread(s)", tokenizer.fingerprint(), tokenizer.id_limit(), threads);
+
+  RecordReader reader(options.inputs, RecordReader::kDefaultBlockBytes, options.max_line_bytes);
+  RecordProgress progress(reader);
+  PreferencePreprocessSummary summary;
+  summary.tokenizer = tokenizer.fingerprint();
+  std::vector<EncodedPair> pairs;
+  std::vector<RecordRef> block;
+  std::vector<PairResult> results;
+  while (reader.next_block(block)) {
+    results.assign(block.size(), {});
+    parallel_for(block.size(), threads, [&](size_t i) {
+      results[i] = block[i].value ? encoder.encode_value(*block[i].value) : encoder.encode_line(block[i].line);
+    });
+    for (size_t i = 0; i < block.size(); ++i)
+      tally(results[i], reader.location(block[i]), options.skip_bad, pairs, summary);
+    summary.records += static_cast<int64_t>(block.size());
+    progress.update(summary.records, summary.pairs);
+  }
+  check_no_empty_input(reader, options.skip_bad);
+  summary.input_bytes = reader.bytes_read();
+  VEOMNI_INPUT_CHECK(summary.pairs > 0, "no pair to write: {} record(s) read, {} bad, {} too long", summary.records,
+                     summary.bad, summary.dropped_too_long);
+  spdlog::info("encoded {} records in {:.1f} s; writing {}", summary.records, seconds_since(start), options.out);
+  write_dataset(options, tokenizer, pairs, summary);
+  summary.seconds = seconds_since(start);
+  return summary;
+}
+
+}  // namespace veomni
