@@ -294,7 +294,9 @@ void TextBody::embed_tokens_backward(const Tensor& input_ids, const Tensor& d_em
 }
 
 CausalLM::CausalLM(const ModelConfig& config, const ModelOptions& options)
-    : body_(config, options), head_(body_.head_site(), config, options.lm_head_name) {}
+    : body_(config, options), head_(body_.head_site(), config, options.lm_head_name) {
+  head_.set_param_hooks(options.hooks.params);  // the head group runs under the body's construction-time hooks too
+}
 
 CausalLM::~CausalLM() = default;
 

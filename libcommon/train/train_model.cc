@@ -53,14 +53,18 @@ bool param_frozen(const std::string& hf_name, const std::string& model_type, boo
 namespace {
 
 // The LM head's name in the HF layout of each model family (Qwen3-VL: lm_head.weight, Omni: thinker.lm_head.weight).
-std::unique_ptr<LmHead> make_lm_head(ModelBody& body, const std::string& lm_head_name) {
-  return std::make_unique<LmHead>(body.head_site(), body.text_config(), lm_head_name);
+// The head group runs under the body's construction-time parameter hooks too.
+std::unique_ptr<LmHead> make_lm_head(ModelBody& body, const std::string& lm_head_name, ParamHooks* hooks) {
+  auto head = std::make_unique<LmHead>(body.head_site(), body.text_config(), lm_head_name);
+  head->set_param_hooks(hooks);
+  return head;
 }
 
 }  // namespace
 
 TrainModel::TrainModel(const ModelConfig& config, const ModelOptions& options)
-    : body_(std::make_unique<TextBody>(config, options)), lm_head_(make_lm_head(*body_, options.lm_head_name)) {}
+    : body_(std::make_unique<TextBody>(config, options)),
+      lm_head_(make_lm_head(*body_, options.lm_head_name, options.hooks.params)) {}
 
 TrainModel::TrainModel(const ThinkerConfig& config, const ModelOptions& options, bool freeze_vit) {
   MultimodalOptions mm;
@@ -68,7 +72,7 @@ TrainModel::TrainModel(const ThinkerConfig& config, const ModelOptions& options,
   // Qwen3-Omni keeps its merger trainable under freeze_vit, so its tower's backward still runs.
   mm.freeze_vit = freeze_vit && config.model_type != "qwen3_omni_moe";
   body_ = std::make_unique<MultimodalBody>(config, mm);
-  lm_head_ = make_lm_head(*body_, config.lm_head_name);
+  lm_head_ = make_lm_head(*body_, config.lm_head_name, options.hooks.params);
 }
 
 TrainModel::~TrainModel() = default;

@@ -325,7 +325,9 @@ void MultimodalBody::backward(std::unique_ptr<BodySaved> saved, Tensor d_hidden,
 }
 
 MultimodalLM::MultimodalLM(const ThinkerConfig& config, const MultimodalOptions& options)
-    : body_(config, options), head_(body_.head_site(), config.text, config.lm_head_name) {}
+    : body_(config, options), head_(body_.head_site(), config.text, config.lm_head_name) {
+  head_.set_param_hooks(options.lm.hooks.params);  // the head group runs under the body's construction-time hooks too
+}
 
 MultimodalLM::~MultimodalLM() = default;
 
