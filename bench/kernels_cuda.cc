@@ -93,7 +93,7 @@ void bench_plain_gemms(std::mt19937& rng) {
              "op (ops::matmul as the trainer calls it)", "shape", "heur. ms", "TFLOP/s", "tuned ms", "TFLOP/s", "gain");
   fmt::print("|{:-<46}|{:-<31}|{:->11}|{:->11}|{:->11}|{:->11}|{:->8}|\n", "", "", "", "", "", "", "");
   const DType bf = DType::BF16, f32 = DType::F32;
-  // alpha of the lm_head GEMMs: the loss's gradient scale (1 / tokens), as CausalLM::head_backward passes it.
+  // alpha of the lm_head GEMMs: the loss's gradient scale (1 / tokens), as LmHead::loss_backward passes it.
   const float ce = 1.0f / 4096;
   const MatmulCase cases[] = {
       // Issue #7: the q_proj forward NT GEMMs (40 and 18 TFLOP/s in an H100 profile with the heuristic's pick), the

@@ -1,4 +1,4 @@
-// Qwen3 / Qwen3-MoE causal LM: embedding, decoder layers, final norm, LM head and the loss, with parallel seams.
+// Qwen3 / Qwen3-MoE text body (embedding, decoder layers, with parallel seams) and the causal LM over it.
 #include "model/causal_lm.h"
 
 #include <string>
@@ -8,7 +8,6 @@
 #include "model/init.h"
 #include "model/layer_inputs.h"
 #include "model/layers/common.h"
-#include "model/layers/rmsnorm.h"
 
 namespace veomni {
 
@@ -48,17 +47,9 @@ void validate_batch(const Batch& b, int64_t sp_size, int64_t vocab, bool mrope) 
   check_token_range(b.target_ids, vocab, true, "target_ids");
 }
 
-int64_t count_valid_targets(const Tensor& targets) {
-  const Tensor host = targets.is_cpu() ? targets : targets.to(Device::cpu());
-  const int64_t* p = host.data<int64_t>();
-  int64_t valid = 0;
-  for (int64_t i = 0; i < host.numel(); ++i) valid += p[i] != kIgnoreIndex;
-  return valid;
-}
-
 }  // namespace
 
-struct CausalLM::Impl {
+struct TextBody::Impl {
   ModelConfig config;
   ModelOptions options;
   ParamStore owned_store;  // unused when a larger model owns the store
@@ -66,36 +57,24 @@ struct CausalLM::Impl {
   size_t first_group = 0;      // the embedding group's index in the store
   size_t first_param = 0;      // index in store.all() of the first parameter this model registered
   Parameter* embed = nullptr;
-  Parameter* lm_head = nullptr;  // the embedding when tied
+  Parameter* final_norm = nullptr;
   std::vector<std::unique_ptr<DecoderLayer>> layers;
-  std::unique_ptr<RmsNorm> final_norm;
-
-  // What the last forward kept for backward.
-  bool saved = false;
-  LayerInputs inputs;
-  Tensor input_ids, normed, dlogits;
-  RmsNorm::Saved final_norm_saved;
-  std::vector<DecoderLayer::Saved> layer_saved;  // one per layer
-  std::vector<double> router_slots;  // global (token, slot) counts per expert over all MoE layers
-  double router_rows = 0;            // global routed tokens over all MoE layers
 
   Impl(const ModelConfig& c, const ModelOptions& o, ParamStore* external_store);
   ParamGroup& group(size_t index) { return store.groups()[first_group + index]; }
-  ParamGroup& head_group() { return group(layers.size() + 1); }
+  size_t head_group_index() const { return first_group + layers.size() + 1; }
   bool aux_enabled() const { return config.is_moe() && config.output_router_logits; }
 
-  ForwardStats forward(const Batch& batch, bool only_loss, Tensor* logits_out);
+  BodyOutput forward(const Batch& batch, bool save);
   Tensor embed_tokens(const Tensor& ids);
-  ForwardStats forward_embeds(const Batch& batch, const Tensor& inputs_embeds, const LayerCallback& after_layer,
-                              bool only_loss, Tensor* logits_out);
-  void backward(float ce_grad_scale, float aux_grad_scale);
-  Tensor backward_embeds(float ce_grad_scale, float aux_grad_scale, const LayerCallback& layer_output_grad);
+  BodyOutput forward_embeds(const Batch& batch, const Tensor& inputs_embeds, const LayerCallback& after_layer,
+                            bool save);
+  void backward(std::unique_ptr<BodySaved> saved, Tensor d_hidden, float aux_grad_scale);
+  Tensor backward_embeds(TextBodySaved& saved, Tensor d_hidden, float aux_grad_scale,
+                         const LayerCallback& layer_output_grad);
   void embed_tokens_backward(const Tensor& ids, const Tensor& d_embeds);
-  Tensor head_forward(const Tensor& h, bool save);
-  Tensor head_backward(float ce_grad_scale);
-  double aux_loss_from_router_stats(const std::vector<RouterStats>& router_stats);
-  std::vector<float> aux_prob_gradients(float aux_grad_scale) const;
-  void release();
+  double aux_loss_from_router_stats(TextBodySaved& saved, const std::vector<RouterStats>& router_stats);
+  std::vector<float> aux_prob_gradients(const TextBodySaved& saved, float aux_grad_scale) const;
 
   void before_forward(ParamGroup& g) { if (options.hooks.params) options.hooks.params->before_forward(g); }
   void after_forward(ParamGroup& g) { if (options.hooks.params) options.hooks.params->after_forward(g); }
@@ -103,7 +82,7 @@ struct CausalLM::Impl {
   void after_backward(ParamGroup& g) { if (options.hooks.params) options.hooks.params->after_backward(g); }
 };
 
-CausalLM::Impl::Impl(const ModelConfig& c, const ModelOptions& o, ParamStore* external_store)
+TextBody::Impl::Impl(const ModelConfig& c, const ModelOptions& o, ParamStore* external_store)
     : config(c), options(o), store(external_store ? *external_store : owned_store) {
   validate_model_config(config, "model config");
   first_group = store.groups().size();
@@ -116,45 +95,25 @@ CausalLM::Impl::Impl(const ModelConfig& c, const ModelOptions& o, ParamStore* ex
     layers.push_back(
         std::make_unique<DecoderLayer>(store, config, i, options.hooks.experts, options.recompute, prefix));
   }
+  // The heads register their projections after the final norm, in the same group (see HeadSite).
   store.begin_group("head");
-  final_norm = std::make_unique<RmsNorm>(store.add(prefix + "norm.weight", {config.hidden_size}), config.rms_norm_eps);
-  if (config.tie_word_embeddings) {
-    store.add_shared(embed);
-    lm_head = embed;
-  } else {
-    lm_head = store.add(options.lm_head_name, {config.vocab_size, config.hidden_size});
-  }
+  final_norm = store.add(prefix + "norm.weight", {config.hidden_size});
   // Under FSDP the parameter hooks own the storage (shards and gathered copies).
   if (!options.hooks.params)
     for (size_t i = first_param; i < store.all().size(); ++i)
       store.all()[i]->value = Tensor::zeros(store.all()[i]->local_shape(), options.compute_dtype, options.device);
 }
 
-// Final norm and logits in the compute dtype (HF's lm_head). The loss reads them as they are: its math is f32 either
-// way (HF upcasts the bf16 logits, which is exact), so no f32 copy of the [S, V] logits is made (2.5 GB at seq 4096
-// and Qwen3's vocabulary, and two full-size casts a step).
-Tensor CausalLM::Impl::head_forward(const Tensor& h, bool save) {
-  ParamGroup& head = head_group();
-  before_forward(head);
-  Tensor n = take_out(final_norm->forward(h, save), final_norm_saved);
-  Tensor logits = empty_like(n, {n.dim(0), config.vocab_size});
-  ops::matmul(n, false, lm_head->value, true, logits);
-  after_forward(head);
-  if (save) normed = n;
-  return logits;
-}
-
-ForwardStats CausalLM::Impl::forward(const Batch& batch, bool only_loss, Tensor* logits_out) {
+BodyOutput TextBody::Impl::forward(const Batch& batch, bool save) {
   SequenceHooks* sequence = options.hooks.sequence;
   validate_batch(batch, sequence ? sequence->sp_size() : 1, config.vocab_size, !options.mrope_section.empty());
-  release();
   Tensor ids = batch.input_ids.to(options.device);
-  ForwardStats stats = forward_embeds(batch, embed_tokens(ids), {}, only_loss, logits_out);
-  if (!only_loss) input_ids = ids;
-  return stats;
+  BodyOutput out = forward_embeds(batch, embed_tokens(ids), {}, save);
+  if (save) static_cast<TextBodySaved&>(*out.saved).input_ids = ids;
+  return out;
 }
 
-Tensor CausalLM::Impl::embed_tokens(const Tensor& ids) {
+Tensor TextBody::Impl::embed_tokens(const Tensor& ids) {
   before_forward(group(0));
   Tensor h = Tensor::empty({ids.numel(), config.hidden_size}, options.compute_dtype, options.device);
   ops::embedding_forward(ids.to(options.device), embed->value, h);
@@ -162,18 +121,18 @@ Tensor CausalLM::Impl::embed_tokens(const Tensor& ids) {
   return h;
 }
 
-ForwardStats CausalLM::Impl::forward_embeds(const Batch& batch, const Tensor& inputs_embeds,
-                                            const LayerCallback& after_layer, bool only_loss, Tensor* logits_out) {
+BodyOutput TextBody::Impl::forward_embeds(const Batch& batch, const Tensor& inputs_embeds,
+                                          const LayerCallback& after_layer, bool save) {
   SequenceHooks* sequence = options.hooks.sequence;
   validate_batch(batch, sequence ? sequence->sp_size() : 1, config.vocab_size, !options.mrope_section.empty());
   const int64_t s = batch.input_ids.numel();
   VEOMNI_CHECK(inputs_embeds.shape() == (Shape{s, config.hidden_size}) &&
                    inputs_embeds.dtype() == options.compute_dtype,
                "input embeddings {} for {} tokens of hidden size {}", inputs_embeds.describe(), s, config.hidden_size);
-  release();
-  const bool save = !only_loss;
   const Device device = options.device;
 
+  auto saved = std::make_unique<TextBodySaved>();
+  LayerInputs& inputs = saved->inputs;
   inputs.cu_seqlens = batch.cu_seqlens;
   inputs.real_rows = batch.local_real_tokens();
   inputs.sequence = sequence;
@@ -189,38 +148,22 @@ ForwardStats CausalLM::Impl::forward_embeds(const Batch& batch, const Tensor& in
     before_forward(group(i + 1));
     DecoderLayer::Output layer_out = layers[i]->forward(h, inputs, save);
     if (layer_out.router_stats) router_stats.push_back(std::move(*layer_out.router_stats));
-    layer_saved.push_back(std::move(layer_out.saved));
+    if (save) saved->layer_saved.push_back(std::move(layer_out.saved));
     h = std::move(layer_out.out);
     after_forward(group(i + 1));
     if (after_layer) after_layer(i, h);
   }
 
-  Tensor logits = head_forward(h, save);
-  h = Tensor();
-  // A copy either way: the gradient is written over `logits` below.
-  if (logits_out) *logits_out = logits.dtype() == DType::F32 ? logits.clone() : converted(logits, DType::F32);
-  Tensor losses = Tensor::empty({s}, DType::F32, device);
-  // The gradient is produced in place of the logits (in their dtype, rounded to nearest even as a cast of the f32
-  // gradient would be) with scale 1; backward applies ce_grad_scale in its GEMMs.
-  Tensor dlogits_out = save ? logits : Tensor();
-  ops::cross_entropy(logits, batch.target_ids.to(device), kIgnoreIndex, 1.0f, losses, dlogits_out);
-
-  ForwardStats stats;
-  stats.ce_sum = ops::sum(losses);
-  stats.valid_tokens = count_valid_targets(batch.target_ids);
-  stats.aux_loss = aux_enabled() ? aux_loss_from_router_stats(router_stats) : 0.0;
-  if (save) {
-    dlogits = dlogits_out;
-    saved = true;
-  } else {
-    release();
-  }
-  return stats;
+  BodyOutput out;
+  out.hidden = h;
+  out.aux_loss = aux_enabled() ? aux_loss_from_router_stats(*saved, router_stats) : 0.0;
+  if (save) out.saved = std::move(saved);
+  return out;
 }
 
 // aux = E * sum_e (slots_e / R) * (prob_sum_e / R) over all MoE layers' rows R (HF's load_balancing_loss_func on the
 // concatenated router logits); under sequence parallelism the sums cover the whole SP group.
-double CausalLM::Impl::aux_loss_from_router_stats(const std::vector<RouterStats>& router_stats) {
+double TextBody::Impl::aux_loss_from_router_stats(TextBodySaved& saved, const std::vector<RouterStats>& router_stats) {
   const size_t e_count = static_cast<size_t>(config.num_experts);
   std::vector<double> totals(2 * e_count + 1, 0.0);
   for (const RouterStats& stats : router_stats) {
@@ -231,115 +174,147 @@ double CausalLM::Impl::aux_loss_from_router_stats(const std::vector<RouterStats>
     totals[2 * e_count] += static_cast<double>(stats.rows);
   }
   if (options.hooks.sequence) options.hooks.sequence->allreduce_sum(totals);
-  router_rows = totals[2 * e_count];
-  router_slots.assign(totals.begin(), totals.begin() + static_cast<std::ptrdiff_t>(e_count));
-  if (router_rows == 0) return 0.0;
+  saved.router_rows = totals[2 * e_count];
+  saved.router_slots.assign(totals.begin(), totals.begin() + static_cast<std::ptrdiff_t>(e_count));
+  if (saved.router_rows == 0) return 0.0;
   double aux = 0;
-  for (size_t e = 0; e < e_count; ++e) aux += (totals[e] / router_rows) * (totals[e_count + e] / router_rows);
+  for (size_t e = 0; e < e_count; ++e)
+    aux += (totals[e] / saved.router_rows) * (totals[e_count + e] / saved.router_rows);
   return static_cast<double>(config.num_experts) * aux;
 }
 
 // d(aux_grad_scale * aux) / d(prob[row, e]) = scale * E * slots_e / R^2 for every routed row of every MoE layer.
-std::vector<float> CausalLM::Impl::aux_prob_gradients(float aux_grad_scale) const {
-  if (!aux_enabled() || aux_grad_scale == 0.0f || router_rows == 0) return {};
-  std::vector<float> grads(router_slots.size());
-  const double factor = aux_grad_scale * static_cast<double>(config.num_experts) / (router_rows * router_rows);
-  for (size_t e = 0; e < grads.size(); ++e) grads[e] = static_cast<float>(factor * router_slots[e]);
+std::vector<float> TextBody::Impl::aux_prob_gradients(const TextBodySaved& saved, float aux_grad_scale) const {
+  if (!aux_enabled() || aux_grad_scale == 0.0f || saved.router_rows == 0) return {};
+  std::vector<float> grads(saved.router_slots.size());
+  const double factor =
+      aux_grad_scale * static_cast<double>(config.num_experts) / (saved.router_rows * saved.router_rows);
+  for (size_t e = 0; e < grads.size(); ++e) grads[e] = static_cast<float>(factor * saved.router_slots[e]);
   return grads;
 }
 
-Tensor CausalLM::Impl::head_backward(float ce_grad_scale) {
-  ParamGroup& head = head_group();
-  before_backward(head);
-  Tensor dlogits_c = converted(dlogits, options.compute_dtype);
-  dlogits = Tensor();
-  Tensor dnormed = empty_like(normed, normed.shape());
-  ops::matmul(dlogits_c, false, lm_head->value, false, dnormed, ce_grad_scale);
-  ops::matmul(dlogits_c, true, normed, false, grad_of(*lm_head), ce_grad_scale, 1.0f);
-  dlogits_c = normed = Tensor();
-  Tensor dh = final_norm->backward(std::move(final_norm_saved), dnormed);
-  after_backward(head);
-  return dh;
-}
-
-void CausalLM::Impl::backward(float ce_grad_scale, float aux_grad_scale) {
-  VEOMNI_CHECK(saved && input_ids.defined(),
-               "backward without a preceding forward that kept its activations (only_loss = false)");
-  Tensor ids = input_ids;
-  Tensor dh = backward_embeds(ce_grad_scale, aux_grad_scale, {});
+void TextBody::Impl::backward(std::unique_ptr<BodySaved> saved, Tensor d_hidden, float aux_grad_scale) {
+  auto* text = dynamic_cast<TextBodySaved*>(saved.get());
+  VEOMNI_CHECK(text && text->input_ids.defined(),
+               "text body backward without the saved values of its forward (forward with save = true)");
+  Tensor ids = text->input_ids;
+  Tensor dh = backward_embeds(*text, std::move(d_hidden), aux_grad_scale, {});
+  saved.reset();
   embed_tokens_backward(ids, dh);
 }
 
-Tensor CausalLM::Impl::backward_embeds(float ce_grad_scale, float aux_grad_scale,
+Tensor TextBody::Impl::backward_embeds(TextBodySaved& saved, Tensor d_hidden, float aux_grad_scale,
                                        const LayerCallback& layer_output_grad) {
-  VEOMNI_CHECK(saved, "backward without a preceding forward that kept its activations (only_loss = false)");
-  VEOMNI_CHECK(layer_saved.size() == layers.size(), "{} saved layers for {} layers", layer_saved.size(),
+  VEOMNI_CHECK(saved.layer_saved.size() == layers.size(), "{} saved layers for {} layers", saved.layer_saved.size(),
                layers.size());
-  Tensor dh = head_backward(ce_grad_scale);
-  const std::vector<float> aux_dprobs = aux_prob_gradients(aux_grad_scale);
+  Tensor dh = std::move(d_hidden);
+  const std::vector<float> aux_dprobs = aux_prob_gradients(saved, aux_grad_scale);
   for (size_t i = layers.size(); i-- > 0;) {
     if (layer_output_grad) layer_output_grad(i, dh);
     before_backward(group(i + 1));
-    dh = layers[i]->backward(std::move(layer_saved[i]), dh, inputs, aux_dprobs);
+    dh = layers[i]->backward(std::move(saved.layer_saved[i]), dh, saved.inputs, aux_dprobs);
     after_backward(group(i + 1));
   }
-  release();
+  saved.layer_saved.clear();
+  saved.inputs.cos = saved.inputs.sin = Tensor();
   return dh;
 }
 
-void CausalLM::Impl::embed_tokens_backward(const Tensor& ids, const Tensor& d_embeds) {
+void TextBody::Impl::embed_tokens_backward(const Tensor& ids, const Tensor& d_embeds) {
   before_backward(group(0));
   ops::embedding_backward(ids.to(options.device), d_embeds, grad_of(*embed));
   after_backward(group(0));
 }
 
-void CausalLM::Impl::release() {
-  saved = false;
-  input_ids = normed = dlogits = Tensor();
-  inputs.cos = inputs.sin = Tensor();
-  final_norm_saved = {};
-  layer_saved.clear();
-}
-
-CausalLM::CausalLM(const ModelConfig& config, const ModelOptions& options)
+TextBody::TextBody(const ModelConfig& config, const ModelOptions& options)
     : impl_(std::make_unique<Impl>(config, options, nullptr)) {}
 
-CausalLM::CausalLM(const ModelConfig& config, const ModelOptions& options, ParamStore& store)
+TextBody::TextBody(const ModelConfig& config, const ModelOptions& options, ParamStore& store)
     : impl_(std::make_unique<Impl>(config, options, &store)) {}
 
-CausalLM::~CausalLM() = default;
+TextBody::~TextBody() = default;
 
-const ModelConfig& CausalLM::config() const { return impl_->config; }
+ParamStore& TextBody::params() { return impl_->store; }
 
-ParamStore& CausalLM::params() { return impl_->store; }
+const ModelConfig& TextBody::text_config() const { return impl_->config; }
 
-void CausalLM::set_param_hooks(ParamHooks* hooks) { impl_->options.hooks.params = hooks; }
+HeadSite TextBody::head_site() {
+  HeadSite site;
+  site.store = &impl_->store;
+  site.group = impl_->head_group_index();
+  site.final_norm = impl_->final_norm;
+  site.norm_eps = static_cast<float>(impl_->config.rms_norm_eps);
+  site.embed_tokens = impl_->embed;
+  site.device = impl_->options.device;
+  site.compute_dtype = impl_->options.compute_dtype;
+  site.materialize = impl_->options.hooks.params == nullptr;
+  return site;
+}
 
-void CausalLM::init_weights(uint64_t seed) {
+void TextBody::set_param_hooks(ParamHooks* hooks) { impl_->options.hooks.params = hooks; }
+
+SequenceHooks* TextBody::sequence_hooks() const { return impl_->options.hooks.sequence; }
+
+void TextBody::init_weights(uint64_t seed) {
   const auto& all = impl_->store.all();
   for (size_t i = impl_->first_param; i < all.size(); ++i)
     if (all[i]->value.defined()) init_parameter(*all[i], hf_init_spec(all[i]->name, impl_->config), seed);
 }
 
-ForwardStats CausalLM::forward(const Batch& batch, bool only_loss, Tensor* logits_out) {
-  return impl_->forward(batch, only_loss, logits_out);
+BodyOutput TextBody::forward(const MultimodalBatch& batch, bool save) { return impl_->forward(batch.text, save); }
+
+BodyOutput TextBody::forward_text(const Batch& batch, bool save) { return impl_->forward(batch, save); }
+
+void TextBody::backward(std::unique_ptr<BodySaved> saved, Tensor d_hidden, float aux_grad_scale) {
+  impl_->backward(std::move(saved), std::move(d_hidden), aux_grad_scale);
 }
 
-void CausalLM::backward(float ce_grad_scale, float aux_grad_scale) { impl_->backward(ce_grad_scale, aux_grad_scale); }
+Tensor TextBody::embed_tokens(const Tensor& input_ids) { return impl_->embed_tokens(input_ids); }
 
-Tensor CausalLM::embed_tokens(const Tensor& input_ids) { return impl_->embed_tokens(input_ids); }
-
-ForwardStats CausalLM::forward_embeds(const Batch& batch, const Tensor& inputs_embeds, const LayerCallback& after_layer,
-                                      bool only_loss, Tensor* logits_out) {
-  return impl_->forward_embeds(batch, inputs_embeds, after_layer, only_loss, logits_out);
+BodyOutput TextBody::forward_embeds(const Batch& batch, const Tensor& inputs_embeds, const LayerCallback& after_layer,
+                                    bool save) {
+  return impl_->forward_embeds(batch, inputs_embeds, after_layer, save);
 }
 
-Tensor CausalLM::backward_embeds(float ce_grad_scale, float aux_grad_scale, const LayerCallback& layer_output_grad) {
-  return impl_->backward_embeds(ce_grad_scale, aux_grad_scale, layer_output_grad);
+Tensor TextBody::backward_embeds(std::unique_ptr<BodySaved> saved, Tensor d_hidden, float aux_grad_scale,
+                                 const LayerCallback& layer_output_grad) {
+  auto* text = dynamic_cast<TextBodySaved*>(saved.get());
+  VEOMNI_CHECK(text != nullptr, "text body backward without the saved values of its forward (save = true)");
+  return impl_->backward_embeds(*text, std::move(d_hidden), aux_grad_scale, layer_output_grad);
 }
 
-void CausalLM::embed_tokens_backward(const Tensor& input_ids, const Tensor& d_embeds) {
+void TextBody::embed_tokens_backward(const Tensor& input_ids, const Tensor& d_embeds) {
   impl_->embed_tokens_backward(input_ids, d_embeds);
+}
+
+CausalLM::CausalLM(const ModelConfig& config, const ModelOptions& options)
+    : body_(config, options), head_(body_.head_site(), config, options.lm_head_name) {
+  head_.set_param_hooks(options.hooks.params);  // the head group runs under the body's construction-time hooks too
+}
+
+CausalLM::~CausalLM() = default;
+
+void CausalLM::set_param_hooks(ParamHooks* hooks) {
+  body_.set_param_hooks(hooks);
+  head_.set_param_hooks(hooks);
+}
+
+ForwardStats CausalLM::forward(const Batch& batch, bool only_loss, Tensor* logits_out) {
+  pending_.reset();
+  MultimodalBatch text_only;
+  text_only.text = batch;
+  SftPass pass = sft_forward(body_, head_, text_only, !only_loss, logits_out);
+  const ForwardStats stats = pass.stats;
+  if (!only_loss) pending_ = std::move(pass);
+  return stats;
+}
+
+void CausalLM::backward(float ce_grad_scale, float aux_grad_scale) {
+  VEOMNI_CHECK(pending_.has_value(),
+               "backward without a preceding forward that kept its activations (only_loss = false)");
+  SftPass pass = std::move(*pending_);
+  pending_.reset();
+  sft_backward(body_, head_, std::move(pass), ce_grad_scale, aux_grad_scale);
 }
 
 }  // namespace veomni

@@ -1,16 +1,23 @@
-// Qwen3 / Qwen3-MoE causal language model: explicit forward and backward over packed micro-batches.
+// Qwen3 / Qwen3-MoE: the text body (embedding, decoder layers) and the causal LM (body + LM head) over packed
+// micro-batches, explicit forward and backward.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/tensor.h"
 #include "data/batch.h"
+#include "model/decoder_layer.h"
+#include "model/heads/lm_head.h"
+#include "model/layer_inputs.h"
+#include "model/model_body.h"
 #include "model/model_config.h"
 #include "model/param.h"
 #include "model/parallel_hooks.h"
+#include "model/sft_pass.h"
 
 namespace veomni {
 
@@ -26,64 +33,97 @@ struct ModelOptions {
   std::vector<int64_t> mrope_section;           // non-empty: position_ids are [3, S] (interleaved M-RoPE)
 };
 
-// What one forward over a micro-batch produced (host numbers).
-struct ForwardStats {
-  double ce_sum = 0;          // sum of token cross-entropies over this rank's valid targets
-  int64_t valid_tokens = 0;   // non-ignored targets on this rank
-  double aux_loss = 0;        // load-balancing loss of this micro-batch (0 for dense or output_router_logits off);
-                              // under sequence parallelism the same value on every rank of the SP group
+// What a TextBody's backward needs: the shared layer inputs, each decoder layer's saved activations, the ids to embed
+// back into, the router statistics.
+struct TextBodySaved final : BodySaved {
+  LayerInputs inputs;
+  std::vector<DecoderLayer::Saved> layer_saved;  // one per decoder layer, consumed by its backward
+  Tensor input_ids;                  // i64 on the device; undefined after forward_embeds (the caller embedded)
+  std::vector<double> router_slots;  // global (token, slot) counts per expert over all MoE layers
+  double router_rows = 0;            // global routed tokens over all MoE layers
 };
 
-class CausalLM {
+// The Qwen3 / Qwen3-MoE body (HF's Qwen3Model up to its last decoder layer): token embedding and decoder layers.
+// It registers the groups "embed", "layers.i" and "head", the last holding <prefix>norm.weight for the heads.
+class TextBody final : public ModelBody {
  public:
-  // Registers every parameter under its HF name (groups "embed", "layers.i", "head"; when tied the head group also
-  // lists the embedding, whose `group` stays the embed group). Without parameter hooks the values are materialised
+  // Registers the body's parameters under their HF names. Without parameter hooks the values are materialised
   // (zeros) on options.device in options.compute_dtype; expert tensors hold this expert-parallel rank's rows.
-  CausalLM(const ModelConfig& config, const ModelOptions& options);
+  TextBody(const ModelConfig& config, const ModelOptions& options);
   // The same, registering into a store owned by a larger model (its groups follow the store's existing ones, and
-  // only the LM's own parameters are materialised and initialised here). The store must outlive the model.
-  CausalLM(const ModelConfig& config, const ModelOptions& options, ParamStore& store);
-  ~CausalLM();
+  // only the body's own parameters are materialised and initialised here). The store must outlive the body.
+  TextBody(const ModelConfig& config, const ModelOptions& options, ParamStore& store);
+  ~TextBody() override;
 
-  const ModelConfig& config() const;
-  ParamStore& params();
-  // Installs (or, with nullptr, removes) the parameter hooks after construction: FSDP is built from the
-  // materialised, initialised or loaded parameters and then takes them over.
-  void set_param_hooks(ParamHooks* hooks);
-
+  ParamStore& params() override;
+  const ModelConfig& text_config() const override;
+  HeadSite head_site() override;
   // HF init: normal(0, initializer_range) for linear, embedding, experts, router; ones for norms. Deterministic for
   // a seed and independent of the parallel layout (each parameter's full tensor is drawn from its own stream).
-  void init_weights(uint64_t seed);
+  // Covers the parameters registered after the body too (its heads').
+  void init_weights(uint64_t seed) override;
+  void set_param_hooks(ParamHooks* hooks) override;
+  SequenceHooks* sequence_hooks() const override;
 
-  // Forward of one micro-batch. Keeps what backward needs (unless only_loss). logits_out, when non-null, receives
-  // the [S, V] f32 logits (tests and fixtures; costs memory).
-  ForwardStats forward(const Batch& batch, bool only_loss = false, Tensor* logits_out = nullptr);
+  BodyOutput forward(const MultimodalBatch& batch, bool save) override;
+  void backward(std::unique_ptr<BodySaved> saved, Tensor d_hidden, float aux_grad_scale) override;
+  // forward() of a text batch.
+  BodyOutput forward_text(const Batch& batch, bool save);
 
-  // Backward of the last forward. ce_grad_scale multiplies d(ce_sum) (the trainer passes 1/global valid tokens);
-  // aux_grad_scale multiplies d(aux_loss) (router_aux_loss_coef / micro-batches in the global batch).
-  // Parameter grads accumulate into Parameter::grad.
-  void backward(float ce_grad_scale, float aux_grad_scale);
-
-  // Seams for models that build the input embeddings themselves (media rows written over the token embeddings)
+  // Seams for bodies that build the input embeddings themselves (media rows written over the token embeddings)
   // and add features between decoder layers (deepstack). Called with the index of a decoder layer and, in forward,
   // that layer's output (which the callback may change in place), in backward the gradient of that output (read
   // only), before the layer's own backward.
   using LayerCallback = std::function<void(size_t layer, Tensor& h)>;
   // Token embeddings [S, hidden] in the compute dtype (runs the embedding group's hooks).
   Tensor embed_tokens(const Tensor& input_ids);
-  // forward() from given input embeddings [S, hidden]; batch.input_ids are still validated (they are the targets'
-  // vocabulary) but not embedded. after_layer may be empty.
-  ForwardStats forward_embeds(const Batch& batch, const Tensor& inputs_embeds, const LayerCallback& after_layer,
-                              bool only_loss = false, Tensor* logits_out = nullptr);
-  // backward() of a forward_embeds: returns d(inputs_embeds) [S, hidden] (compute dtype) instead of accumulating
-  // the embedding gradient; layer_output_grad may be empty.
-  Tensor backward_embeds(float ce_grad_scale, float aux_grad_scale, const LayerCallback& layer_output_grad);
+  // The decoder layers over given input embeddings [S, hidden]; batch.input_ids are still validated (they are the
+  // targets' vocabulary) but not embedded. after_layer may be empty.
+  BodyOutput forward_embeds(const Batch& batch, const Tensor& inputs_embeds, const LayerCallback& after_layer,
+                            bool save);
+  // Backward of a forward_embeds: returns d(inputs_embeds) [S, hidden] (compute dtype) instead of accumulating the
+  // embedding gradient; layer_output_grad may be empty.
+  Tensor backward_embeds(std::unique_ptr<BodySaved> saved, Tensor d_hidden, float aux_grad_scale,
+                         const LayerCallback& layer_output_grad);
   // Accumulates d_embeds into the embedding table's gradient at input_ids (runs the embedding group's hooks).
   void embed_tokens_backward(const Tensor& input_ids, const Tensor& d_embeds);
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+};
+
+// Qwen3ForCausalLM: the text body with the LM head on token cross-entropy, one SFT micro-batch at a time (tests,
+// fixtures and tools; the trainer drives the body and heads through its objective). forward keeps the
+// micro-batch's saved values until backward consumes them.
+class CausalLM {
+ public:
+  // The body's parameters, then lm_head.weight (options.lm_head_name) in the head group, or the embedding listed
+  // there when tied (its `group` stays the embed group).
+  CausalLM(const ModelConfig& config, const ModelOptions& options);
+  ~CausalLM();
+
+  const ModelConfig& config() const { return body_.text_config(); }
+  ParamStore& params() { return body_.params(); }
+  TextBody& body() { return body_; }
+  LmHead& head() { return head_; }
+  // Installs (or, with nullptr, removes) the parameter hooks after construction: FSDP is built from the
+  // materialised, initialised or loaded parameters and then takes them over.
+  void set_param_hooks(ParamHooks* hooks);
+  void init_weights(uint64_t seed) { body_.init_weights(seed); }
+
+  // Forward of one micro-batch. Keeps what backward needs (unless only_loss). logits_out, when non-null, receives
+  // the [S, V] f32 logits (tests and fixtures; costs memory).
+  ForwardStats forward(const Batch& batch, bool only_loss = false, Tensor* logits_out = nullptr);
+  // Backward of the last forward. ce_grad_scale multiplies d(ce_sum) (the trainer passes 1/global valid tokens);
+  // aux_grad_scale multiplies d(aux_loss) (router_aux_loss_coef / micro-batches in the global batch).
+  // Parameter grads accumulate into Parameter::grad.
+  void backward(float ce_grad_scale, float aux_grad_scale);
+
+ private:
+  TextBody body_;
+  LmHead head_;
+  std::optional<SftPass> pending_;
 };
 
 }  // namespace veomni

@@ -5,6 +5,10 @@
 //        + router_aux_loss_coef * mean over the step's micro-batches of their aux loss,
 // the same number whatever the data-parallel, sequence-parallel and expert-parallel sizes and the number of
 // micro-batches. Backward therefore scales d(ce_sum) by 1/global_valid_tokens and d(aux) by coef/micro_batches.
+//
+// The trainer fills it through the run's objective (train/objective.h: Objective::step_scale) from the objective's
+// normaliser summed over every micro-batch of every rank before any forward; objectives scale their gradients and
+// report their losses only through it.
 #pragma once
 #include <cstdint>
 

@@ -10,6 +10,7 @@
 #include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "model/model_config.h"
+#include "train/objective_names.h"
 
 namespace veomni {
 
@@ -41,6 +42,7 @@ ConfigSchema<TrainConfig> build_schema() {
   VEOMNI_CONFIG_FIELD(s, train.log_steps, "Print a progress line every this many steps (metrics are recorded every step).");
   VEOMNI_CONFIG_FIELD(s, train.device, "Where to train: auto (one GPU per rank, chosen by node-local rank, when the build has CUDA and GPUs are visible; else the CPU), cpu, or cuda (an error without a GPU).", {.choices = {"auto", "cpu", "cuda"}});
   VEOMNI_CONFIG_FIELD(s, train.precision, "mixed: compute as train.accelerator.fsdp_config.mixed_precision says (bf16 with float32 master weights); fp32: everything in float32 (alignment runs). The CPU backend always computes in float32.", {.choices = {"mixed", "fp32"}});
+  VEOMNI_CONFIG_FIELD(s, train.objective, "What the run optimises: sft (next-token cross-entropy). dpo, reward, value and ppo_actor are named for the engine's next objectives and refused until they are available.", {.choices = {"sft", "dpo", "reward", "value", "ppo_actor"}});
   VEOMNI_CONFIG_FIELD(s, train.freeze_vit, "Multimodal models: freeze the vision tower (Qwen3-Omni: all of it but visual.merger, as VeOmni). Frozen parameters are not updated and not counted in the gradient norm.");
   VEOMNI_CONFIG_FIELD(s, train.freeze_audio_tower, "Qwen3-Omni: freeze the audio encoder but audio_tower.proj1 (as VeOmni).");
   VEOMNI_CONFIG_FIELD(s, train.vit_lr, "Multimodal models: peak learning rate of the vision tower's parameters (VeOmni's vit_lr; it follows the schedule of train.optimizer.lr, scaled).");
@@ -213,6 +215,7 @@ void validate_train_config(const TrainConfig& config) {
   validate_accelerator_and_checkpoint(config.train);
   validate_tower_learning_rates(config.train);
   validate_choices(config);
+  check_objective_available(config.train.objective);
 }
 
 BatchLayout resolve_batch_layout(const TrainConfig& config, int64_t world_size) {

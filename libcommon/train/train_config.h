@@ -89,6 +89,7 @@ struct TrainArgs {
   int64_t log_steps = 1;
   std::string device = "auto";      // auto (GPU when the build has CUDA and one is visible) | cpu | cuda
   std::string precision = "mixed";  // mixed (accelerator.fsdp_config.mixed_precision) | fp32 (exact alignment runs)
+  std::string objective = "sft";    // sft | dpo | reward | value | ppo_actor (train/objective.h); sft only for now
   // Multimodal models (VeOmni's VLM trainer arguments). Frozen parameters keep their values exactly: no update, no
   // weight decay, no part in the gradient norm.
   bool freeze_vit = false;          // the vision tower (Qwen3-Omni: all but visual.merger, as VeOmni)

@@ -1,4 +1,4 @@
-// Text or multimodal model behind the trainer's surface; VeOmni's tower roles and freezing by parameter name.
+// Text or multimodal body with its heads for the trainer; VeOmni's tower roles and freezing by parameter name.
 #include "train/train_model.h"
 
 #include <filesystem>
@@ -50,36 +50,36 @@ bool param_frozen(const std::string& hf_name, const std::string& model_type, boo
   return false;
 }
 
+namespace {
+
+// The LM head's name in the HF layout of each model family (Qwen3-VL: lm_head.weight, Omni: thinker.lm_head.weight).
+// The head group runs under the body's construction-time parameter hooks too.
+std::unique_ptr<LmHead> make_lm_head(ModelBody& body, const std::string& lm_head_name, ParamHooks* hooks) {
+  auto head = std::make_unique<LmHead>(body.head_site(), body.text_config(), lm_head_name);
+  head->set_param_hooks(hooks);
+  return head;
+}
+
+}  // namespace
+
 TrainModel::TrainModel(const ModelConfig& config, const ModelOptions& options)
-    : text_(std::make_unique<CausalLM>(config, options)) {}
+    : body_(std::make_unique<TextBody>(config, options)),
+      lm_head_(make_lm_head(*body_, options.lm_head_name, options.hooks.params)) {}
 
 TrainModel::TrainModel(const ThinkerConfig& config, const ModelOptions& options, bool freeze_vit) {
   MultimodalOptions mm;
   mm.lm = options;
   // Qwen3-Omni keeps its merger trainable under freeze_vit, so its tower's backward still runs.
   mm.freeze_vit = freeze_vit && config.model_type != "qwen3_omni_moe";
-  multimodal_ = std::make_unique<MultimodalLM>(config, mm);
+  body_ = std::make_unique<MultimodalBody>(config, mm);
+  lm_head_ = make_lm_head(*body_, config.lm_head_name, options.hooks.params);
 }
 
-ParamStore& TrainModel::params() { return multimodal_ ? multimodal_->params() : text_->params(); }
-
-void TrainModel::init_weights(uint64_t seed) {
-  if (multimodal_) multimodal_->init_weights(seed);
-  else text_->init_weights(seed);
-}
+TrainModel::~TrainModel() = default;
 
 void TrainModel::set_param_hooks(ParamHooks* hooks) {
-  if (multimodal_) multimodal_->set_param_hooks(hooks);
-  else text_->set_param_hooks(hooks);
-}
-
-ForwardStats TrainModel::forward(const MultimodalBatch& batch) {
-  return multimodal_ ? multimodal_->forward(batch) : text_->forward(batch.text);
-}
-
-void TrainModel::backward(float ce_grad_scale, float aux_grad_scale) {
-  if (multimodal_) multimodal_->backward(ce_grad_scale, aux_grad_scale);
-  else text_->backward(ce_grad_scale, aux_grad_scale);
+  body_->set_param_hooks(hooks);
+  lm_head_->set_param_hooks(hooks);
 }
 
 }  // namespace veomni

@@ -1,5 +1,5 @@
-// The model a training run steps: the Qwen3 / Qwen3-MoE LM or a multimodal one (Qwen3-VL, Qwen3-VL-MoE, the
-// Qwen3-Omni thinker), chosen by config.json's model_type, behind one forward / backward / parameters surface.
+// The model a training run steps: the Qwen3 / Qwen3-MoE body or a multimodal one (Qwen3-VL, Qwen3-VL-MoE, the
+// Qwen3-Omni thinker), chosen by config.json's model_type, behind one body interface, with its heads.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -7,6 +7,8 @@
 #include <string>
 
 #include "model/causal_lm.h"
+#include "model/heads/lm_head.h"
+#include "model/model_body.h"
 #include "model/model_config.h"
 #include "model/parallel_hooks.h"
 #include "model/thinker/multimodal_lm.h"
@@ -28,25 +30,27 @@ ParamRole param_role(const std::string& hf_name);
 bool param_frozen(const std::string& hf_name, const std::string& model_type, bool freeze_vit,
                   bool freeze_audio_tower);
 
+// The model of a training run: one body (text or multimodal, behind ModelBody) and the heads the objective reads.
+// Every head is registered at construction, so the parameter set (and checkpoints) depend on the model only.
 class TrainModel {
  public:
-  // The LM from a qwen3 / qwen3_moe config, or the multimodal model from a thinker config. freeze_vit (VL only,
-  // where the whole tower is frozen) skips the vision backward; partial freezes still run it (the trainer leaves
-  // the frozen parameters out of the optimizer).
+  // The text body from a qwen3 / qwen3_moe config, or the multimodal body from a thinker config, with the LM head.
+  // freeze_vit (VL only, where the whole tower is frozen) skips the vision backward; partial freezes still run it
+  // (the trainer leaves the frozen parameters out of the optimizer).
   TrainModel(const ModelConfig& config, const ModelOptions& options);
   TrainModel(const ThinkerConfig& config, const ModelOptions& options, bool freeze_vit);
+  ~TrainModel();
 
-  bool multimodal() const { return multimodal_ != nullptr; }
-  ParamStore& params();
-  void init_weights(uint64_t seed);
+  ParamStore& params() { return body_->params(); }
+  ModelBody& body() { return *body_; }
+  LmHead& lm_head() { return *lm_head_; }
+  void init_weights(uint64_t seed) { body_->init_weights(seed); }
+  // FSDP hooks on the body's and the heads' groups.
   void set_param_hooks(ParamHooks* hooks);
-  // A text model reads batch.text only.
-  ForwardStats forward(const MultimodalBatch& batch);
-  void backward(float ce_grad_scale, float aux_grad_scale);
 
  private:
-  std::unique_ptr<CausalLM> text_;
-  std::unique_ptr<MultimodalLM> multimodal_;
+  std::unique_ptr<ModelBody> body_;
+  std::unique_ptr<LmHead> lm_head_;
 };
 
 }  // namespace veomni

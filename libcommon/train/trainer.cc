@@ -42,6 +42,7 @@
 #include "parallel/ulysses.h"
 #include "train/loss_scale.h"
 #include "train/metrics_log.h"
+#include "train/objective.h"
 #include "train/data_coverage.h"
 #include "train/epoch_plans.h"
 #include "train/output_dir_lock.h"
@@ -57,7 +58,8 @@ namespace fs = std::filesystem;
 
 // What one optimizer step produced, reduced over all ranks.
 struct StepMetrics {
-  double loss = 0, ce_loss = 0, aux_loss = 0, grad_norm = 0, lr = 0;
+  double loss = 0, grad_norm = 0, lr = 0;
+  ObjectiveMetrics objective;  // the objective's loss and metrics, "loss" first
   int64_t tokens = 0, valid_tokens = 0;
   double peak_allocated_gib = 0, peak_reserved_gib = 0;  // GPU caching allocator, max over ranks (CUDA only)
   // Where this rank's step time went (seconds), cut at points where the host already waits for the device: reading
@@ -155,7 +157,6 @@ class Trainer {
   void write_summary(const TrainSummary& summary, const std::string& path) const;
   void maybe_inject_fault(int64_t step) const;
   void measure_gpu_memory(StepMetrics& m);
-  bool is_moe() const { return model_config_.is_moe(); }
 
   // Checkpoints (ckpt/): what this rank saves and restores, resuming, saving.
   std::optional<std::string> agree_on_resume_checkpoint();
@@ -182,6 +183,7 @@ class Trainer {
   std::optional<ThinkerConfig> thinker_;  // set for a multimodal model; model_config_ is then its text model
   std::string hf_config_json_;            // a multimodal model's config.json, kept in checkpoints
   std::unique_ptr<TrainModel> model_;
+  std::unique_ptr<Objective> objective_;
   std::unique_ptr<Fsdp> fsdp_;
   std::vector<OptimizerGroup> optimizers_;   // LM first
   // The (group, slot) of each FSDP shard, in shard order.
@@ -253,6 +255,7 @@ void Trainer::build_mesh_and_model() {
   }
   model_ = thinker_ ? std::make_unique<TrainModel>(*thinker_, options, config_.train.freeze_vit)
                    : std::make_unique<TrainModel>(model_config_, options);
+  objective_ = make_objective(config_.train.objective, model_config_);
   const std::string model_type = thinker_ ? thinker_->model_type : model_config_.model_type;
   // Initialised or loaded values go into the fp32 masters: stage them in fp32 whatever the compute dtype.
   model_->params().materialize_all(options.device, DType::F32);
@@ -604,34 +607,28 @@ StepMetrics Trainer::run_step(const StepPlan& step, int64_t global_step) {
   auto mark = std::chrono::steady_clock::now();
   std::vector<MultimodalBatch> batches = collate_my_micro_batches(step);
   const double data_seconds = seconds_since(mark);
-  // Every rank counts its targets; the sum over the world is the global batch's (SP slices partition a row).
+  // Every rank counts its share of the objective's normaliser; the sum over the world is the global batch's (SP
+  // slices partition a row).
   std::vector<int64_t> counts{0, 0};
-  for (const MultimodalBatch& b : batches) counts[0] += b.text.valid_tokens;
+  for (const MultimodalBatch& b : batches) counts[0] += objective_->normaliser(b);
   for (size_t i = static_cast<size_t>(mesh_.dp_rank()); i < step.micro_batches.size();
        i += static_cast<size_t>(mesh_.shape.dp()))
     if (mesh_.sp_rank() == 0) counts[1] += step.micro_batches[i].tokens;
   world_->allreduce_sum(counts);
 
-  StepLossScale scale;
-  scale.global_valid_tokens = counts[0];
-  scale.micro_batches = static_cast<int64_t>(step.micro_batches.size());
-  scale.aux_loss_coef = is_moe() && model_config_.output_router_logits ? model_config_.router_aux_loss_coef : 0.0;
+  const StepLossScale scale =
+      objective_->step_scale(counts[0], static_cast<int64_t>(step.micro_batches.size()));
 
   fsdp_->zero_grads();
-  std::vector<double> sums{0, 0};  // ce_sum, aux_sum (aux counted once per SP group)
-  for (const MultimodalBatch& batch : batches) {
-    const ForwardStats stats = model_->forward(batch);
-    model_->backward(scale.ce_grad_scale(), scale.aux_grad_scale());
-    sums[0] += stats.ce_sum;
-    if (mesh_.sp_rank() == 0) sums[1] += stats.aux_loss;
-  }
+  std::vector<double> sums(objective_->num_sums(), 0.0);
+  for (const MultimodalBatch& batch : batches)
+    objective_->micro_batch(*model_, batch, scale, mesh_.sp_rank() == 0, sums);
   fsdp_->wait_for_gradients();  // the last reduce-scatters land in the shard gradients before clipping reads them
   world_->allreduce_sum(sums);
 
   StepMetrics m;
-  m.ce_loss = scale.ce_loss(sums[0]);
-  m.aux_loss = scale.aux_loss(sums[1]);
-  m.loss = scale.total_loss(sums[0], sums[1]);
+  m.objective = objective_->step_metrics(sums, scale);
+  m.loss = m.objective.front().second;
   m.valid_tokens = counts[0];
   m.tokens = counts[1];
   if (!std::isfinite(m.loss) && config_.train.abort_on_nan)
@@ -650,8 +647,7 @@ StepMetrics Trainer::run_step(const StepPlan& step, int64_t global_step) {
 }
 
 void Trainer::log_step(int64_t step, const StepMetrics& m, double seconds, ProgressClock& clock) {
-  std::vector<std::pair<std::string, double>> values{{"loss", m.loss}, {"foundation_loss", m.ce_loss}};
-  if (is_moe()) values.emplace_back("aux_loss", m.aux_loss);
+  std::vector<std::pair<std::string, double>> values = m.objective;
   values.insert(values.end(), {{"grad_norm", m.grad_norm}, {"lr", m.lr}, {"tokens", static_cast<double>(m.tokens)},
                                {"tokens_per_sec", seconds > 0 ? static_cast<double>(m.tokens) / seconds : 0.0},
                                {"step_time", seconds}, {"data_time", m.data_seconds},

@@ -377,7 +377,7 @@ TEST(MultimodalLmGradients, Qwen3OmniImageAndAudioWithAuxLoss) {
 
 // ------------------------------------------------------------------------------------------ text-only path
 
-// Without media the model is the plain LM: loss and every gradient equal CausalLM::forward / backward bitwise.
+// Without media the model is the plain LM: loss and every gradient equal the text body's SFT pass bitwise.
 TEST(MultimodalLmTextOnly, EqualsTheLanguageModelPath) {
   const ThinkerConfig c = small_vocab_config("qwen3_omni_moe_toy");
   auto model = make_model(c);
@@ -394,8 +394,9 @@ TEST(MultimodalLmTextOnly, EqualsTheLanguageModelPath) {
   const auto mm_grads = all_grads(*model);
 
   model->params().zero_grads();
-  const ForwardStats lm = model->language_model().forward(batch.text);
-  model->language_model().backward(0.1f, 0.5f);
+  SftPass text_pass = sft_forward(model->language_model(), model->head(), batch, true);  // the text body alone
+  const ForwardStats lm = text_pass.stats;
+  sft_backward(model->language_model(), model->head(), std::move(text_pass), 0.1f, 0.5f);
   EXPECT_EQ(mm.ce_sum, lm.ce_sum);
   EXPECT_EQ(mm.aux_loss, lm.aux_loss);
   EXPECT_EQ(mm.valid_tokens, lm.valid_tokens);

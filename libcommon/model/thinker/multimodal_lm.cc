@@ -1,4 +1,5 @@
-// The multimodal LM: encoders -> media rows of the input embeddings -> LM with deepstack -> loss, and back.
+// The multimodal body: encoders -> media rows of the input embeddings -> text body with deepstack, and back; the
+// multimodal LM: that body with the LM head.
 #include "model/thinker/multimodal_lm.h"
 
 #include <string>
@@ -76,16 +77,9 @@ void check_mask_rows(int64_t marked, int64_t begin, int64_t rows, bool whole_row
 
 }  // namespace
 
-struct MultimodalLM::Impl {
-  ThinkerConfig config;
-  MultimodalOptions options;
-  ParamStore store;
-  std::unique_ptr<VisionTower> vision;
-  std::unique_ptr<AudioEncoder> audio;
-  std::unique_ptr<CausalLM> lm;
-
-  // What the last forward kept for backward.
-  bool saved = false;
+// What the multimodal body's backward needs: the text body's saved values and where the media rows went.
+struct MultimodalBodySaved final : BodySaved {
+  std::unique_ptr<BodySaved> text;
   Tensor input_ids;
   Tensor visual_positions, audio_positions, media_positions;  // i64 on the device: rows of this batch's tokens
   Tensor visual_sources, audio_sources;  // i64: the encoder output row each of those rows takes
@@ -95,18 +89,26 @@ struct MultimodalLM::Impl {
   SequenceHooks* vision_split = nullptr;
   int64_t visual_rows_padded = 0;
   bool vision_ran = false, audio_ran = false;
-  std::vector<Tensor> deepstack;      // the features added after the first layers (this batch's visual rows)
-  std::vector<Tensor> d_deepstack;    // their gradients, filled by backward
-
-  Impl(const ThinkerConfig& c, const MultimodalOptions& o);
-  ForwardStats forward(const MultimodalBatch& batch, bool only_loss, Tensor* logits_out);
-  void backward(float ce_grad_scale, float aux_grad_scale);
-  Tensor encode_visual(const MultimodalBatch& batch, int64_t image_rows, int64_t video_rows, bool save);
-  Tensor reduce_visual_grad(Tensor d_full);
-  void release();
 };
 
-MultimodalLM::Impl::Impl(const ThinkerConfig& c, const MultimodalOptions& o) : config(c), options(o) {
+struct MultimodalBody::Impl {
+  ThinkerConfig config;
+  MultimodalOptions options;
+  ParamStore store;
+  std::unique_ptr<VisionTower> vision;
+  std::unique_ptr<AudioEncoder> audio;
+  std::unique_ptr<TextBody> lm;
+
+  Impl(const ThinkerConfig& c, const MultimodalOptions& o);
+  BodyOutput forward(const MultimodalBatch& batch, bool save);
+  void backward(std::unique_ptr<BodySaved> saved, Tensor d_hidden, float aux_grad_scale);
+  // The merged visual rows of this batch; their deepstack features into *deepstack.
+  Tensor encode_visual(const MultimodalBatch& batch, int64_t image_rows, int64_t video_rows, bool save,
+                       MultimodalBodySaved& saved, std::vector<Tensor>& deepstack);
+  void release_towers();
+};
+
+MultimodalBody::Impl::Impl(const ThinkerConfig& c, const MultimodalOptions& o) : config(c), options(o) {
   VisionOptions vision_options;
   vision_options.device = options.lm.device;
   vision_options.compute_dtype = options.lm.compute_dtype;
@@ -120,12 +122,12 @@ MultimodalLM::Impl::Impl(const ThinkerConfig& c, const MultimodalOptions& o) : c
     audio_options.compute_dtype = options.lm.compute_dtype;
     audio = std::make_unique<AudioEncoder>(store, config.audio, audio_options);
   }
-  lm = std::make_unique<CausalLM>(config.text, text_options(config, options), store);
+  lm = std::make_unique<TextBody>(config.text, text_options(config, options), store);
 }
 
 // The merged embeddings of the images, then of the videos; the deepstack features likewise.
-Tensor MultimodalLM::Impl::encode_visual(const MultimodalBatch& batch, int64_t image_rows, int64_t video_rows,
-                                         bool save) {
+Tensor MultimodalBody::Impl::encode_visual(const MultimodalBatch& batch, int64_t image_rows, int64_t video_rows,
+                                           bool save, MultimodalBodySaved& saved, std::vector<Tensor>& deepstack) {
   std::vector<VisionGrid> grids = batch.image_grids;
   grids.insert(grids.end(), batch.video_grids.begin(), batch.video_grids.end());
   VEOMNI_INPUT_CHECK(batch.image_grids.empty() || batch.pixel_values.defined(),
@@ -144,28 +146,26 @@ Tensor MultimodalLM::Impl::encode_visual(const MultimodalBatch& batch, int64_t i
   VisionOutput out = vision->forward(pixels, grids, save, split ? &slice : nullptr);
   if (split) {
     // Gather the slices (the padding's rows come last, past every row the sources name).
-    vision_split = sequence;
+    saved.vision_split = sequence;
     out.merged = sp_gather_rows(*sequence, out.merged);
     for (Tensor& feature : out.deepstack) feature = sp_gather_rows(*sequence, feature);
-    visual_rows_padded = out.merged.dim(0);
+    saved.visual_rows_padded = out.merged.dim(0);
   }
   VEOMNI_CHECK(split ? out.merged.dim(0) >= image_rows + video_rows : out.merged.dim(0) == image_rows + video_rows,
                "vision tower gave {} rows for {} + {} visual tokens", out.merged.dim(0), image_rows, video_rows);
   deepstack.clear();
-  for (const Tensor& feature : out.deepstack) deepstack.push_back(gather_rows(feature, visual_sources));
-  return gather_rows(out.merged, visual_sources);
+  for (const Tensor& feature : out.deepstack) deepstack.push_back(gather_rows(feature, saved.visual_sources));
+  return gather_rows(out.merged, saved.visual_sources);
 }
 
-Tensor MultimodalLM::Impl::reduce_visual_grad(Tensor d_full) { return sp_reduce_scatter_rows(*vision_split, d_full); }
-
-ForwardStats MultimodalLM::Impl::forward(const MultimodalBatch& batch, bool only_loss, Tensor* logits_out) {
-  release();
+BodyOutput MultimodalBody::Impl::forward(const MultimodalBatch& batch, bool save) {
+  release_towers();
+  auto saved = std::make_unique<MultimodalBodySaved>();
   const Batch& text = batch.text;
   VEOMNI_INPUT_CHECK(text.input_ids.defined() && text.input_ids.ndim() == 1,
                      "batch input_ids must be an i64 [S] tensor, got {}", text.input_ids.describe());
   const int64_t s = text.input_ids.numel();
   const Device device = options.lm.device;
-  const bool save = !only_loss;
 
   const std::vector<int64_t> image_pos = mask_positions(batch.image_mask, s, "image_mask");
   const std::vector<int64_t> video_pos = mask_positions(batch.video_mask, s, "video_mask");
@@ -199,47 +199,54 @@ ForwardStats MultimodalLM::Impl::forward(const MultimodalBatch& batch, bool only
   append_sources(visual_src, 0, batch.image_row_begin, n_image);
   append_sources(visual_src, image_rows, batch.video_row_begin, n_video);
   append_sources(audio_src, 0, batch.audio_row_begin, n_audio);
-  visual_positions = positions_tensor(visual, device);
-  audio_positions = positions_tensor(audio_pos, device);
-  media_positions = positions_tensor(media, device);
-  visual_sources = positions_tensor(visual_src, device);
-  audio_sources = positions_tensor(audio_src, device);
-  visual_rows = image_rows + video_rows;
+  saved->visual_positions = positions_tensor(visual, device);
+  saved->audio_positions = positions_tensor(audio_pos, device);
+  saved->media_positions = positions_tensor(media, device);
+  saved->visual_sources = positions_tensor(visual_src, device);
+  saved->audio_sources = positions_tensor(audio_src, device);
+  saved->visual_rows = image_rows + video_rows;
 
   Tensor ids = text.input_ids.to(device);
   Tensor h = lm->embed_tokens(ids);
-  zero_rows(h, media_positions);
+  zero_rows(h, saved->media_positions);
   // Every encoder runs on every micro-batch, with or without media (an empty pass joins the parameter groups'
   // collectives with no work): ranks stay in step under FSDP whatever their data holds.
-  vision_ran = true;
-  add_rows(h, visual_positions, encode_visual(batch, image_rows, video_rows, save && !options.freeze_vit));
+  saved->vision_ran = true;
+  std::vector<Tensor> deepstack;  // the features added after the first layers (this batch's visual rows)
+  add_rows(h, saved->visual_positions,
+           encode_visual(batch, image_rows, video_rows, save && !options.freeze_vit, *saved, deepstack));
   if (audio) {
-    audio_ran = true;
+    saved->audio_ran = true;
     const Tensor features = batch.audio_feature_lengths.empty()
                                 ? Tensor::empty({0, config.audio.num_mel_bins}, DType::F32)
                                 : batch.input_features;
     const Tensor out = audio->forward(features, batch.audio_feature_lengths, save && !options.freeze_audio_tower);
-    add_rows(h, audio_positions, gather_rows(out, audio_sources));
+    add_rows(h, saved->audio_positions, gather_rows(out, saved->audio_sources));
   }
 
-  auto add_deepstack = [this](size_t layer, Tensor& hidden) {
+  const Tensor& visual_positions = saved->visual_positions;
+  auto add_deepstack = [&](size_t layer, Tensor& hidden) {
     if (layer < deepstack.size()) add_rows(hidden, visual_positions, deepstack[layer]);
   };
-  ForwardStats stats = lm->forward_embeds(text, h, add_deepstack, only_loss, logits_out);
+  BodyOutput out = lm->forward_embeds(text, h, add_deepstack, save);
   deepstack.clear();  // the features are inputs of additions only: backward needs none of them
   if (save) {
-    input_ids = ids;
-    saved = true;
+    saved->text = std::move(out.saved);
+    saved->input_ids = ids;
+    out.saved = std::move(saved);
   } else {
-    release();
+    release_towers();
   }
-  return stats;
+  return out;
 }
 
-void MultimodalLM::Impl::backward(float ce_grad_scale, float aux_grad_scale) {
-  VEOMNI_CHECK(saved, "backward without a preceding forward that kept its activations (only_loss = false)");
-  const bool vision_trains = vision_ran && !options.freeze_vit;
-  const bool audio_trains = audio_ran && !options.freeze_audio_tower;
+void MultimodalBody::Impl::backward(std::unique_ptr<BodySaved> saved_values, Tensor d_hidden, float aux_grad_scale) {
+  auto* saved_ptr = dynamic_cast<MultimodalBodySaved*>(saved_values.get());
+  VEOMNI_CHECK(saved_ptr && saved_ptr->text, "multimodal body backward without the saved values of its forward");
+  MultimodalBodySaved& saved = *saved_ptr;
+  const bool vision_trains = saved.vision_ran && !options.freeze_vit;
+  const bool audio_trains = saved.audio_ran && !options.freeze_audio_tower;
+  std::vector<Tensor> d_deepstack;  // the deepstack features' gradients
   d_deepstack.assign(vision_trains ? static_cast<size_t>(vision->num_deepstack_features()) : 0, Tensor());
   // Gradients of the encoders' whole outputs: this batch's rows at their source rows, zero elsewhere (the other
   // SP ranks' rows).
@@ -248,75 +255,101 @@ void MultimodalLM::Impl::backward(float ce_grad_scale, float aux_grad_scale) {
     add_rows(full, sources, d_rows);
     return full;
   };
-  const int64_t tower_rows = vision_split ? visual_rows_padded : visual_rows;
-  auto collect_deepstack = [&, this](size_t layer, Tensor& dh) {
-    if (layer < d_deepstack.size() && visual_positions.numel() > 0)
-      d_deepstack[layer] = encoder_grad(gather_rows(dh, visual_positions), visual_sources, tower_rows);
+  const int64_t tower_rows = saved.vision_split ? saved.visual_rows_padded : saved.visual_rows;
+  auto collect_deepstack = [&](size_t layer, Tensor& dh) {
+    if (layer < d_deepstack.size() && saved.visual_positions.numel() > 0)
+      d_deepstack[layer] = encoder_grad(gather_rows(dh, saved.visual_positions), saved.visual_sources, tower_rows);
   };
-  Tensor d_embeds = lm->backward_embeds(ce_grad_scale, aux_grad_scale, collect_deepstack);
-  Tensor d_visual =
-      vision_trains ? encoder_grad(gather_rows(d_embeds, visual_positions), visual_sources, tower_rows) : Tensor();
-  Tensor d_audio = audio_trains ? encoder_grad(gather_rows(d_embeds, audio_positions), audio_sources,
+  Tensor d_embeds =
+      lm->backward_embeds(std::move(saved.text), std::move(d_hidden), aux_grad_scale, collect_deepstack);
+  Tensor d_visual = vision_trains ? encoder_grad(gather_rows(d_embeds, saved.visual_positions), saved.visual_sources,
+                                                 tower_rows)
+                                  : Tensor();
+  Tensor d_audio = audio_trains ? encoder_grad(gather_rows(d_embeds, saved.audio_positions), saved.audio_sources,
                                                audio->last_layout().num_tokens())
                                 : Tensor();
   // The media rows were overwritten: the token embeddings there did not reach the loss.
-  zero_rows(d_embeds, media_positions);
-  lm->embed_tokens_backward(input_ids, d_embeds);
+  zero_rows(d_embeds, saved.media_positions);
+  lm->embed_tokens_backward(saved.input_ids, d_embeds);
   d_embeds = Tensor();
-  if (vision_trains && vision_split) {
+  if (vision_trains && saved.vision_split) {
     // Every rank of the group reduce-scatters each output's gradient (zeros where it has no visual rows) back to
     // its slice, in the same order.
-    d_visual = reduce_visual_grad(d_visual);
+    d_visual = sp_reduce_scatter_rows(*saved.vision_split, d_visual);
     for (Tensor& d : d_deepstack) {
       if (!d.defined()) d = Tensor::zeros({tower_rows, d_visual.dim(1)}, d_visual.dtype(), d_visual.device());
-      d = reduce_visual_grad(d);
+      d = sp_reduce_scatter_rows(*saved.vision_split, d);
     }
   }
   if (vision_trains) vision->backward(d_visual, d_deepstack);
   if (audio_trains) audio->backward(d_audio);
-  release();
+  saved_values.reset();
+  release_towers();
 }
 
-void MultimodalLM::Impl::release() {
-  saved = vision_ran = audio_ran = false;
-  input_ids = visual_positions = audio_positions = media_positions = visual_sources = audio_sources = Tensor();
-  visual_rows = visual_rows_padded = 0;
-  vision_split = nullptr;
-  deepstack.clear();
-  d_deepstack.clear();
+void MultimodalBody::Impl::release_towers() {
   vision->release();
   if (audio) audio->release();
 }
 
-MultimodalLM::MultimodalLM(const ThinkerConfig& config, const MultimodalOptions& options)
+MultimodalBody::MultimodalBody(const ThinkerConfig& config, const MultimodalOptions& options)
     : impl_(std::make_unique<Impl>(config, options)) {}
 
-MultimodalLM::~MultimodalLM() = default;
+MultimodalBody::~MultimodalBody() = default;
 
-const ThinkerConfig& MultimodalLM::config() const { return impl_->config; }
-ParamStore& MultimodalLM::params() { return impl_->store; }
-CausalLM& MultimodalLM::language_model() { return *impl_->lm; }
-VisionTower& MultimodalLM::vision() { return *impl_->vision; }
-AudioEncoder* MultimodalLM::audio() { return impl_->audio.get(); }
+const ThinkerConfig& MultimodalBody::config() const { return impl_->config; }
+TextBody& MultimodalBody::language_model() { return *impl_->lm; }
+VisionTower& MultimodalBody::vision() { return *impl_->vision; }
+AudioEncoder* MultimodalBody::audio() { return impl_->audio.get(); }
+ParamStore& MultimodalBody::params() { return impl_->store; }
+const ModelConfig& MultimodalBody::text_config() const { return impl_->config.text; }
+HeadSite MultimodalBody::head_site() { return impl_->lm->head_site(); }
+SequenceHooks* MultimodalBody::sequence_hooks() const { return impl_->options.lm.hooks.sequence; }
 
-void MultimodalLM::init_weights(uint64_t seed) {
+void MultimodalBody::init_weights(uint64_t seed) {
   impl_->vision->init_weights(seed);
   if (impl_->audio) impl_->audio->init_weights(seed);
   impl_->lm->init_weights(seed);
 }
 
-void MultimodalLM::set_param_hooks(ParamHooks* hooks) {
+void MultimodalBody::set_param_hooks(ParamHooks* hooks) {
   impl_->vision->set_param_hooks(hooks);
   if (impl_->audio) impl_->audio->set_param_hooks(hooks);
   impl_->lm->set_param_hooks(hooks);
 }
 
+BodyOutput MultimodalBody::forward(const MultimodalBatch& batch, bool save) { return impl_->forward(batch, save); }
+
+void MultimodalBody::backward(std::unique_ptr<BodySaved> saved, Tensor d_hidden, float aux_grad_scale) {
+  impl_->backward(std::move(saved), std::move(d_hidden), aux_grad_scale);
+}
+
+MultimodalLM::MultimodalLM(const ThinkerConfig& config, const MultimodalOptions& options)
+    : body_(config, options), head_(body_.head_site(), config.text, config.lm_head_name) {
+  head_.set_param_hooks(options.lm.hooks.params);  // the head group runs under the body's construction-time hooks too
+}
+
+MultimodalLM::~MultimodalLM() = default;
+
+void MultimodalLM::set_param_hooks(ParamHooks* hooks) {
+  body_.set_param_hooks(hooks);
+  head_.set_param_hooks(hooks);
+}
+
 ForwardStats MultimodalLM::forward(const MultimodalBatch& batch, bool only_loss, Tensor* logits_out) {
-  return impl_->forward(batch, only_loss, logits_out);
+  pending_.reset();
+  SftPass pass = sft_forward(body_, head_, batch, !only_loss, logits_out);
+  const ForwardStats stats = pass.stats;
+  if (!only_loss) pending_ = std::move(pass);
+  return stats;
 }
 
 void MultimodalLM::backward(float ce_grad_scale, float aux_grad_scale) {
-  impl_->backward(ce_grad_scale, aux_grad_scale);
+  VEOMNI_CHECK(pending_.has_value(),
+               "backward without a preceding forward that kept its activations (only_loss = false)");
+  SftPass pass = std::move(*pending_);
+  pending_.reset();
+  sft_backward(body_, head_, std::move(pass), ce_grad_scale, aux_grad_scale);
 }
 
 }  // namespace veomni

@@ -1,8 +1,9 @@
-// Qwen3-VL / Qwen3-VL-MoE / Qwen3-Omni thinker: vision tower, audio encoder and the Qwen3 LM with M-RoPE and
-// deepstack, explicit forward and backward over one packed micro-batch (single process).
+// Qwen3-VL / Qwen3-VL-MoE / Qwen3-Omni thinker: the multimodal body (vision tower, audio encoder and the Qwen3 text
+// body with M-RoPE and deepstack) and the LM over it, explicit forward and backward over one packed micro-batch.
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -10,7 +11,10 @@
 #include "data/mrope_positions.h"
 #include "model/audio/audio_encoder.h"
 #include "model/causal_lm.h"
+#include "model/heads/lm_head.h"
+#include "model/model_body.h"
 #include "model/param.h"
+#include "model/sft_pass.h"
 #include "model/thinker/multimodal_batch.h"
 #include "model/thinker/thinker_config.h"
 #include "model/vision/vision_tower.h"
@@ -30,43 +34,79 @@ struct MultimodalOptions {
   bool vision_sequence_parallel = true;
 };
 
+// The multimodal body: the vision tower, the audio encoder and the text body. One store holds every parameter under
+// its transformers 5.17 name: the vision tower's groups ("visual.*"), the audio encoder's ("audio.*", Qwen3-Omni
+// only), then the text body's ("embed", "layers.{i}", "head") named model.language_model.* (Qwen3-VL) or
+// thinker.model.* (Omni).
+class MultimodalBody final : public ModelBody {
+ public:
+  // The values are materialised (zeros) on options.lm.device in options.lm.compute_dtype.
+  MultimodalBody(const ThinkerConfig& config, const MultimodalOptions& options);
+  ~MultimodalBody() override;
+  MultimodalBody(const MultimodalBody&) = delete;
+  MultimodalBody& operator=(const MultimodalBody&) = delete;
+
+  const ThinkerConfig& config() const;
+  TextBody& language_model();
+  VisionTower& vision();
+  AudioEncoder* audio();  // null without an audio encoder
+
+  ParamStore& params() override;
+  const ModelConfig& text_config() const override;
+  HeadSite head_site() override;
+  // Each part's HF init (deterministic per seed and parameter name); the text body's covers the heads'.
+  void init_weights(uint64_t seed) override;
+  // Installs (or, with nullptr, removes) FSDP hooks on the vision tower, the audio encoder and the text body.
+  void set_param_hooks(ParamHooks* hooks) override;
+  SequenceHooks* sequence_hooks() const override;
+
+  // Text embeddings, the media embeddings written over their rows, the LM layers with deepstack feature k added at
+  // the visual (image and video) rows after layer k. The encoders run on all of the batch's media, every call (also
+  // with none: the parameter hooks see every group); an SP slice takes the output rows its masks mark, from the
+  // batch's *_row_begin on, and backward gives the other rows zero gradient, so the encoders' parameter gradients
+  // sum exactly over the SP group. Mask counts that differ from the encoders' output rows, overlapping masks and
+  // bad shapes are InputErrors.
+  BodyOutput forward(const MultimodalBatch& batch, bool save) override;
+  // Through the text body into the encoders that are not frozen. The embedding table gets no gradient from the
+  // media rows.
+  void backward(std::unique_ptr<BodySaved> saved, Tensor d_hidden, float aux_grad_scale) override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Qwen3-VL / Qwen3-Omni thinker for conditional generation: the multimodal body with the LM head
+// (lm_head.weight for Qwen3-VL, thinker.lm_head.weight for Omni) on token cross-entropy, one SFT micro-batch at a
+// time (tests, fixtures and tools). forward keeps the micro-batch's saved values until backward consumes them.
 class MultimodalLM {
  public:
-  // One store holds every parameter under its transformers 5.17 name: the vision tower's groups ("visual.*"), the
-  // audio encoder's ("audio.*", Qwen3-Omni only), then the LM's ("embed", "layers.{i}", "head") named
-  // model.language_model.* + lm_head.weight (Qwen3-VL) or thinker.model.* + thinker.lm_head.weight (Omni).
-  // The values are materialised (zeros) on options.lm.device in options.lm.compute_dtype.
   MultimodalLM(const ThinkerConfig& config, const MultimodalOptions& options);
   ~MultimodalLM();
   MultimodalLM(const MultimodalLM&) = delete;
   MultimodalLM& operator=(const MultimodalLM&) = delete;
 
-  const ThinkerConfig& config() const;
-  ParamStore& params();
-  CausalLM& language_model();
-  VisionTower& vision();
-  AudioEncoder* audio();  // null without an audio encoder
+  const ThinkerConfig& config() const { return body_.config(); }
+  ParamStore& params() { return body_.params(); }
+  MultimodalBody& body() { return body_; }
+  TextBody& language_model() { return body_.language_model(); }
+  LmHead& head() { return head_; }
+  VisionTower& vision() { return body_.vision(); }
+  AudioEncoder* audio() { return body_.audio(); }
 
-  // Each part's HF init (deterministic per seed and parameter name).
-  void init_weights(uint64_t seed);
-  // Installs (or, with nullptr, removes) FSDP hooks on the vision tower, the audio encoder and the LM.
+  void init_weights(uint64_t seed) { body_.init_weights(seed); }
   void set_param_hooks(ParamHooks* hooks);
 
-  // Text embeddings, the media embeddings written over their rows, the LM layers with deepstack feature k added at
-  // the visual (image and video) rows after layer k, the loss. The encoders run on all of the batch's media, every
-  // call (also with none: the parameter hooks see every group); an SP slice takes the output rows its masks mark,
-  // from the batch's *_row_begin on, and backward gives the other rows zero gradient, so the encoders' parameter
-  // gradients sum exactly over the SP group. Mask counts that differ from the encoders' output rows, overlapping
-  // masks and bad shapes are InputErrors. Keeps what backward needs unless only_loss;
-  // logits_out, when non-null, receives the [S, V] f32 logits.
+  // The body, then the loss. Keeps what backward needs unless only_loss; logits_out, when non-null, receives the
+  // [S, V] f32 logits.
   ForwardStats forward(const MultimodalBatch& batch, bool only_loss = false, Tensor* logits_out = nullptr);
-  // Backward of the last forward (scales as CausalLM::backward), through the LM into the encoders that are not
-  // frozen. The embedding table gets no gradient from the media rows. Parameter grads accumulate.
+  // Backward of the last forward (scales as CausalLM::backward). Parameter grads accumulate.
   void backward(float ce_grad_scale, float aux_grad_scale);
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  MultimodalBody body_;
+  LmHead head_;
+  std::optional<SftPass> pending_;
 };
 
 }  // namespace veomni

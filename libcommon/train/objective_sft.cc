@@ -1,0 +1,36 @@
+// SFT objective: body -> LM head cross-entropy, scaled by 1 / global valid tokens inside the head's GEMMs.
+#include "train/objective_sft.h"
+
+#include "model/sft_pass.h"
+
+namespace veomni {
+
+SftObjective::SftObjective(const ModelConfig& text_config)
+    : moe_(text_config.is_moe()),
+      aux_loss_coef_(text_config.is_moe() && text_config.output_router_logits ? text_config.router_aux_loss_coef
+                                                                              : 0.0) {}
+
+StepLossScale SftObjective::step_scale(int64_t global_normaliser, int64_t micro_batches) const {
+  StepLossScale scale;
+  scale.global_valid_tokens = global_normaliser;
+  scale.micro_batches = micro_batches;
+  scale.aux_loss_coef = aux_loss_coef_;
+  return scale;
+}
+
+void SftObjective::micro_batch(TrainModel& model, const MultimodalBatch& batch, const StepLossScale& scale,
+                               bool reports_shared, std::vector<double>& sums) {
+  SftPass pass = sft_forward(model.body(), model.lm_head(), batch, true);
+  const ForwardStats stats = pass.stats;
+  sft_backward(model.body(), model.lm_head(), std::move(pass), scale.ce_grad_scale(), scale.aux_grad_scale());
+  sums[0] += stats.ce_sum;
+  if (reports_shared) sums[1] += stats.aux_loss;
+}
+
+ObjectiveMetrics SftObjective::step_metrics(const std::vector<double>& sums, const StepLossScale& scale) const {
+  ObjectiveMetrics metrics{{"loss", scale.total_loss(sums[0], sums[1])}, {"foundation_loss", scale.ce_loss(sums[0])}};
+  if (moe_) metrics.emplace_back("aux_loss", scale.aux_loss(sums[1]));
+  return metrics;
+}
+
+}  // namespace veomni

@@ -1,0 +1,24 @@
+// SFT: next-token cross-entropy, the token-weighted mean over the global batch, plus the MoE router aux loss.
+#pragma once
+#include "train/objective.h"
+
+namespace veomni {
+
+class SftObjective final : public Objective {
+ public:
+  explicit SftObjective(const ModelConfig& text_config);
+
+  int64_t normaliser(const MultimodalBatch& batch) const override { return batch.text.valid_tokens; }
+  StepLossScale step_scale(int64_t global_normaliser, int64_t micro_batches) const override;
+  size_t num_sums() const override { return 2; }  // ce_sum, aux_sum
+  void micro_batch(TrainModel& model, const MultimodalBatch& batch, const StepLossScale& scale, bool reports_shared,
+                   std::vector<double>& sums) override;
+  // loss, foundation_loss (the cross-entropy), and aux_loss for MoE models (VeOmni's keys).
+  ObjectiveMetrics step_metrics(const std::vector<double>& sums, const StepLossScale& scale) const override;
+
+ private:
+  bool moe_;
+  double aux_loss_coef_;  // router_aux_loss_coef when the model outputs router logits, else 0
+};
+
+}  // namespace veomni
