@@ -15,13 +15,16 @@ bool ends_with(const std::string& text, const std::string& suffix) {
 
 InitSpec hf_init_spec(const std::string& name, const ModelConfig& config) {
   if (ends_with(name, "norm.weight")) return InitSpec{InitSpec::Kind::Ones, 0.0};
+  // HF's _init_weights zeroes a Linear's bias (the value head's score.bias, started from a causal LM).
+  if (ends_with(name, ".bias")) return InitSpec{InitSpec::Kind::Zeros, 0.0};
   return InitSpec{InitSpec::Kind::Normal, config.initializer_range};
 }
 
 void fill_init_values(const std::string& name, const InitSpec& spec, uint64_t seed, int64_t flat_begin, int64_t count,
                       float* out) {
-  if (spec.kind == InitSpec::Kind::Ones) {
-    for (int64_t i = 0; i < count; ++i) out[i] = 1.0f;
+  if (spec.kind != InitSpec::Kind::Normal) {
+    const float value = spec.kind == InitSpec::Kind::Ones ? 1.0f : 0.0f;
+    for (int64_t i = 0; i < count; ++i) out[i] = value;
     return;
   }
   uint64_t mix = seed ^ hash_name(name);

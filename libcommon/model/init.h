@@ -9,7 +9,7 @@
 namespace veomni {
 
 struct InitSpec {
-  enum class Kind { Normal, Ones };
+  enum class Kind { Normal, Ones, Zeros };
   Kind kind = Kind::Normal;
   double std = 0.02;
 };

@@ -156,6 +156,17 @@ TEST(ValueHead, RegistersScoreInTheHeadGroup) {
   EXPECT_EQ(without.body.params().find("lm_head.weight"), nullptr);
 }
 
+TEST(ValueHead, InitialisedAsTransformersDoesNormalWeightZeroBias) {
+  ModelConfig config = test::tiny_dense_config(false);
+  TextBody body{config, ModelOptions{}};
+  ValueHead head(body.head_site(), config, true);
+  body.init_weights(5);
+  EXPECT_EQ(head.bias()->value.to_float_vector(), std::vector<float>{0.0f});
+  double sum_sq = 0;
+  for (float w : body.params().find("score.weight")->value.to_float_vector()) sum_sq += static_cast<double>(w) * w;
+  EXPECT_GT(sum_sq, 0.0);
+}
+
 TEST(ValueHead, ValuesAreTheNormedHiddenStatesDotScorePlusBias) {
   ValueFixture f(true);
   const Tensor values = f.head.forward(f.hidden, false).values;
