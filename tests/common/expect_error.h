@@ -1,4 +1,4 @@
-// The one check that a call fails with an InputError (exit 2 in the tools) whose message holds given fragments.
+// The checks that a call fails with an InputError (exit 2 in the tools) whose message holds given fragments.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -23,6 +23,18 @@ void expect_input_error(F&& f, const std::vector<std::string>& fragments) {
   } catch (const std::exception& e) {
     ADD_FAILURE() << "not an InputError: " << e.what();
   }
+}
+
+// The message of the InputError that f throws; fails the test (and returns "") when f throws none.
+template <typename F>
+std::string input_error_of(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no InputError thrown";
+  return "";
 }
 
 }  // namespace veomni::testing

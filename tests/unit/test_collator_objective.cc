@@ -8,6 +8,7 @@
 #include "data/collator.h"
 #include "data/dataset_objective_keys.h"
 #include "data/multimodal_collator.h"
+#include "tests/common/expect_error.h"
 
 namespace veomni {
 namespace {
@@ -52,16 +53,7 @@ TokenSample rollout_sample(const std::string& context) {
   return s;
 }
 
-template <typename F>
-void expect_input_error(F&& f, const std::vector<std::string>& fragments) {
-  try {
-    f();
-    ADD_FAILURE() << "no error";
-  } catch (const InputError& e) {
-    for (const std::string& fragment : fragments)
-      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "'" << fragment << "' not in: " << e.what();
-  }
-}
+using veomni::testing::expect_input_error;
 
 CollateOptions options(int64_t sp_size = 1) {
   CollateOptions o;

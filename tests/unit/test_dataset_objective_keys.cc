@@ -10,6 +10,7 @@
 #include "data/dataset_writer.h"
 #include "data/dummy_data.h"
 #include "tests/common/scratch_dir.h"
+#include "tests/common/expect_error.h"
 
 namespace veomni {
 namespace {
@@ -49,16 +50,7 @@ void write(const std::string& file, const std::vector<Sample>& samples) {
   writer.close();
 }
 
-template <typename F>
-void expect_input_error(F&& f, const std::vector<std::string>& fragments) {
-  try {
-    f();
-    ADD_FAILURE() << "no error";
-  } catch (const InputError& e) {
-    for (const std::string& fragment : fragments)
-      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "'" << fragment << "' not in: " << e.what();
-  }
-}
+using veomni::testing::expect_input_error;
 
 TEST_F(DatasetObjectiveKeys, FormatVersionFollowsTheKeys) {
   Sample sft;

@@ -13,6 +13,7 @@
 #include "data/dataset_reader.h"
 #include "io/hdf5_file.h"
 #include "tests/common/scratch_dir.h"
+#include "tests/common/expect_error.h"
 
 using namespace veomni;
 namespace fs = std::filesystem;
@@ -49,16 +50,7 @@ std::string read_string(const std::string& path, const std::string& name) {
   return h5::File::open(path).string_attribute(name);
 }
 
-template <typename F>
-std::string input_error_of(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no InputError";
-  return "";
-}
+using veomni::testing::input_error_of;
 
 }  // namespace
 

@@ -18,20 +18,13 @@
 #include "train/objective_sequence_sums.h"
 #include "train/train_config.h"
 #include "train/train_model.h"
+#include "tests/common/expect_error.h"
 
 using namespace veomni;
 
 namespace {
 
-std::string input_error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no InputError";
-  return {};
-}
+using veomni::testing::input_error_of;
 
 TrainConfig valid_config() {
   TrainConfig c;

@@ -15,6 +15,7 @@
 #include "io/yaml_config.h"
 #include "model/model_config.h"
 #include "train/train_config.h"
+#include "tests/common/expect_error.h"
 
 using namespace veomni;
 
@@ -23,18 +24,10 @@ namespace {
 const std::string kSource = VEOMNI_SOURCE_DIR;
 const std::string kFixtures = std::string(VEOMNI_FIXTURES_DIR) + "/configs";
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no InputError";
-  return {};
-}
+using veomni::testing::input_error_of;
 
 void expect_error_parts(const std::function<void()>& fn, std::initializer_list<std::string> fragments) {
-  const std::string message = error_of(fn);
+  const std::string message = input_error_of(fn);
   for (const std::string& f : fragments) EXPECT_NE(message.find(f), std::string::npos) << message << "\n  lacks: " << f;
 }
 
@@ -248,9 +241,9 @@ TEST(TrainConfig, OverridesApplyAfterTheFileAndLastWins) {
 }
 
 TEST(TrainConfig, UnknownKeySuggestsTheClosest) {
-  EXPECT_EQ(error_of([] { from_yaml("train:\n  optimizer:\n    lrr: 1e-4\n"); }),
+  EXPECT_EQ(input_error_of([] { from_yaml("train:\n  optimizer:\n    lrr: 1e-4\n"); }),
             "unknown key 'train.optimizer.lrr' in cfg.yaml line 3 (did you mean 'train.optimizer.lr'?)");
-  EXPECT_EQ(error_of([] { with_overrides({"--train.optimizer.lrr", "1e-4"}); }),
+  EXPECT_EQ(input_error_of([] { with_overrides({"--train.optimizer.lrr", "1e-4"}); }),
             "unknown key 'train.optimizer.lrr' in command-line override '--train.optimizer.lrr' "
             "(did you mean 'train.optimizer.lr'?)");
   // A key in the wrong section is found by its last component.
@@ -260,33 +253,33 @@ TEST(TrainConfig, UnknownKeySuggestsTheClosest) {
   expect_error_parts([] { from_yaml("train:\n  optimiser:\n    lr: 1e-4\n"); },
                      {"unknown key 'train.optimiser'", "did you mean 'train.optimizer'?"});
   // Far from everything: no suggestion.
-  EXPECT_EQ(error_of([] { from_yaml("wandb:\n  project: x\n"); }), "unknown key 'wandb' in cfg.yaml line 1");
+  EXPECT_EQ(input_error_of([] { from_yaml("wandb:\n  project: x\n"); }), "unknown key 'wandb' in cfg.yaml line 1");
 }
 
 TEST(TrainConfig, WrongTypeNamesKeyTypeValueAndLine) {
-  EXPECT_EQ(error_of([] { from_yaml("train:\n  seed: 1\n  global_batch_size: eight\n"); }),
+  EXPECT_EQ(input_error_of([] { from_yaml("train:\n  seed: 1\n  global_batch_size: eight\n"); }),
             "cfg.yaml line 3: 'train.global_batch_size' expects int, got 'eight'");
-  EXPECT_EQ(error_of([] { from_yaml("train:\n  optimizer:\n    lr: fast\n"); }),
+  EXPECT_EQ(input_error_of([] { from_yaml("train:\n  optimizer:\n    lr: fast\n"); }),
             "cfg.yaml line 3: 'train.optimizer.lr' expects float, got 'fast'");
-  EXPECT_EQ(error_of([] { from_yaml("train:\n  micro_batch_size: 1.5\n"); }),
+  EXPECT_EQ(input_error_of([] { from_yaml("train:\n  micro_batch_size: 1.5\n"); }),
             "cfg.yaml line 2: 'train.micro_batch_size' expects int, got '1.5'");
-  EXPECT_EQ(error_of([] { from_yaml("train:\n  optimizer:\n    betas: 0.9\n"); }),
+  EXPECT_EQ(input_error_of([] { from_yaml("train:\n  optimizer:\n    betas: 0.9\n"); }),
             "cfg.yaml line 3: 'train.optimizer.betas' expects list of float, got '0.9'");
-  EXPECT_EQ(error_of([] { from_yaml("data:\n  train_path: [a, b]\n"); }),
+  EXPECT_EQ(input_error_of([] { from_yaml("data:\n  train_path: [a, b]\n"); }),
             "cfg.yaml line 2: 'data.train_path' expects string, got a list");
-  EXPECT_EQ(error_of([] { from_yaml("train:\n  seed: {a: 1}\n"); }),
+  EXPECT_EQ(input_error_of([] { from_yaml("train:\n  seed: {a: 1}\n"); }),
             "cfg.yaml line 2: 'train.seed' expects int, got a mapping");
-  EXPECT_EQ(error_of([] { from_yaml("train:\n  seed:\n"); }), "cfg.yaml line 2: 'train.seed' expects int, got null");
-  EXPECT_EQ(error_of([] { from_yaml("train:\n  optimizer:\n    betas: [0.9, [1]]\n"); }),
+  EXPECT_EQ(input_error_of([] { from_yaml("train:\n  seed:\n"); }), "cfg.yaml line 2: 'train.seed' expects int, got null");
+  EXPECT_EQ(input_error_of([] { from_yaml("train:\n  optimizer:\n    betas: [0.9, [1]]\n"); }),
             "cfg.yaml line 3: 'train.optimizer.betas' expects list of float, got a list inside the list");
-  EXPECT_EQ(error_of([] { from_yaml("train:\n  optimizer: 1e-4\n"); }),
+  EXPECT_EQ(input_error_of([] { from_yaml("train:\n  optimizer: 1e-4\n"); }),
             "cfg.yaml line 2: 'train.optimizer' is a section: expected a mapping of its keys, got '1e-4'");
-  EXPECT_EQ(error_of([] { from_yaml("train:\n  optimizer:\n    lr: .nan\n"); }),
+  EXPECT_EQ(input_error_of([] { from_yaml("train:\n  optimizer:\n    lr: .nan\n"); }),
             "cfg.yaml line 3: 'train.optimizer.lr' expects float, got '.nan'");
 }
 
 TEST(TrainConfig, ChoicesAreChecked) {
-  EXPECT_EQ(error_of([] { from_yaml("train:\n  optimizer:\n    lr_decay_style: cosin\n"); }),
+  EXPECT_EQ(input_error_of([] { from_yaml("train:\n  optimizer:\n    lr_decay_style: cosin\n"); }),
             "cfg.yaml line 3: 'train.optimizer.lr_decay_style' must be one of constant, linear, cosine, got 'cosin'");
   expect_error_parts([] { with_overrides({"--train.accelerator.fsdp_config.mixed_precision.param_dtype", "float16"}); },
                      {"param_dtype", "bfloat16, float32", "'float16'"});
@@ -429,7 +422,7 @@ TEST(TrainConfig, LoaderValidatesAndNamesTheFile) {
   const TempDir dir;
   const std::string path = dir.file("cfg.yaml");
   std::ofstream(path) << "model:\n  config_path: m\ndata:\n  train_path: d.h5\n";
-  EXPECT_EQ(error_of([&] { load_train_config(path, {"--train.optimizer.lr_warmup_ratio", "2"}); }),
+  EXPECT_EQ(input_error_of([&] { load_train_config(path, {"--train.optimizer.lr_warmup_ratio", "2"}); }),
             path + " (with command-line overrides): invalid config: train.optimizer.lr_warmup_ratio must be in [0, 1], "
                    "got 2");
 }
