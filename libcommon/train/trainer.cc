@@ -141,6 +141,7 @@ class Trainer {
   std::unique_ptr<TrainModel> make_model(const ModelOptions& options, ModelHead head) const;
   void load_start_weights(TrainModel& model) const;
   void report_untrained_data();
+  void refuse_long_pairs() const;
   void build_optimizer();
   std::vector<MultimodalBatch> collate_my_micro_batches(const StepPlan& step);
   MultimodalBatch collate_micro_batch(const std::vector<int64_t>& sample_indices);
@@ -333,7 +334,26 @@ void Trainer::build_data() {
                      plan_options_.token_budget);
   spdlog::info("data: {} samples from {}; {} steps over {} epoch(s)", dataset_->num_samples(),
                config_.data.train_path, total_steps_, config_.train.num_train_epochs);
+  refuse_long_pairs();
   if (world_->rank() == 0) report_untrained_data();
+}
+
+// A preference pair cannot be truncated (the collator refuses it): say so before the first step, not when the pair's
+// step comes, hours into the run.
+void Trainer::refuse_long_pairs() const {
+  if (!dataset_->has_key(kChosenLengthKey)) return;
+  int64_t longer = 0, first = -1;
+  for (int64_t i = 0; i < dataset_->num_samples(); ++i)
+    if (dataset_->sequence_length(i) > config_.data.max_seq_len) {
+      if (first < 0) first = i;
+      ++longer;
+    }
+  VEOMNI_INPUT_CHECK(longer == 0,
+                     "{}: {} preference pair(s) are longer than data.max_seq_len {}, the first sample {} ({} tokens); "
+                     "a pair cannot be truncated (hint: raise data.max_seq_len, or leave such pairs out with "
+                     "veomni-preprocess preference --max-seq-len)",
+                     config_.data.train_path, longer, config_.data.max_seq_len, first,
+                     first < 0 ? 0 : dataset_->sequence_length(first));
 }
 
 // Data the run will not learn from, said at start-up: truncation over the whole dataset; label tokens over the

@@ -8,7 +8,10 @@
 # Environment: ALIGN_MODEL_CONFIG (a config.json directory replacing the recipe's), ALIGN_GLOBAL_BATCH (4),
 #   ALIGN_STEPS (3), ALIGN_SEQ_LEN (95: samples are 96 tokens, so SP layouts pad every row), ALIGN_LR (the recipe's),
 #   ALIGN_DATA_TYPE (text; qwen3vl or qwen3omni: veomni-dummy-data's multimodal samples of --seq-len ALIGN_SEQ_LEN,
-#   which are shorter than that, for the multimodal recipes).
+#   which are shorter than that, for the multimodal recipes), ALIGN_OBJECTIVE (sft; dpo or reward train on
+#   veomni-dummy-data --type preference pairs of ALIGN_SEQ_LEN tokens, value and ppo_actor on --type rollout
+#   samples; each compares its own metrics), ALIGN_EXTRA (more veomni-train arguments, e.g. an objective's keys), ALIGN_DATA_EXTRA (more
+#   veomni-dummy-data arguments, e.g. --ref-logps).
 set -euo pipefail
 bin=$1 src=$2 model=$3 rtol=$4 atol=$5
 shift 5
@@ -25,11 +28,21 @@ model_args=()
 
 cd "$src"  # recipes name their model config relative to the repository root, as VeOmni recipes do
 samples=$((global_batch * steps * 4))
-data_type=${ALIGN_DATA_TYPE:-text}
+objective=${ALIGN_OBJECTIVE:-sft}
+keys=loss,foundation_loss,grad_norm
+case "$objective" in
+  sft) data_type=${ALIGN_DATA_TYPE:-text} ;;
+  dpo) data_type=preference keys=loss,dpo_loss,chosen_rewards,rejected_rewards,reward_margin,grad_norm ;;
+  reward) data_type=preference keys=loss,rm_loss,chosen_reward,rejected_reward,grad_norm ;;
+  value) data_type=rollout keys=loss,vf_loss,vf_clipfrac,grad_norm ;;
+  ppo_actor) data_type=rollout keys=loss,pg_loss,pg_clipfrac,ppo_kl,entropy,grad_norm ;;
+  *) echo "unknown ALIGN_OBJECTIVE '$objective'" >&2; exit 2 ;;
+esac
+read -r -a extra_args <<<"${ALIGN_EXTRA:-}"
 data_seq_len=$seq_len
 [ "$data_type" = text ] && data_seq_len=$((seq_len + 1))
 "$bin/veomni-dummy-data" --type "$data_type" --seq-len "$data_seq_len" --num-samples "$samples" --seed 3 \
-  --out "$work/data.h5" >/dev/null
+  ${ALIGN_DATA_EXTRA:-} --out "$work/data.h5" >/dev/null
 
 runs=()
 for layout in "$@"; do
@@ -51,8 +64,8 @@ for layout in "$@"; do
     --data.train_path "$work/data.h5" --data.max_seq_len "$seq_len" \
     --train.global_batch_size "$global_batch" --train.micro_batch_size "$mbs" --train.max_steps "$steps" \
     --train.num_train_epochs 1 --train.accelerator.ulysses_size "$sp" --train.accelerator.ep_size "$ep" \
-    --train.device "$device" "${precision_args[@]}" \
+    --train.device "$device" "${precision_args[@]}" --train.objective "$objective" ${extra_args[@]+"${extra_args[@]}"} \
     --train.checkpoint.output_dir "$run" --train.checkpoint.save_steps -1 --log-level warn
   runs+=("$run")
 done
-"$bin/veomni-align-check" --rtol "$rtol" --atol "$atol" --keys loss,foundation_loss,grad_norm "${runs[@]}"
+"$bin/veomni-align-check" --rtol "$rtol" --atol "$atol" --keys "$keys" "${runs[@]}"
