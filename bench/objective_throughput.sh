@@ -20,7 +20,7 @@ total=$((steps + warmup))
   --data.max_seq_len "$seq" --train.global_batch_size 1 --train.micro_batch_size 1 --train.max_steps "$total" \
   --train.objective "$objective" --train.device cuda --train.precision mixed \
   --train.accelerator.fsdp_config.mixed_precision.enable true --train.gradient_checkpointing.enable false \
-  --train.optimizer.lr 1e-6 --train.optimizer.lr_warmup_ratio 0 --train.checkpoint.output_dir "$work/run" \
+  --train.optimizer.lr 1e-6 --train.optimizer.lr_min 0 --train.optimizer.lr_warmup_ratio 0 --train.checkpoint.output_dir "$work/run" \
   --train.checkpoint.save_steps -1 --log-level "${LOG_LEVEL:-warn}" "$@"
 python3 - "$model/config.json" "$work/run/log_dict.json" "$seq" "$warmup" "$objective" <<'PY'
 import json, sys

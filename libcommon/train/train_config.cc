@@ -47,7 +47,7 @@ ConfigSchema<TrainConfig> build_schema() {
   VEOMNI_CONFIG_FIELD(s, train.dpo_config.label_smoothing, "DPO: conservative DPO label smoothing in [0, 0.5] (sigmoid loss only).");
   VEOMNI_CONFIG_FIELD(s, train.dpo_config.loss_type, "DPO loss: sigmoid (-log sigmoid(beta z)) or ipo ((z - 1/(2 beta))^2).", {.choices = {"sigmoid", "ipo"}});
   VEOMNI_CONFIG_FIELD(s, train.dpo_config.reference_free, "DPO: the loss ignores the reference log-probs (no reference model runs unless the rewards need one: they use the dataset's or zeros).");
-  VEOMNI_CONFIG_FIELD(s, train.dpo_config.refer_model_precision, "DPO: compute dtype of the frozen reference model on the GPU (the CPU computes in float32).", {.choices = {"bfloat16", "float32"}});
+  VEOMNI_CONFIG_FIELD(s, train.dpo_config.refer_model_precision, "DPO: compute dtype of the frozen reference model when the policy computes in bf16 (a float32 run keeps it in float32).", {.choices = {"bfloat16", "float32"}});
   VEOMNI_CONFIG_FIELD(s, train.actor.clip_ratio, "PPO actor: clip range epsilon of the probability ratio.");
   VEOMNI_CONFIG_FIELD(s, train.actor.clip_ratio_low, "PPO actor: lower clip epsilon. -1 (or null): clip_ratio.", minus_one_when_null);
   VEOMNI_CONFIG_FIELD(s, train.actor.clip_ratio_high, "PPO actor: upper clip epsilon. -1 (or null): clip_ratio.", minus_one_when_null);

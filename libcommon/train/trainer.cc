@@ -298,7 +298,8 @@ void Trainer::build_objective() {
   const bool data_has_reference = dataset_->has_key(kRefChosenLogpsKey) && dataset_->has_key(kRefRejectedLogpsKey);
   if (t.objective == "dpo" && !data_has_reference && !t.dpo_config.reference_free) {
     ModelOptions options = model_options_;
-    if (device_.is_cuda())
+    // A float32 run (the CPU, train.precision fp32, mixed precision off) keeps its reference in float32 too.
+    if (model_options_.compute_dtype != DType::F32)
       options.compute_dtype = t.dpo_config.refer_model_precision == "float32" ? DType::F32 : DType::BF16;
     reference_ = make_model(options, ModelHead::LanguageModel);
     load_start_weights(*reference_);

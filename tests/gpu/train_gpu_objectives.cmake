@@ -1,5 +1,8 @@
 # The objectives beyond SFT on GPUs (label gpu; skipped, exit 77, without enough GPUs): one GPU in fp32 against the
 # CPU fp32 reference at 1e-4, in bf16 against it at 2e-2; two GPUs under FSDP2, SP2 and EP2 against one in bf16.
+# In bf16 the rewards' absolute tolerance is 5e-3: at the toys' initialisation they are of order 1e-3 (DPO's are
+# beta times differences of nearly equal sequence log-probs, the reward head's are score . hidden with score of
+# std 0.02), below what bf16 hidden states resolve; the losses and the gradient norm hold 2e-2.
 if(VEOMNI_HAVE_CUDA AND VEOMNI_MPIEXEC)
   set(align ${CMAKE_CURRENT_SOURCE_DIR}/integration/parallel_align.sh ${VEOMNI_BIN_DIR} ${CMAKE_SOURCE_DIR})
   set(run1 bash ${CMAKE_CURRENT_SOURCE_DIR}/gpu/train_gpu.sh 1)
@@ -9,14 +12,14 @@ if(VEOMNI_HAVE_CUDA AND VEOMNI_MPIEXEC)
       add_test(NAME gpu.objective.${objective}_${model}_cpu_vs_gpu_fp32
         COMMAND ${run1} ${align} ${model} 1e-4 1e-5 1:1:1:1:cpu:fp32 1:1:1:1:cuda:fp32)
       add_test(NAME gpu.objective.${objective}_${model}_cpu_fp32_vs_gpu_bf16
-        COMMAND ${run1} ${align} ${model} 2e-2 1e-3 1:1:1:1:cpu:fp32 1:1:1:1:cuda:bf16)
+        COMMAND ${run1} ${align} ${model} 2e-2 5e-3 1:1:1:1:cpu:fp32 1:1:1:1:cuda:bf16)
       set_tests_properties(gpu.objective.${objective}_${model}_cpu_vs_gpu_fp32
         gpu.objective.${objective}_${model}_cpu_fp32_vs_gpu_bf16 PROPERTIES
         ENVIRONMENT "ALIGN_OBJECTIVE=${objective}" LABELS "gpu;mpi" RESOURCE_LOCK gpu SKIP_RETURN_CODE 77
         TIMEOUT 300)
     endforeach()
     add_test(NAME gpu.objective.${objective}_2gpu_bf16
-      COMMAND ${run2} ${align} qwen3_moe_toy 2e-2 1e-3 1:1:1:1:cuda:bf16 2:1:1:1:cuda:bf16 2:2:1:1:cuda:bf16
+      COMMAND ${run2} ${align} qwen3_moe_toy 2e-2 5e-3 1:1:1:1:cuda:bf16 2:1:1:1:cuda:bf16 2:2:1:1:cuda:bf16
               2:1:2:1:cuda:bf16)
     set_tests_properties(gpu.objective.${objective}_2gpu_bf16 PROPERTIES
       ENVIRONMENT "ALIGN_OBJECTIVE=${objective}" LABELS "gpu;mpi" RESOURCE_LOCK gpu SKIP_RETURN_CODE 77
