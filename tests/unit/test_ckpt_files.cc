@@ -322,7 +322,7 @@ TEST_F(CheckpointSave, SavesLatestRotatesAndRestoresUnderAnyLayout) {
       std::vector<ParamShardState> restored = shards_for(m, r);
       for (ParamShardState& s : restored)
         for (ShardField f : kShardFields) s.field(f).zero_();
-      check_checkpoint_model(reader, config, restored);
+      check_checkpoint_model(reader, config, ModelHead::LanguageModel, restored);
       restore_param_shards(reader, m, r, restored);
       const std::vector<ParamShardState> expected = shards_for(m, r);
       for (size_t i = 0; i < restored.size(); ++i)
