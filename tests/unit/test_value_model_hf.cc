@@ -133,7 +133,9 @@ TEST_F(ValueModelHf, ValueHeadFromCausalLmStartsAsTransformersInitialisesIt) {
     for (float w : weight) sum_sq += double{w} * w;
     EXPECT_NEAR(std::sqrt(sum_sq / static_cast<double>(weight.size())), 0.02, 0.01);  // initializer_range
     EXPECT_NE(weight, values_of(*started_model(head, kCausalLm, 12), "score.weight"));  // train.seed seeds it
-    if (head == ModelHead::TokenValue) EXPECT_EQ(values_of(*loaded, "score.bias"), std::vector<float>{0.0f});
+    if (head == ModelHead::TokenValue) {
+      EXPECT_EQ(values_of(*loaded, "score.bias"), std::vector<float>{0.0f});
+    }
   }
 }
 
