@@ -33,6 +33,7 @@ for model in qwen3_toy qwen3_moe_toy; do
       --data.train_path "$work/$objective.h5" --data.max_seq_len 64 --train.objective "$objective" \
       --train.global_batch_size 4 --train.max_steps 2 --train.checkpoint.save_steps 2 --train.device cpu \
       --train.checkpoint.output_dir "$work/$name" --log-level warn
+    mkdir -p "$out_root/$name"
     "$bin/veomni-ckpt-merge" "$work/$name" --out "$out_root/$name/model" --overwrite --no-tokenizer >/dev/null
   done
 done

@@ -55,6 +55,7 @@ round_trip() {
   has "$work/$objective.hf/config.json" '"LABEL_0": 0'
   has "$work/$objective.hf/model.safetensors" '"score.weight"'
   if grep -qF '"lm_head.weight"' "$work/$objective.hf/model.safetensors"; then fail "merged $objective has lm_head"; fi
+  mkdir -p "$work/$objective.ck"
   "$bin/veomni-ckpt-shard" "$work/$objective.hf" --out "$work/$objective.ck/global_step_0" --world 1 \
     >"$work/shard.out" 2>&1 || { cat "$work/shard.out"; fail "shard failed"; }
   has "$work/shard.out" "head: $head"
