@@ -39,5 +39,6 @@ for model in qwen3_toy qwen3_moe_toy; do
 done
 
 veomni_say "loading the merged models in transformers"
-"$python" "$here/check_merged_value_models.py" "$out_root"
+# Local directories only: no hub look-ups (the machine may have no network).
+HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "$python" "$here/check_merged_value_models.py" "$out_root"
 veomni_say "done: commit $out_root"
