@@ -22,17 +22,18 @@ struct ImpliedParam {
   bool expert = false;
 };
 
-// Name -> shape of every parameter of the model the metadata's config describes, in no allocation.
+// Name -> shape of every parameter of the model (body and head) the metadata describes, in no allocation.
 std::map<std::string, ImpliedParam> implied_params(const CheckpointMetadata& m, const std::string& file) {
   ParamHooks no_materialisation;
   ModelOptions options;
   options.hooks.params = &no_materialisation;
   std::unique_ptr<TrainModel> model;
   if (m.hf_config_json.empty())
-    model = std::make_unique<TrainModel>(m.model_config, options);
+    model = std::make_unique<TrainModel>(m.model_config, options, m.head);
   else
     model = std::make_unique<TrainModel>(
-        thinker_config_from_json(nlohmann::json::parse(m.hf_config_json), file + " (hf_config)"), options, false);
+        thinker_config_from_json(nlohmann::json::parse(m.hf_config_json), file + " (hf_config)"), options, false,
+        m.head);
   std::map<std::string, ImpliedParam> out;
   for (const auto& p : model->params().all()) out[p->name] = {p->shape, p->is_expert};
   return out;

@@ -183,6 +183,21 @@ std::vector<RankFileInfo> rank_files_from_json(const JsonFields& f, const MeshSh
   return out;
 }
 
+// Version 1 predates the key: its checkpoints are all of the LM head.
+ModelHead head_from_json(const JsonFields& f, int64_t version) {
+  if (version < 2) {
+    VEOMNI_INPUT_CHECK(!f.has("model_head"), "{}: key 'model_head' needs format_version 2, the file says {}",
+                       f.source(), version);
+    return ModelHead::LanguageModel;
+  }
+  const std::string name = f.string("model_head");
+  try {
+    return model_head_from_name(name);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: key 'model_head': {}", f.source(), e.what()));
+  }
+}
+
 }  // namespace
 
 std::string rank_file_name(int64_t rank, int64_t world) { return fmt::format("rank-{:05d}-of-{:05d}.h5", rank, world); }
@@ -194,13 +209,14 @@ CheckpointParam checkpoint_param(const std::string& name, const Shape& shape, bo
 nlohmann::ordered_json checkpoint_metadata_to_json(const CheckpointMetadata& m) {
   nlohmann::ordered_json out;
   out["format"] = kCheckpointFormat;
-  out["format_version"] = kCheckpointFormatVersion;
+  out["format_version"] = m.head == ModelHead::LanguageModel ? 1 : kCheckpointFormatVersion;
   out["producer"] = m.producer;
   out["global_step"] = m.position.global_step;
   out["mesh"] = {{"world", m.mesh.world}, {"ulysses", m.mesh.ulysses}, {"ep", m.mesh.ep}, {"dp", m.mesh.dp()}};
   out["position"] = position_to_json(m.position);
   out["data_plan"] = m.data_plan ? data_plan_to_json(*m.data_plan) : nlohmann::ordered_json(nullptr);
-  out["model_config"] = nlohmann::ordered_json::parse(model_config_to_json(m.model_config).dump());
+  if (m.head != ModelHead::LanguageModel) out["model_head"] = model_head_name(m.head);
+  out["model_config"] = nlohmann::ordered_json::parse(model_config_to_json(m.model_config, m.head).dump());
   if (!m.hf_config_json.empty()) out["hf_config"] = nlohmann::ordered_json::parse(m.hf_config_json);
   out["train_config"] =
       m.train_config_yaml.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(m.train_config_yaml);
@@ -219,8 +235,8 @@ CheckpointMetadata checkpoint_metadata_from_json(const json& root, const std::st
   VEOMNI_INPUT_CHECK(f.has("format") && f.string("format") == kCheckpointFormat,
                      "{}: not a veomni checkpoint (key 'format' is not \"{}\")", source, kCheckpointFormat);
   const int64_t version = f.integer("format_version");
-  VEOMNI_INPUT_CHECK(version == kCheckpointFormatVersion,
-                     "{}: checkpoint format version {} is not supported (this build reads version {})", source,
+  VEOMNI_INPUT_CHECK(version >= 1 && version <= kCheckpointFormatVersion,
+                     "{}: checkpoint format version {} is not supported (this build reads versions 1 to {})", source,
                      version, kCheckpointFormatVersion);
   CheckpointMetadata m;
   m.producer = f.string("producer");
@@ -230,6 +246,7 @@ CheckpointMetadata checkpoint_metadata_from_json(const json& root, const std::st
                      "{}: global_step {} differs from position.global_step {}", source, f.integer("global_step"),
                      m.position.global_step);
   if (f.has("data_plan")) m.data_plan = data_plan_from_json(f.object("data_plan"));
+  m.head = head_from_json(f, version);
   f.object("model_config");  // an object, or an error naming the key
   m.model_config = model_config_from_json(f.at("model_config"), source + " (model_config)");
   if (f.has("hf_config")) {

@@ -15,7 +15,11 @@
 namespace veomni {
 
 inline constexpr const char* kCheckpointFormat = "veomni-checkpoint";
-inline constexpr int64_t kCheckpointFormatVersion = 1;
+// metadata.json's newest format version. Version 2 added key 'model_head'; a writer uses the oldest version that
+// describes the checkpoint (1 for the LM head), so older readers keep reading causal-LM checkpoints.
+inline constexpr int64_t kCheckpointFormatVersion = 2;
+// The rank files' format version (unchanged by metadata.json's).
+inline constexpr int64_t kRankFileFormatVersion = 1;
 inline constexpr const char* kCheckpointMetadataFile = "metadata.json";
 // The metrics log of the run up to the checkpoint's step (a resumed run continues it; see veomni-checkpoint(5)).
 inline constexpr const char* kCheckpointMetricsFile = "log_dict.json";
@@ -65,6 +69,8 @@ struct CheckpointMetadata {
   TrainingPosition position;
   std::optional<DataPlanInfo> data_plan;  // absent in checkpoints made by veomni-ckpt-shard
   ModelConfig model_config;
+  // The head on the body (key 'model_head', format version 2; absent in version 1: the LM head).
+  ModelHead head = ModelHead::LanguageModel;
   // A multimodal model's whole config.json as text (key "hf_config"; model_config is then its text model only),
   // written by veomni-ckpt-merge in place of model_config's; "" for a text model.
   std::string hf_config_json;

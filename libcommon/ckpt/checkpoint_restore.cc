@@ -21,8 +21,15 @@ std::string describe_param(const std::string& name, const Shape& shape, bool exp
 
 }  // namespace
 
-void check_checkpoint_model(const CheckpointReader& reader, const ModelConfig& model,
+void check_checkpoint_model(const CheckpointReader& reader, const ModelConfig& model, ModelHead head,
                             const std::vector<ParamShardState>& shards) {
+  const ModelHead saved_head = reader.metadata().head;
+  VEOMNI_INPUT_CHECK(saved_head == head,
+                     "{}: the checkpoint's model head is {} (train.objective {}) but this run trains the {} head "
+                     "(train.objective {}): resume with the checkpoint's objective, or start the new objective from "
+                     "its merged model (veomni-ckpt-merge, then model.model_path)",
+                     metadata_path(reader), model_head_name(saved_head), model_head_objectives(saved_head),
+                     model_head_name(head), model_head_objectives(head));
   const std::vector<std::string> differences = model_config_differences(reader.metadata().model_config, model);
   VEOMNI_INPUT_CHECK(differences.empty(),
                      "{}: the checkpoint is of a different model ({}; checkpoint vs this run). A checkpoint can be "

@@ -10,9 +10,10 @@
 
 namespace veomni {
 
-// InputError naming metadata.json when the checkpoint's model differs in architecture from `model`, or its
-// parameters (names, shapes, expert split) from `shards`: a checkpoint can be resharded, not converted.
-void check_checkpoint_model(const CheckpointReader& reader, const ModelConfig& model,
+// InputError naming metadata.json when the checkpoint's model differs in architecture from `model`, in its head
+// from `head` (naming both and their objectives), or its parameters (names, shapes, expert split) from `shards`:
+// a checkpoint can be resharded, not converted.
+void check_checkpoint_model(const CheckpointReader& reader, const ModelConfig& model, ModelHead head,
                             const std::vector<ParamShardState>& shards);
 
 // For each shard, reads the elements of the full tensor that rank `rank` of `mesh` holds (shard_spec_for), zero

@@ -58,6 +58,7 @@ CheckpointMetadata metadata_for(const CheckpointSaveRequest& request, const std:
   m.position = request.position;
   m.data_plan = request.data_plan;
   m.model_config = request.model_config;
+  m.head = request.head;
   m.hf_config_json = request.hf_config_json;
   m.train_config_yaml = request.train_config_yaml;
   m.tokenizer_path = request.tokenizer_path;

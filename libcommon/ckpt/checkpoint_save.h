@@ -22,6 +22,7 @@ struct CheckpointSaveRequest {
   TrainingPosition position;
   std::optional<DataPlanInfo> data_plan;
   ModelConfig model_config;
+  ModelHead head = ModelHead::LanguageModel;  // the head the run trains (its objective's)
   // A multimodal model's whole config.json (model_config is then its text model only); "" for a text model.
   std::string hf_config_json;
   std::string train_config_yaml;

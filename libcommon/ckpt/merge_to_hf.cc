@@ -92,11 +92,18 @@ MergeSummary merge_checkpoint_to_hf(const std::string& checkpoint, const std::st
   summary.out_dir = out_dir;
   StagedDirectory staged(out_dir, options.overwrite);
 
+  const ModelHead head = reader.metadata().head;
   if (reader.metadata().hf_config_json.empty()) {
     ModelConfig config = reader.metadata().model_config;
     config.dtype = hf_dtype_name(options.dtype);
-    save_model_config(config, staged.file("config.json"));
+    save_model_config(config, staged.file("config.json"), head);
+    summary.architecture = hf_architecture(config.model_type, head);
   } else {
+    VEOMNI_INPUT_CHECK(head == ModelHead::LanguageModel,
+                       "{}: a multimodal model with a {} head (train.objective {}) has no HuggingFace class to merge "
+                       "to: multimodal checkpoints merge as causal LMs only (key 'model_head')",
+                       (fs::path(reader.dir()) / kCheckpointMetadataFile).string(), model_head_name(head),
+                       model_head_objectives(head));
     // A multimodal model: its own config.json, with the dtype of the weights written.
     nlohmann::ordered_json config = nlohmann::ordered_json::parse(reader.metadata().hf_config_json);
     config["dtype"] = hf_dtype_name(options.dtype);

@@ -23,6 +23,7 @@ struct MergeSummary {
   std::string checkpoint;  // the checkpoint directory read
   int64_t global_step = 0;
   std::string out_dir;
+  std::string architecture;  // the transformers class config.json names (a text model's; "" for a multimodal one)
   size_t tensors = 0;
   uint64_t tensor_bytes = 0;
   std::vector<std::string> weight_files;
@@ -34,7 +35,9 @@ const std::vector<std::string>& tokenizer_file_names();
 
 // Reads `checkpoint` (a checkpoint directory, a checkpoints directory with `latest`, or a run directory) and writes
 // out_dir atomically (a temporary directory renamed at the end: an error leaves nothing under out_dir). Tied
-// embeddings have no lm_head.weight. Memory stays bounded by the largest parameter.
+// embeddings have no lm_head.weight. A reward checkpoint merges as ...ForSequenceClassification (score.weight), a
+// value checkpoint as ...ForTokenClassification (score.weight, score.bias), both with one label (text models only).
+// Memory stays bounded by the largest parameter.
 MergeSummary merge_checkpoint_to_hf(const std::string& checkpoint, const std::string& out_dir,
                                     const MergeOptions& options);
 

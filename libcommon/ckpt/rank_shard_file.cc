@@ -59,7 +59,7 @@ RankShardWriter::RankShardWriter(std::string path, int64_t rank, const MeshShape
                                  const TrainingPosition& position)
     : path_(std::move(path)), file_(h5::File::create(path_)) {
   file_.set_string_attribute("format", kRankFileFormat);
-  file_.set_int_attribute("format_version", kCheckpointFormatVersion);
+  file_.set_int_attribute("format_version", kRankFileFormatVersion);
   file_.set_int_attribute("rank", rank);
   file_.set_int_attribute("world", mesh.world);
   file_.set_int_attribute("ulysses", mesh.ulysses);
@@ -96,8 +96,8 @@ RankShardReader::RankShardReader(std::string path, int64_t rank, const MeshShape
                      "{}: not a veomni checkpoint rank file (attribute 'format' is not \"{}\")", path_,
                      kRankFileFormat);
   const int64_t version = file_.int_attribute("format_version");
-  VEOMNI_INPUT_CHECK(version == kCheckpointFormatVersion, "{}: rank file format version {} (this build reads {})",
-                     path_, version, kCheckpointFormatVersion);
+  VEOMNI_INPUT_CHECK(version == kRankFileFormatVersion, "{}: rank file format version {} (this build reads {})",
+                     path_, version, kRankFileFormatVersion);
   const int64_t got_rank = file_.int_attribute("rank"), got_world = file_.int_attribute("world");
   const int64_t got_ulysses = file_.int_attribute("ulysses"), got_ep = file_.int_attribute("ep");
   VEOMNI_INPUT_CHECK(got_rank == rank && got_world == mesh.world && got_ulysses == mesh.ulysses && got_ep == mesh.ep,

@@ -9,12 +9,13 @@
 #include "ckpt/rank_shard_file.h"
 #include "ckpt/staged_directory.h"
 #include "core/tool.h"
-#include "model/causal_lm.h"
+#include "io/json_file.h"
 #include "model/hf_loader.h"
 #include "model/model_config.h"
 #include "model/weight_source.h"
 #include "parallel/shard_spec.h"
 #include "train/train_config.h"
+#include "train/train_model.h"
 
 namespace veomni {
 
@@ -32,16 +33,30 @@ void check_layout(const MeshShape& mesh, const ModelConfig& model) {
   validate_parallel_layout(config, model);
 }
 
-// Parameter names, shapes and expert flags of the model, without allocating any value.
+// Parameter names, shapes and expert flags of the model with its head, without allocating any value.
 struct ModelParams {
-  explicit ModelParams(const ModelConfig& config) {
+  ModelParams(const ModelConfig& config, ModelHead head) {
     ModelOptions options;
     options.hooks.params = &no_materialisation;
-    model = std::make_unique<CausalLM>(config, options);
+    model = std::make_unique<TrainModel>(config, options, head);
   }
   ParamHooks no_materialisation;
-  std::unique_ptr<CausalLM> model;
+  std::unique_ptr<TrainModel> model;
 };
+
+// The head of an HF directory: its config.json's architectures (a ...ForSequenceClassification or
+// ...ForTokenClassification of one label), or, without that key, its tensors (score.weight, with score.bias).
+ModelHead hf_directory_head(const std::string& hf_dir, const WeightSource& source) {
+  namespace fs = std::filesystem;
+  const std::string file = fs::is_directory(hf_dir) ? (fs::path(hf_dir) / "config.json").string() : hf_dir;
+  const nlohmann::json config = read_json_file(file);
+  const ModelHead by_tensors = !source.contains("score.weight") ? ModelHead::LanguageModel
+                               : source.contains("score.bias")  ? ModelHead::TokenValue
+                                                                : ModelHead::SequenceReward;
+  const ModelHead head = hf_head_of_architectures(config, by_tensors);
+  if (head != ModelHead::LanguageModel) check_hf_single_label(config, file);
+  return head;
+}
 
 // Rank r's padded shard of a parameter, reading from the source only the rows its elements lie in.
 Tensor read_rank_shard(const WeightSource& source, const Parameter& param, const MeshShape& mesh, int64_t rank) {
@@ -70,7 +85,8 @@ ShardFromHfSummary shard_hf_checkpoint(const std::string& hf_dir, const std::str
   VEOMNI_INPUT_CHECK(!std::filesystem::equivalent(out_dir, hf_dir, ec), "--out '{}' is the model being read",
                      out_dir);
   const HfCheckpointSource source(hf_dir);
-  const ModelParams model(model_config);
+  const ModelHead head = hf_directory_head(hf_dir, source);
+  const ModelParams model(model_config, head);
   const MeshShape& mesh = options.mesh;
   StagedDirectory staged(out_dir, options.overwrite);
 
@@ -78,12 +94,14 @@ ShardFromHfSummary shard_hf_checkpoint(const std::string& hf_dir, const std::str
   metadata.producer = version_text("veomni-ckpt-shard");
   metadata.mesh = mesh;
   metadata.model_config = model_config;  // position: step 0, zero moments, no data consumed
+  metadata.head = head;
   for (const auto& p : model.model->params().all())
     metadata.params.push_back(checkpoint_param(p->name, p->shape, p->is_expert, mesh));
 
   ShardFromHfSummary summary;
   summary.out_dir = out_dir;
   summary.model_type = model_config.model_type;
+  summary.head = head;
   summary.parameters = static_cast<int64_t>(metadata.params.size());
   summary.elements = model.model->params().num_elements();
   // One rank file open at a time, each reading only the rows it holds: memory stays that of one shard.

@@ -100,8 +100,9 @@ Tensor read_hf_parameter(const WeightSource& source, const Parameter& param, DTy
   return read_per_expert(source, param, kind, dtype);
 }
 
-void load_hf_weights(ParamStore& store, const WeightSource& source) {
+void load_hf_weights(ParamStore& store, const WeightSource& source, const std::set<std::string>& skip) {
   for (const auto& param : store.all()) {
+    if (skip.contains(param->name)) continue;
     VEOMNI_CHECK(param->value.defined(), "loading '{}' into a parameter that is not materialised", param->name);
     const Tensor host = read_hf_parameter(source, *param, param->value.dtype());
     param->value.copy_from(host.to(param->value.device()));

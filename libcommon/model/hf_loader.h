@@ -1,6 +1,7 @@
 // Loads HuggingFace weights into a ParamStore and exports them back, in stacked (v5) or per-expert expert naming.
 #pragma once
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -19,9 +20,11 @@ enum class ExpertNaming { PerExpert, Stacked };
 // one, or one holding NaN or Inf, is an InputError naming it and its file.
 Tensor read_hf_parameter(const WeightSource& source, const Parameter& param, DType dtype);
 
-// Fills every parameter's value (which must be materialised) in its own dtype and device. A tied lm_head is not
-// a parameter, so a checkpoint without lm_head.weight loads.
-void load_hf_weights(ParamStore& store, const WeightSource& source);
+// Fills every parameter's value (which must be materialised) in its own dtype and device, except those named in
+// `skip` (left as they are: a value head the source does not have). A tied lm_head is not a parameter, so a
+// checkpoint without lm_head.weight loads; tensors of the source that are no parameter (a causal LM's lm_head.weight
+// under a value head) are not read.
+void load_hf_weights(ParamStore& store, const WeightSource& source, const std::set<std::string>& skip = {});
 
 struct HfTensorSpec {
   std::string name;

@@ -358,7 +358,7 @@ ModelConfig load_model_config(const std::string& path) {
   return model_config_from_json(read_json_file(file), file);
 }
 
-json model_config_to_json(const ModelConfig& c) {
+json model_config_to_json(const ModelConfig& c, ModelHead head) {
   validate_model_config(c, "model config");
   const bool moe = c.model_type == kQwen3Moe;
   json out = c.extra_json.empty() ? json::object() : json::parse(c.extra_json);
@@ -366,7 +366,7 @@ json model_config_to_json(const ModelConfig& c) {
   for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"})
     if (!out.contains(key)) out[key] = nullptr;
   if (!out.contains("use_cache")) out["use_cache"] = true;
-  out["architectures"] = json::array({moe ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM"});
+  set_hf_head_keys(out, c.model_type, head);
   out["model_type"] = c.model_type;
   out["vocab_size"] = c.vocab_size;
   out["hidden_size"] = c.hidden_size;
@@ -405,8 +405,8 @@ json model_config_to_json(const ModelConfig& c) {
   return out;
 }
 
-void save_model_config(const ModelConfig& config, const std::string& path) {
-  write_json_file(path, model_config_to_json(config), 2);
+void save_model_config(const ModelConfig& config, const std::string& path, ModelHead head) {
+  write_json_file(path, model_config_to_json(config, head), 2);
 }
 
 }  // namespace veomni

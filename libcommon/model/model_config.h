@@ -6,6 +6,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "model/model_head.h"
+
 namespace veomni {
 
 struct ModelConfig {
@@ -55,10 +57,12 @@ const std::vector<std::string>& supported_model_types();
 ModelConfig model_config_from_json(const nlohmann::json& json, const std::string& source);
 ModelConfig load_model_config(const std::string& path);  // a config.json file, or a directory holding one
 // Writes the HF form (transformers 5.x field names, e.g. rope_parameters, num_local_experts) so that merged
-// checkpoints load in transformers. Throws InputError (source "model config") when the config does not validate.
-nlohmann::json model_config_to_json(const ModelConfig& config);
-// Writes model_config_to_json(config) to path atomically (indented like transformers' save_pretrained).
-void save_model_config(const ModelConfig& config, const std::string& path);
+// checkpoints load in transformers, as the class of `head` (architectures; one label for a reward or value head).
+// Throws InputError (source "model config") when the config does not validate.
+nlohmann::json model_config_to_json(const ModelConfig& config, ModelHead head = ModelHead::LanguageModel);
+// Writes model_config_to_json(config, head) to path atomically (indented like transformers' save_pretrained).
+void save_model_config(const ModelConfig& config, const std::string& path,
+                       ModelHead head = ModelHead::LanguageModel);
 // The checks model_config_from_json makes, for a config built or edited in code; errors name `source`.
 void validate_model_config(const ModelConfig& config, const std::string& source);
 

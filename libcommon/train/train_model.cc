@@ -2,12 +2,15 @@
 #include "train/train_model.h"
 
 #include <filesystem>
+#include <set>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "core/error.h"
 #include "io/json_file.h"
 #include "model/hf_loader.h"
+#include "model/init.h"
 #include "model/weight_source.h"
 
 namespace veomni {
@@ -52,27 +55,6 @@ bool param_frozen(const std::string& hf_name, const std::string& model_type, boo
   return false;
 }
 
-ModelHead model_head_for_objective(const std::string& objective) {
-  if (objective == "reward") return ModelHead::SequenceReward;
-  if (objective == "value") return ModelHead::TokenValue;
-  return ModelHead::LanguageModel;
-}
-
-const char* model_head_name(ModelHead head) {
-  switch (head) {
-    case ModelHead::LanguageModel: return "causal_lm";
-    case ModelHead::SequenceReward: return "sequence_reward";
-    case ModelHead::TokenValue: return "token_value";
-  }
-  return "causal_lm";
-}
-
-ModelHead model_head_from_name(const std::string& name) {
-  for (ModelHead head : {ModelHead::LanguageModel, ModelHead::SequenceReward, ModelHead::TokenValue})
-    if (name == model_head_name(head)) return head;
-  throw InputError(fmt::format("model head '{}' is not one of causal_lm, sequence_reward, token_value", name));
-}
-
 TrainModel::TrainModel(const ModelConfig& config, const ModelOptions& options, ModelHead head)
     : head_(head), body_(std::make_unique<TextBody>(config, options)) {
   make_head(options.lm_head_name, options.hooks.params);
@@ -115,9 +97,85 @@ ValueHead& TrainModel::value_head() {
   return *value_head_;
 }
 
+namespace {
+
+// The config.json beside the weights of model_path (a directory, or a .safetensors file in one); "" when none.
+std::string weights_config_file(const std::string& model_path) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::is_directory(model_path) ? fs::path(model_path) : fs::path(model_path).parent_path();
+  const fs::path file = dir / "config.json";
+  std::error_code ec;
+  return fs::is_regular_file(file, ec) ? file.string() : std::string();
+}
+
+std::string architectures_text(const std::string& config_file) {
+  if (config_file.empty()) return "no config.json";
+  const nlohmann::json config = read_json_file(config_file);
+  return config.is_object() && config.contains("architectures") ? "architectures " + config["architectures"].dump()
+                                                                 : "no architectures key";
+}
+
+// A reward or value model's weights hold score.weight and no lm_head.weight: an LM objective cannot start from them
+// (with tied embeddings the lm_head would silently be the embedding, not what was trained).
+void check_causal_lm_source(const WeightSource& source, const std::string& model_path) {
+  for (const std::string prefix : {"", "thinker."}) {
+    const bool classification = source.contains(prefix + "score.weight") && !source.contains(prefix + "lm_head.weight");
+    VEOMNI_INPUT_CHECK(!classification,
+                       "{}: holds {}score.weight and no {}lm_head.weight ({}): it is a reward or value model, which "
+                       "has no LM head, and train.objective {} trains the LM head (hint: start from the causal LM it "
+                       "was made from, or train it further with train.objective reward or value)",
+                       model_path, prefix, prefix, architectures_text(weights_config_file(model_path)),
+                       model_head_objectives(ModelHead::LanguageModel));
+  }
+}
+
+// A value head starts from the source's score.* (a ...ForSequenceClassification / ...ForTokenClassification
+// directory of one label) or, from a causal LM, as transformers initialises a missing head.
+void load_value_model(TrainModel& model, const WeightSource& source, const std::string& model_path, uint64_t seed) {
+  ValueHead& head = model.value_head();
+  Parameter& weight = head.weight();
+  Parameter* bias = head.bias();
+  std::set<std::string> missing;
+  if (source.contains(weight.name)) {
+    const std::string config_file = weights_config_file(model_path);
+    if (!config_file.empty()) check_hf_single_label(read_json_file(config_file), config_file);
+    if (bias && !source.contains(bias->name)) {
+      missing.insert(bias->name);
+      spdlog::info("{}: no {} (a sequence-classification model): the token-value head's bias starts at zero",
+                   model_path, bias->name);
+    }
+    const std::string source_bias = weight.name.substr(0, weight.name.size() - 6) + "bias";
+    if (!bias && source.contains(source_bias))
+      spdlog::warn("{}: {} is not read: a {} head has no bias (a constant shift of every reward)", model_path,
+                   source_bias, model_head_name(model.head()));
+  } else {
+    missing.insert(weight.name);
+    if (bias) missing.insert(bias->name);
+    spdlog::info("{}: no {} (a causal LM): the {} head starts as transformers initialises it, {} ~ normal(0, {}){} "
+                 "seeded by train.seed {}; the source's lm_head is not read",
+                 model_path, weight.name, model_head_name(model.head()), weight.name,
+                 model.body().text_config().initializer_range, bias ? fmt::format(", {} = 0,", bias->name) : ",",
+                 seed);
+  }
+  load_hf_weights(model.params(), source, missing);
+  for (const auto& param : model.params().all())
+    if (missing.contains(param->name)) init_parameter(*param, hf_init_spec(param->name, model.body().text_config()), seed);
+}
+
+}  // namespace
+
 void load_start_weights(TrainModel& model, const std::string& model_path, uint64_t seed) {
-  if (model_path.empty()) model.init_weights(seed);
-  else load_hf_weights(model.params(), HfCheckpointSource(model_path));
+  if (model_path.empty()) {
+    model.init_weights(seed);
+    return;
+  }
+  const HfCheckpointSource source(model_path);
+  if (model.head() == ModelHead::LanguageModel) {
+    check_causal_lm_source(source, model_path);
+    load_hf_weights(model.params(), source);
+    return;
+  }
+  load_value_model(model, source, model_path, seed);
 }
 
 void TrainModel::set_param_hooks(ParamHooks* hooks) {

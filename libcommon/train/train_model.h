@@ -11,6 +11,7 @@
 #include "model/heads/value_head.h"
 #include "model/model_body.h"
 #include "model/model_config.h"
+#include "model/model_head.h"
 #include "model/parallel_hooks.h"
 #include "model/thinker/multimodal_lm.h"
 #include "model/thinker/thinker_config.h"
@@ -30,17 +31,6 @@ ParamRole param_role(const std::string& hf_name);
 // Qwen3-Omni thinker keeps visual.merger trainable; the audio encoder except audio_tower.proj1.
 bool param_frozen(const std::string& hf_name, const std::string& model_type, bool freeze_vit,
                   bool freeze_audio_tower);
-
-// Which head sits on the body, as HF names the model class: ...ForCausalLM (the LM head: SFT, DPO, the PPO actor),
-// ...ForSequenceClassification with num_labels 1 (`score` without bias, read at a sequence's last token: reward
-// models), ...ForTokenClassification with num_labels 1 (`score` with a bias, a value per token: value models).
-enum class ModelHead { LanguageModel, SequenceReward, TokenValue };
-
-// The head train.objective trains: reward -> SequenceReward, value -> TokenValue, the others the LM head.
-ModelHead model_head_for_objective(const std::string& objective);
-// "causal_lm", "sequence_reward", "token_value" (checkpoint metadata and messages) and back (InputError otherwise).
-const char* model_head_name(ModelHead head);
-ModelHead model_head_from_name(const std::string& name);
 
 // The model of a training run: one body (text or multimodal, behind ModelBody) and the head the objective reads.
 // The head is registered at construction, so the parameter set (and checkpoints) depend on the model and head only.

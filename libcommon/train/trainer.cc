@@ -544,7 +544,7 @@ void Trainer::resume_from(const std::string& dir) {
   const CheckpointReader reader(dir);
   const CheckpointMetadata& saved = reader.metadata();
   std::vector<ParamShardState> states = shard_states();
-  check_checkpoint_model(reader, model_config_, states);
+  check_checkpoint_model(reader, model_config_, model_->head(), states);
   check_resume_position(dir, saved);
   restore_param_shards(reader, mesh_.shape, mesh_.rank, states);
   start_ = saved.position;
@@ -630,6 +630,7 @@ std::string Trainer::save_checkpoint_at(int64_t global_step, int64_t epoch, int6
                       total_steps_, last_lr};
   request.data_plan = data_plan_info();
   request.model_config = model_config_;
+  request.head = model_->head();
   request.hf_config_json = hf_config_json_;
   request.train_config_yaml = train_config_to_yaml(config_);
   request.tokenizer_path = config_.model.tokenizer_path;

@@ -198,8 +198,8 @@ TEST_F(CheckpointFiles, MetadataValidationNamesFileAndKey) {
     edit(j);
     write_json_file(file, j);
   };
-  with([](nlohmann::json& j) { j["format_version"] = 2; });
-  expect_input_error([&] { read_checkpoint_metadata(path("ck")); }, {"metadata.json", "format version 2"});
+  with([](nlohmann::json& j) { j["format_version"] = 3; });
+  expect_input_error([&] { read_checkpoint_metadata(path("ck")); }, {"metadata.json", "format version 3"});
   with([](nlohmann::json& j) { j["parameters"][0]["shard"]["shard_numel"] = 5; });
   expect_input_error([&] { read_checkpoint_metadata(path("ck")); }, {"metadata.json", "model.embed_tokens.weight"});
   with([](nlohmann::json& j) { j["rank_files"].erase(3); });
@@ -265,7 +265,7 @@ TEST_F(CheckpointFiles, DifferentModelIsRejectedNamingTheKeys) {
   ParamList other_params(other);
   std::vector<ParamShardState> shards;
   for (const auto& p : other_params.all()) shards.push_back({p->name, p->shape, p->is_expert, {}, {}, {}});
-  expect_input_error([&] { check_checkpoint_model(reader, other, shards); },
+  expect_input_error([&] { check_checkpoint_model(reader, other, ModelHead::LanguageModel, shards); },
                      {"metadata.json", "different model", "num_local_experts: 4 vs 8"});
 }
 
@@ -322,7 +322,7 @@ TEST_F(CheckpointSave, SavesLatestRotatesAndRestoresUnderAnyLayout) {
       std::vector<ParamShardState> restored = shards_for(m, r);
       for (ParamShardState& s : restored)
         for (ShardField f : kShardFields) s.field(f).zero_();
-      check_checkpoint_model(reader, config, restored);
+      check_checkpoint_model(reader, config, ModelHead::LanguageModel, restored);
       restore_param_shards(reader, m, r, restored);
       const std::vector<ParamShardState> expected = shards_for(m, r);
       for (size_t i = 0; i < restored.size(); ++i)

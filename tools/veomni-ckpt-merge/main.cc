@@ -61,6 +61,7 @@ void print_summary(const veomni::MergeSummary& s) {
   std::printf("checkpoint: %s\n", s.checkpoint.c_str());
   std::printf("global_step: %lld\n", static_cast<long long>(s.global_step));
   std::printf("out: %s\n", s.out_dir.c_str());
+  if (!s.architecture.empty()) std::printf("architecture: %s\n", s.architecture.c_str());
   std::printf("tensors: %zu\n", s.tensors);
   std::printf("tensor_bytes: %llu\n", static_cast<unsigned long long>(s.tensor_bytes));
   for (const std::string& f : s.weight_files) std::printf("weights: %s\n", f.c_str());

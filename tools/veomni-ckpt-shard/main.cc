@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
                  args.options.mesh.describe(), s.out_dir);
     std::printf("out: %s\n", s.out_dir.c_str());
     std::printf("model_type: %s\n", s.model_type.c_str());
+    std::printf("head: %s\n", veomni::model_head_name(s.head));
     std::printf("mesh: world %lld, ulysses %lld, ep %lld\n", static_cast<long long>(args.options.mesh.world),
                 static_cast<long long>(args.options.mesh.ulysses), static_cast<long long>(args.options.mesh.ep));
     std::printf("parameters: %lld\n", static_cast<long long>(s.parameters));
