@@ -636,6 +636,7 @@ def main():
         parser.error(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(CASES)}")
     torch.use_deterministic_algorithms(True)
     torch.set_default_dtype(torch.float32)
+    transformers.utils.logging.disable_progress_bar()
     os.makedirs(args.out, exist_ok=True)
     for name in names:
         write_case(name, CASES[name], args, list(CASES).index(name))
