@@ -6,7 +6,9 @@ Run where torch + transformers are installed, from the repository root:
 Everything runs in fp32 on the CPU, eager attention, deterministic algorithms, fixed seeds. For each case it writes
 tests/fixtures/objective_models/<case>/ (each case is written to <case>.tmp first, then renamed):
   batch.json            {"samples": [...]}: 3 preference pairs or 3 rollout samples (keys below)
-  expected.json         objective, config, loss, metrics, AdamW losses, normaliser, model_dir, versions, seeds
+  expected.json         objective, config, loss, metrics, AdamW losses, normaliser, model_dir, versions, seeds, and
+                        packed_row: the row these samples pack to (ids, positions, shifted targets, cu_seqlens,
+                        sequence roles, shifted rollout values, per-sequence reference log-probs)
   expected.safetensors  f32 "grad.<torch parameter name>" for every trainable parameter of the policy
   model/                save_pretrained of a model made here (reward and value cases only; the DPO and actor cases
                         reuse tests/fixtures/hf/qwen3_toy/model and tests/fixtures/hf/qwen3_moe_toy/model)
@@ -537,6 +539,16 @@ class Case:
     def batch(self):
         return {"samples": self.samples}
 
+    def packed_row(self):
+        """The row as the collator packs these samples (the C++ test checks its collator against it)."""
+        row = {"input_ids": self.row["input_ids"], "position_ids": self.row["position_ids"],
+               "target_ids": self.row["targets"], "cu_seqlens": self.row["cu_seqlens"],
+               "sequence_roles": self.row["roles"],
+               "token_values": {key: values.tolist() for key, values in self.inputs.items()}}
+        if self.ref_logps is not None:
+            row["ref_logps"] = self.ref_logps.tolist()
+        return row
+
 
 def gradients_and_metrics(case):
     policy = load_model(case.head, case.model_dir)
@@ -602,7 +614,7 @@ def write_case(name, spec, args, index):
     expected = dict(
         case=name, objective=spec["objective"], head=spec["head"], config=spec["config"],
         reference=spec.get("reference"), loss=loss, metrics=metrics,
-        aux_loss_coef=case.aux_coef,
+        aux_loss_coef=case.aux_coef, packed_row=case.packed_row(),
         adamw=dict(ADAMW, no_decay="parameters whose name contains 'norm' or ends with '.bias'"),
         adamw_losses=losses, model_dir=model_dir_entry, torch_version=torch.__version__,
         transformers_version=transformers.__version__, seed=args.seed, data_seed=data_seed, **case.normaliser())

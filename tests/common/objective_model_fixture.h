@@ -90,6 +90,43 @@ inline ObjectiveSettings settings_of(const nlohmann::json& expected) {
   return s;
 }
 
+inline const char* role_name(SequenceRole role) {
+  switch (role) {
+    case SequenceRole::Chosen: return "chosen";
+    case SequenceRole::Rejected: return "rejected";
+    case SequenceRole::Plain: break;
+  }
+  return "plain";
+}
+
+inline std::vector<int64_t> int_values(const Tensor& t) {
+  return std::vector<int64_t>(t.data<int64_t>(), t.data<int64_t>() + t.numel());
+}
+
+// Where the collator's batch differs from the row the generator packed (expected.json packed_row), or "" when it is
+// the same row: otherwise the numbers compared below would belong to different rows.
+inline std::string packed_row_difference(const ObjectiveModelFixture& f) {
+  const nlohmann::json& row = f.expected.at("packed_row");
+  const Batch& b = f.batch.text;
+  if (int_values(b.input_ids) != row.at("input_ids").get<std::vector<int64_t>>()) return "input_ids";
+  if (int_values(b.position_ids) != row.at("position_ids").get<std::vector<int64_t>>()) return "position_ids";
+  if (int_values(b.target_ids) != row.at("target_ids").get<std::vector<int64_t>>()) return "target_ids";
+  if (b.cu_seqlens != row.at("cu_seqlens").get<std::vector<int32_t>>()) return "cu_seqlens";
+  std::vector<std::string> roles;
+  for (SequenceRole role : b.sequence_roles) roles.push_back(role_name(role));
+  if (roles != row.at("sequence_roles").get<std::vector<std::string>>()) return "sequence_roles";
+  const nlohmann::json& values = row.at("token_values");
+  if (b.token_values.size() != values.size()) return "token_values keys";
+  for (const auto& [key, tensor] : b.token_values) {
+    if (!values.contains(key)) return "token_values key " + key;
+    if (tensor.to_float_vector() != values[key].get<std::vector<float>>()) return "token_values " + key;
+  }
+  const auto ref = b.sequence_values.find("ref_logps");
+  if (row.contains("ref_logps") != (ref != b.sequence_values.end())) return "presence of ref_logps";
+  if (row.contains("ref_logps") && ref->second != row["ref_logps"].get<std::vector<float>>()) return "ref_logps";
+  return "";
+}
+
 // A missing fixture throws (the test fails: the fixtures are generated, never optional).
 inline ObjectiveModelFixture load_objective_model_fixture(const std::string& name) {
   ObjectiveModelFixture f;

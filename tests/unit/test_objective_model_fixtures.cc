@@ -79,6 +79,8 @@ double loss_of(const ObjectiveMetrics& metrics, const std::string& name) {
 
 void check_loss_metrics_gradients(const std::string& name) {
   const Fixture f = load_objective_model_fixture(name);
+  ASSERT_EQ(veomni::testing::packed_row_difference(f), "") << name << ": the collator packs another row than the "
+                                                                       "generator did";
   Setup s = set_up(f);
   const ObjectiveMetrics metrics = run_step(s, f);
 
