@@ -46,9 +46,9 @@ void DpoConfig::validate(std::string_view section) const {
 
 void PpoActorConfig::validate(std::string_view section) const {
   require_positive(clip_ratio, section, "clip_ratio");
-  if (clip_ratio_low) require_positive(*clip_ratio_low, section, "clip_ratio_low");
-  if (clip_ratio_high) require_positive(*clip_ratio_high, section, "clip_ratio_high");
-  require(low() < 1.0, section, clip_ratio_low ? "clip_ratio_low" : "clip_ratio",
+  if (clip_ratio_low != -1) require_positive(clip_ratio_low, section, "clip_ratio_low");
+  if (clip_ratio_high != -1) require_positive(clip_ratio_high, section, "clip_ratio_high");
+  require(low() < 1.0, section, clip_ratio_low != -1 ? "clip_ratio_low" : "clip_ratio",
           fmt::format("the lower clip bound 1 - {} must stay above 0", low()));
   require(std::isfinite(clip_ratio_c) && clip_ratio_c > 1.0, section, "clip_ratio_c",
           fmt::format("the dual-clip bound must be greater than 1, got {}", clip_ratio_c));

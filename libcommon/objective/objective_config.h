@@ -2,7 +2,6 @@
 // DPO, verl's actor and critic keys for the PPO actor and the value model. Each validate() throws InputError naming
 // `<section>.<key>`.
 #pragma once
-#include <optional>
 #include <string>
 #include <string_view>
 
@@ -16,6 +15,7 @@ struct DpoConfig {
   bool reference_free = false;        // the loss ignores the reference log-probs (the rewards still use them)
   std::string refer_model_precision = "bfloat16";  // float32 | bfloat16: the frozen reference model's dtype
 
+  bool operator==(const DpoConfig&) const = default;
   void validate(std::string_view section = "dpo_config") const;
 };
 
@@ -24,8 +24,8 @@ struct DpoConfig {
 // verl's actor names: use_kl_loss, kl_loss_coef, kl_loss_type.
 struct PpoActorConfig {
   double clip_ratio = 0.2;                // PPO's epsilon
-  std::optional<double> clip_ratio_low;   // lower epsilon, clip_ratio when unset
-  std::optional<double> clip_ratio_high;  // upper epsilon, clip_ratio when unset
+  double clip_ratio_low = -1;             // lower epsilon; -1 (unset): clip_ratio
+  double clip_ratio_high = -1;            // upper epsilon; -1 (unset): clip_ratio
   double clip_ratio_c = 3.0;              // dual-clip bound for negative advantages; > 1
   double entropy_coeff = 0.0;             // loss -= entropy_coeff * token-mean entropy
   bool use_kl_loss = false;               // loss += kl_loss_coef * token-mean KL(policy || reference)
@@ -33,8 +33,9 @@ struct PpoActorConfig {
   std::string kl_loss_type = "low_var_kl";   // kl (k1) | abs | mse (k2) | low_var_kl (k3)
   std::string loss_agg_mode = "token-mean";  // the only mode: the token mean over the global batch
 
-  double low() const { return clip_ratio_low.value_or(clip_ratio); }
-  double high() const { return clip_ratio_high.value_or(clip_ratio); }
+  double low() const { return clip_ratio_low == -1 ? clip_ratio : clip_ratio_low; }
+  double high() const { return clip_ratio_high == -1 ? clip_ratio : clip_ratio_high; }
+  bool operator==(const PpoActorConfig&) const = default;
   void validate(std::string_view section = "actor") const;
 };
 
@@ -43,6 +44,7 @@ struct ValueConfig {
   double cliprange_value = 0.5;  // new values stay within old_values +- cliprange_value
   std::string loss_agg_mode = "token-mean";
 
+  bool operator==(const ValueConfig&) const = default;
   void validate(std::string_view section = "critic") const;
 };
 

@@ -16,6 +16,7 @@ namespace veomni {
 
 struct StepLossScale {
   int64_t global_valid_tokens = 0;  // non-ignored targets of every micro-batch of the step (all ranks)
+  int64_t global_pairs = 0;         // preference pairs of the step (DPO and reward models normalise by them)
   int64_t micro_batches = 1;        // micro-batches in the global batch of the step
   double aux_loss_coef = 0.0;       // router_aux_loss_coef (0 when the model has no aux loss)
 

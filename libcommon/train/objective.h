@@ -14,6 +14,7 @@
 
 #include "model/model_config.h"
 #include "model/thinker/multimodal_batch.h"
+#include "objective/objective_config.h"
 #include "train/objective_names.h"
 #include "train/loss_scale.h"
 #include "train/train_model.h"
@@ -27,8 +28,9 @@ class Objective {
  public:
   virtual ~Objective() = default;
 
-  // This micro-batch's share of the step's normaliser (SFT: its non-ignored targets).
-  virtual int64_t normaliser(const MultimodalBatch& batch) const = 0;
+  // This micro-batch's share of the step's normaliser (SFT, value, actor: its non-ignored targets; DPO, reward: its
+  // preference pairs). reports_shared: this rank counts what every rank of its SP group sees (pairs).
+  virtual int64_t normaliser(const MultimodalBatch& batch, bool reports_shared) const = 0;
   // The step's scale from the normaliser summed over every micro-batch of every rank.
   virtual StepLossScale step_scale(int64_t global_normaliser, int64_t micro_batches) const = 0;
   // How many host sums micro_batch adds to; the trainer sums them over the world once per step.
@@ -42,7 +44,18 @@ class Objective {
   virtual ObjectiveMetrics step_metrics(const std::vector<double>& sums, const StepLossScale& scale) const = 0;
 };
 
-// The objective train.objective names, for a model whose language model has text_config.
-std::unique_ptr<Objective> make_objective(const std::string& name, const ModelConfig& text_config);
+// What make_objective needs from the run's config: train.objective and the objectives' sections.
+struct ObjectiveSettings {
+  std::string name = "sft";
+  objective::DpoConfig dpo;
+  objective::PpoActorConfig actor;
+  objective::ValueConfig critic;
+};
+
+// The objective settings.name names, for a model whose language model has text_config. reference: DPO's frozen
+// reference model (the start weights, sharded like the policy), or null when the batches carry the reference
+// log-probs (dataset keys ref_chosen_logps / ref_rejected_logps) or dpo.reference_free needs none.
+std::unique_ptr<Objective> make_objective(const ObjectiveSettings& settings, const ModelConfig& text_config,
+                                          TrainModel* reference = nullptr);
 
 }  // namespace veomni

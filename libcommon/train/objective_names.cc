@@ -15,10 +15,6 @@ const std::vector<std::string>& objective_names() {
 void check_objective_available(const std::string& name) {
   VEOMNI_INPUT_CHECK(std::find(objective_names().begin(), objective_names().end(), name) != objective_names().end(),
                      "train.objective must be one of sft, dpo, reward, value, ppo_actor, got '{}'", name);
-  VEOMNI_INPUT_CHECK(name == "sft",
-                     "train.objective '{}' is not yet available: this version trains sft only (hint: "
-                     "--train.objective sft)",
-                     name);
 }
 
 }  // namespace veomni

@@ -1,4 +1,4 @@
-// The names train.objective accepts, and which of them this version trains (config validation, no model needed).
+// The names train.objective accepts (config validation, no model needed).
 #pragma once
 #include <string>
 #include <vector>
@@ -7,8 +7,8 @@ namespace veomni {
 
 // sft, dpo, reward, value, ppo_actor (the key's YAML choices).
 const std::vector<std::string>& objective_names();
-// A name this version does not train yet is an InputError naming train.objective. Names that are not objectives at
-// all are refused by the key's choices first.
+// A name that is not an objective is an InputError naming train.objective (the key's choices refuse it first when
+// the name comes from a config).
 void check_objective_available(const std::string& name);
 
 }  // namespace veomni

@@ -23,7 +23,43 @@ std::vector<size_t> sequence_of_tokens(const Batch& batch, int64_t local_tokens)
   return of;
 }
 
+// The local index of each packed sequence's last token, or -1 where another SP rank holds it.
+std::vector<int64_t> local_last_tokens(const Batch& batch, int64_t local_tokens) {
+  const std::vector<int32_t>& cu = batch.cu_seqlens;
+  std::vector<int64_t> last(cu.size() - 1, -1);
+  for (size_t j = 0; j + 1 < cu.size(); ++j) {
+    const int64_t local = cu[j + 1] - 1 - batch.sp_offset;
+    if (cu[j + 1] > cu[j] && local >= 0 && local < local_tokens) last[j] = local;
+  }
+  return last;
+}
+
 }  // namespace
+
+std::vector<double> sequence_last_values(const Batch& batch, const Tensor& values, SequenceHooks* sequence) {
+  VEOMNI_CHECK(values.dtype() == DType::F32 && values.ndim() == 1, "per-token values {} must be f32 [S]",
+               values.describe());
+  const Tensor host = values.is_cpu() ? values : values.to(Device::cpu());
+  const float* v = host.data<float>();
+  const std::vector<int64_t> last = local_last_tokens(batch, host.numel());
+  std::vector<double> out(last.size(), 0.0);
+  for (size_t j = 0; j < last.size(); ++j)
+    if (last[j] >= 0) out[j] = static_cast<double>(v[last[j]]);
+  if (sequence && sequence->sp_size() > 1) sequence->allreduce_sum(out);
+  return out;
+}
+
+Tensor sequence_last_values_backward(const Batch& batch, const std::vector<double>& d_last, Device device) {
+  VEOMNI_CHECK(d_last.size() + 1 == batch.cu_seqlens.size(), "{} sequence gradients for {} packed sequences",
+               d_last.size(), batch.cu_seqlens.size() - 1);
+  const int64_t local = batch.input_ids.numel();
+  Tensor host = Tensor::zeros({local}, DType::F32);
+  float* d = host.data<float>();
+  const std::vector<int64_t> last = local_last_tokens(batch, local);
+  for (size_t j = 0; j < last.size(); ++j)
+    if (last[j] >= 0) d[last[j]] = static_cast<float>(d_last[j]);
+  return host.to(device);
+}
 
 std::vector<double> sequence_sums(const Batch& batch, const Tensor& values, SequenceHooks* sequence) {
   VEOMNI_CHECK(values.dtype() == DType::F32 && values.ndim() == 1, "per-token values {} must be f32 [S]",

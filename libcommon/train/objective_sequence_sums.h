@@ -18,4 +18,10 @@ std::vector<double> sequence_sums(const Batch& batch, const Tensor& values, Sequ
 // caller's values are zero where they do not count, and so are their gradients through the heads).
 Tensor sequence_sums_backward(const Batch& batch, const std::vector<double>& d_sums, Device device);
 
+// The value at each packed sequence's last token (a reward model reads its value head there, as HF's
+// ...ForSequenceClassification pools the last token), whichever SP rank holds it; a collective like sequence_sums.
+std::vector<double> sequence_last_values(const Batch& batch, const Tensor& values, SequenceHooks* sequence);
+// The backward: d(values) f32 [S_local] on `device`, d_last[j] at sequence j's last token, zero elsewhere.
+Tensor sequence_last_values_backward(const Batch& batch, const std::vector<double>& d_last, Device device);
+
 }  // namespace veomni

@@ -8,7 +8,7 @@ class SftObjective final : public Objective {
  public:
   explicit SftObjective(const ModelConfig& text_config);
 
-  int64_t normaliser(const MultimodalBatch& batch) const override { return batch.text.valid_tokens; }
+  int64_t normaliser(const MultimodalBatch& batch, bool) const override { return batch.text.valid_tokens; }
   StepLossScale step_scale(int64_t global_normaliser, int64_t micro_batches) const override;
   size_t num_sums() const override { return 2; }  // ce_sum, aux_sum
   void micro_batch(TrainModel& model, const MultimodalBatch& batch, const StepLossScale& scale, bool reports_shared,

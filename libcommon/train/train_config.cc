@@ -42,7 +42,21 @@ ConfigSchema<TrainConfig> build_schema() {
   VEOMNI_CONFIG_FIELD(s, train.log_steps, "Print a progress line every this many steps (metrics are recorded every step).");
   VEOMNI_CONFIG_FIELD(s, train.device, "Where to train: auto (one GPU per rank, chosen by node-local rank, when the build has CUDA and GPUs are visible; else the CPU), cpu, or cuda (an error without a GPU).", {.choices = {"auto", "cpu", "cuda"}});
   VEOMNI_CONFIG_FIELD(s, train.precision, "mixed: compute as train.accelerator.fsdp_config.mixed_precision says (bf16 with float32 master weights); fp32: everything in float32 (alignment runs). The CPU backend always computes in float32.", {.choices = {"mixed", "fp32"}});
-  VEOMNI_CONFIG_FIELD(s, train.objective, "What the run optimises: sft (next-token cross-entropy). dpo, reward, value and ppo_actor are named for the engine's next objectives and refused until they are available.", {.choices = {"sft", "dpo", "reward", "value", "ppo_actor"}});
+  VEOMNI_CONFIG_FIELD(s, train.objective, "What the run optimises: sft (next-token cross-entropy), dpo (preference pairs against a frozen reference; train.dpo_config), reward (Bradley-Terry reward model: a value head read at each sequence's last token), value (critic: a value per token, clipped value loss; train.critic), ppo_actor (PPO clipped surrogate on rollouts; train.actor).", {.choices = {"sft", "dpo", "reward", "value", "ppo_actor"}});
+  VEOMNI_CONFIG_FIELD(s, train.dpo_config.beta, "DPO: temperature of the implicit reward beta (log pi - log pi_ref); > 0.");
+  VEOMNI_CONFIG_FIELD(s, train.dpo_config.label_smoothing, "DPO: conservative DPO label smoothing in [0, 0.5] (sigmoid loss only).");
+  VEOMNI_CONFIG_FIELD(s, train.dpo_config.loss_type, "DPO loss: sigmoid (-log sigmoid(beta z)) or ipo ((z - 1/(2 beta))^2).", {.choices = {"sigmoid", "ipo"}});
+  VEOMNI_CONFIG_FIELD(s, train.dpo_config.reference_free, "DPO: the loss ignores the reference log-probs (no reference model runs unless the rewards need one: they use the dataset's or zeros).");
+  VEOMNI_CONFIG_FIELD(s, train.dpo_config.refer_model_precision, "DPO: compute dtype of the frozen reference model on the GPU (the CPU computes in float32).", {.choices = {"bfloat16", "float32"}});
+  VEOMNI_CONFIG_FIELD(s, train.actor.clip_ratio, "PPO actor: clip range epsilon of the probability ratio.");
+  VEOMNI_CONFIG_FIELD(s, train.actor.clip_ratio_low, "PPO actor: lower clip epsilon. -1 (or null): clip_ratio.", minus_one_when_null);
+  VEOMNI_CONFIG_FIELD(s, train.actor.clip_ratio_high, "PPO actor: upper clip epsilon. -1 (or null): clip_ratio.", minus_one_when_null);
+  VEOMNI_CONFIG_FIELD(s, train.actor.clip_ratio_c, "PPO actor: dual-clip bound for negative advantages; > 1.");
+  VEOMNI_CONFIG_FIELD(s, train.actor.entropy_coeff, "PPO actor: the loss subtracts entropy_coeff x the token-mean entropy of the policy.");
+  VEOMNI_CONFIG_FIELD(s, train.actor.use_kl_loss, "PPO actor: add kl_loss_coef x the token-mean KL to the dataset's ref_log_probs.");
+  VEOMNI_CONFIG_FIELD(s, train.actor.kl_loss_coef, "PPO actor: weight of the KL loss.");
+  VEOMNI_CONFIG_FIELD(s, train.actor.kl_loss_type, "PPO actor: KL estimator (verl's kl_penalty).", {.choices = {"low_var_kl", "kl", "k1", "abs", "mse", "k2", "k3"}});
+  VEOMNI_CONFIG_FIELD(s, train.critic.cliprange_value, "Value model: new values stay within old_values +- cliprange_value in the clipped loss.");
   VEOMNI_CONFIG_FIELD(s, train.freeze_vit, "Multimodal models: freeze the vision tower (Qwen3-Omni: all of it but visual.merger, as VeOmni). Frozen parameters are not updated and not counted in the gradient norm.");
   VEOMNI_CONFIG_FIELD(s, train.freeze_audio_tower, "Qwen3-Omni: freeze the audio encoder but audio_tower.proj1 (as VeOmni).");
   VEOMNI_CONFIG_FIELD(s, train.vit_lr, "Multimodal models: peak learning rate of the vision tower's parameters (VeOmni's vit_lr; it follows the schedule of train.optimizer.lr, scaled).");
@@ -198,6 +212,13 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
   return config;
 }
 
+// Only the running objective's section is checked: a config may carry the others' defaults or leftovers.
+void validate_objective_settings(const TrainArgs& t) {
+  if (t.objective == "dpo") t.dpo_config.validate("train.dpo_config");
+  if (t.objective == "ppo_actor") t.actor.validate("train.actor");
+  if (t.objective == "value") t.critic.validate("train.critic");
+}
+
 // A micro-batch packs up to micro_batch_size x max_seq_len tokens into one row whose sequence offsets are 32-bit.
 void validate_token_budget(const TrainConfig& c) {
   constexpr int64_t kMaxRowTokens = INT32_MAX;
@@ -216,6 +237,7 @@ void validate_train_config(const TrainConfig& config) {
   validate_tower_learning_rates(config.train);
   validate_choices(config);
   check_objective_available(config.train.objective);
+  validate_objective_settings(config.train);
 }
 
 BatchLayout resolve_batch_layout(const TrainConfig& config, int64_t world_size) {

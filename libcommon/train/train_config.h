@@ -7,6 +7,7 @@
 
 #include "core/dtype.h"
 #include "io/yaml_config.h"
+#include "objective/objective_config.h"
 
 namespace veomni {
 
@@ -89,7 +90,10 @@ struct TrainArgs {
   int64_t log_steps = 1;
   std::string device = "auto";      // auto (GPU when the build has CUDA and one is visible) | cpu | cuda
   std::string precision = "mixed";  // mixed (accelerator.fsdp_config.mixed_precision) | fp32 (exact alignment runs)
-  std::string objective = "sft";    // sft | dpo | reward | value | ppo_actor (train/objective.h); sft only for now
+  std::string objective = "sft";    // sft | dpo | reward | value | ppo_actor (train/objective.h)
+  objective::DpoConfig dpo_config;      // objective dpo (VeOmni's dpo_config)
+  objective::PpoActorConfig actor;      // objective ppo_actor (verl's actor keys)
+  objective::ValueConfig critic;        // objective value (verl's critic keys)
   // Multimodal models (VeOmni's VLM trainer arguments). Frozen parameters keep their values exactly: no update, no
   // weight decay, no part in the gradient norm.
   bool freeze_vit = false;          // the vision tower (Qwen3-Omni: all but visual.merger, as VeOmni)

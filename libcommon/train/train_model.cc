@@ -7,6 +7,8 @@
 
 #include "core/error.h"
 #include "io/json_file.h"
+#include "model/hf_loader.h"
+#include "model/weight_source.h"
 
 namespace veomni {
 
@@ -50,36 +52,78 @@ bool param_frozen(const std::string& hf_name, const std::string& model_type, boo
   return false;
 }
 
-namespace {
-
-// The LM head's name in the HF layout of each model family (Qwen3-VL: lm_head.weight, Omni: thinker.lm_head.weight).
-// The head group runs under the body's construction-time parameter hooks too.
-std::unique_ptr<LmHead> make_lm_head(ModelBody& body, const std::string& lm_head_name, ParamHooks* hooks) {
-  auto head = std::make_unique<LmHead>(body.head_site(), body.text_config(), lm_head_name);
-  head->set_param_hooks(hooks);
-  return head;
+ModelHead model_head_for_objective(const std::string& objective) {
+  if (objective == "reward") return ModelHead::SequenceReward;
+  if (objective == "value") return ModelHead::TokenValue;
+  return ModelHead::LanguageModel;
 }
 
-}  // namespace
+const char* model_head_name(ModelHead head) {
+  switch (head) {
+    case ModelHead::LanguageModel: return "causal_lm";
+    case ModelHead::SequenceReward: return "sequence_reward";
+    case ModelHead::TokenValue: return "token_value";
+  }
+  return "causal_lm";
+}
 
-TrainModel::TrainModel(const ModelConfig& config, const ModelOptions& options)
-    : body_(std::make_unique<TextBody>(config, options)),
-      lm_head_(make_lm_head(*body_, options.lm_head_name, options.hooks.params)) {}
+ModelHead model_head_from_name(const std::string& name) {
+  for (ModelHead head : {ModelHead::LanguageModel, ModelHead::SequenceReward, ModelHead::TokenValue})
+    if (name == model_head_name(head)) return head;
+  throw InputError(fmt::format("model head '{}' is not one of causal_lm, sequence_reward, token_value", name));
+}
 
-TrainModel::TrainModel(const ThinkerConfig& config, const ModelOptions& options, bool freeze_vit) {
+TrainModel::TrainModel(const ModelConfig& config, const ModelOptions& options, ModelHead head)
+    : head_(head), body_(std::make_unique<TextBody>(config, options)) {
+  make_head(options.lm_head_name, options.hooks.params);
+}
+
+TrainModel::TrainModel(const ThinkerConfig& config, const ModelOptions& options, bool freeze_vit, ModelHead head)
+    : head_(head) {
   MultimodalOptions mm;
   mm.lm = options;
   // Qwen3-Omni keeps its merger trainable under freeze_vit, so its tower's backward still runs.
   mm.freeze_vit = freeze_vit && config.model_type != "qwen3_omni_moe";
   body_ = std::make_unique<MultimodalBody>(config, mm);
-  lm_head_ = make_lm_head(*body_, config.lm_head_name, options.hooks.params);
+  make_head(config.lm_head_name, options.hooks.params);
 }
 
 TrainModel::~TrainModel() = default;
 
+// The head group runs under the body's construction-time parameter hooks too. The value head takes HF's `score`
+// name beside the LM head's (lm_head.weight -> score.weight, thinker.lm_head.weight -> thinker.score.weight).
+void TrainModel::make_head(const std::string& lm_head_name, ParamHooks* hooks) {
+  if (head_ == ModelHead::LanguageModel) {
+    lm_head_ = std::make_unique<LmHead>(body_->head_site(), body_->text_config(), lm_head_name);
+    lm_head_->set_param_hooks(hooks);
+    return;
+  }
+  const size_t at = lm_head_name.rfind("lm_head.");
+  const std::string prefix = (at == std::string::npos ? std::string() : lm_head_name.substr(0, at)) + "score.";
+  value_head_ = std::make_unique<ValueHead>(body_->head_site(), body_->text_config(),
+                                            head_ == ModelHead::TokenValue, prefix);
+  value_head_->set_param_hooks(hooks);
+}
+
+LmHead& TrainModel::lm_head() {
+  VEOMNI_CHECK(lm_head_, "the model has a {} head, not the LM head", model_head_name(head_));
+  return *lm_head_;
+}
+
+ValueHead& TrainModel::value_head() {
+  VEOMNI_CHECK(value_head_, "the model has the LM head, not a value head");
+  return *value_head_;
+}
+
+void load_start_weights(TrainModel& model, const std::string& model_path, uint64_t seed) {
+  if (model_path.empty()) model.init_weights(seed);
+  else load_hf_weights(model.params(), HfCheckpointSource(model_path));
+}
+
 void TrainModel::set_param_hooks(ParamHooks* hooks) {
   body_->set_param_hooks(hooks);
-  lm_head_->set_param_hooks(hooks);
+  if (lm_head_) lm_head_->set_param_hooks(hooks);
+  if (value_head_) value_head_->set_param_hooks(hooks);
 }
 
 }  // namespace veomni

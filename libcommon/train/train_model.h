@@ -8,6 +8,7 @@
 
 #include "model/causal_lm.h"
 #include "model/heads/lm_head.h"
+#include "model/heads/value_head.h"
 #include "model/model_body.h"
 #include "model/model_config.h"
 #include "model/parallel_hooks.h"
@@ -30,27 +31,50 @@ ParamRole param_role(const std::string& hf_name);
 bool param_frozen(const std::string& hf_name, const std::string& model_type, bool freeze_vit,
                   bool freeze_audio_tower);
 
-// The model of a training run: one body (text or multimodal, behind ModelBody) and the heads the objective reads.
-// Every head is registered at construction, so the parameter set (and checkpoints) depend on the model only.
+// Which head sits on the body, as HF names the model class: ...ForCausalLM (the LM head: SFT, DPO, the PPO actor),
+// ...ForSequenceClassification with num_labels 1 (`score` without bias, read at a sequence's last token: reward
+// models), ...ForTokenClassification with num_labels 1 (`score` with a bias, a value per token: value models).
+enum class ModelHead { LanguageModel, SequenceReward, TokenValue };
+
+// The head train.objective trains: reward -> SequenceReward, value -> TokenValue, the others the LM head.
+ModelHead model_head_for_objective(const std::string& objective);
+// "causal_lm", "sequence_reward", "token_value" (checkpoint metadata and messages) and back (InputError otherwise).
+const char* model_head_name(ModelHead head);
+ModelHead model_head_from_name(const std::string& name);
+
+// The model of a training run: one body (text or multimodal, behind ModelBody) and the head the objective reads.
+// The head is registered at construction, so the parameter set (and checkpoints) depend on the model and head only.
 class TrainModel {
  public:
-  // The text body from a qwen3 / qwen3_moe config, or the multimodal body from a thinker config, with the LM head.
+  // The text body from a qwen3 / qwen3_moe config, or the multimodal body from a thinker config, with its head.
   // freeze_vit (VL only, where the whole tower is frozen) skips the vision backward; partial freezes still run it
   // (the trainer leaves the frozen parameters out of the optimizer).
-  TrainModel(const ModelConfig& config, const ModelOptions& options);
-  TrainModel(const ThinkerConfig& config, const ModelOptions& options, bool freeze_vit);
+  TrainModel(const ModelConfig& config, const ModelOptions& options, ModelHead head = ModelHead::LanguageModel);
+  TrainModel(const ThinkerConfig& config, const ModelOptions& options, bool freeze_vit,
+             ModelHead head = ModelHead::LanguageModel);
   ~TrainModel();
 
   ParamStore& params() { return body_->params(); }
   ModelBody& body() { return *body_; }
-  LmHead& lm_head() { return *lm_head_; }
+  ModelHead head() const { return head_; }
+  // The head of the kind the model was built with (an internal error for another kind).
+  LmHead& lm_head();
+  ValueHead& value_head();
   void init_weights(uint64_t seed) { body_->init_weights(seed); }
   // FSDP hooks on the body's and the heads' groups.
   void set_param_hooks(ParamHooks* hooks);
 
  private:
+  void make_head(const std::string& lm_head_name, ParamHooks* hooks);
+
+  ModelHead head_;
   std::unique_ptr<ModelBody> body_;
-  std::unique_ptr<LmHead> lm_head_;
+  std::unique_ptr<LmHead> lm_head_;        // LanguageModel
+  std::unique_ptr<ValueHead> value_head_;  // SequenceReward, TokenValue
 };
+
+// A run's start weights (materialised parameters): the HF checkpoint directory model_path, or the HF
+// initialisation seeded by seed when model_path is empty.
+void load_start_weights(TrainModel& model, const std::string& model_path, uint64_t seed);
 
 }  // namespace veomni

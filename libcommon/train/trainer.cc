@@ -24,6 +24,7 @@
 #include "core/tool.h"
 #include "data/batch_plan.h"
 #include "data/collator.h"
+#include "data/dataset_objective_keys.h"
 #include "data/dataset_reader.h"
 #include "data/multimodal_collator.h"
 #include "dist/device_mesh.h"
@@ -109,15 +110,6 @@ struct FaultInjection {
   std::abort();
 }
 
-TokenSample token_sample(const Sample& sample, const std::string& context) {
-  TokenSample t;
-  t.context = context;
-  t.input_ids = sample_key(sample, "input_ids", context);
-  if (auto it = sample.find("labels"); it != sample.end()) t.labels = it->second;
-  if (auto it = sample.find("position_ids"); it != sample.end()) t.position_ids = it->second;
-  return t;
-}
-
 // One AdamW per learning-rate group (VeOmni's param groups: the LM, the vision tower at vit_lr, the audio encoder
 // at audio_lr); frozen parameters sit in a group that never steps, so their values stay exact and their (zero)
 // moments still go into checkpoints.
@@ -145,6 +137,9 @@ class Trainer {
   Device select_device();
   void build_mesh_and_model();
   void build_data();
+  void build_objective();
+  std::unique_ptr<TrainModel> make_model(const ModelOptions& options, ModelHead head) const;
+  void load_start_weights(TrainModel& model) const;
   void report_untrained_data();
   void build_optimizer();
   std::vector<MultimodalBatch> collate_my_micro_batches(const StepPlan& step);
@@ -184,6 +179,11 @@ class Trainer {
   std::string hf_config_json_;            // a multimodal model's config.json, kept in checkpoints
   std::unique_ptr<TrainModel> model_;
   std::unique_ptr<Objective> objective_;
+  ModelOptions model_options_;
+  // DPO's frozen reference model (the start weights, sharded like the policy) and its FSDP; null when the data
+  // carry the reference log-probs or reference_free needs none.
+  std::unique_ptr<TrainModel> reference_;
+  std::unique_ptr<Fsdp> reference_fsdp_;
   std::unique_ptr<Fsdp> fsdp_;
   std::vector<OptimizerGroup> optimizers_;   // LM first
   // The (group, slot) of each FSDP shard, in shard order.
@@ -253,27 +253,63 @@ void Trainer::build_mesh_and_model() {
     expert_parallel_ = std::make_unique<ExpertParallel>(mesh_.ep, model_config_.num_experts);
     options.hooks.experts = expert_parallel_.get();
   }
-  model_ = thinker_ ? std::make_unique<TrainModel>(*thinker_, options, config_.train.freeze_vit)
-                   : std::make_unique<TrainModel>(model_config_, options);
-  objective_ = make_objective(config_.train.objective, model_config_);
+  model_options_ = options;
+  model_ = make_model(options, model_head_for_objective(config_.train.objective));
   const std::string model_type = thinker_ ? thinker_->model_type : model_config_.model_type;
-  // Initialised or loaded values go into the fp32 masters: stage them in fp32 whatever the compute dtype.
-  model_->params().materialize_all(options.device, DType::F32);
   if (resume_dir_) {
     // The checkpoint overwrites every master and moment once FSDP and AdamW exist: no init, no HF read.
     spdlog::info("model: {} with {} parameters, from checkpoint {}", model_type,
                  format_count(static_cast<double>(model_->params().num_elements())), *resume_dir_);
-  } else if (config_.model.model_path.empty()) {
-    model_->init_weights(static_cast<uint64_t>(config_.train.seed));
-    spdlog::info("model: {} with {} parameters, random init (seed {})", model_type,
-                 format_count(static_cast<double>(model_->params().num_elements())), config_.train.seed);
   } else {
-    load_hf_weights(model_->params(), HfCheckpointSource(config_.model.model_path));
-    spdlog::info("model: {} with {} parameters from {}", model_type,
-                 format_count(static_cast<double>(model_->params().num_elements())), config_.model.model_path);
+    load_start_weights(*model_);
+    spdlog::info("model: {} with {} parameters, {}", model_type,
+                 format_count(static_cast<double>(model_->params().num_elements())),
+                 config_.model.model_path.empty() ? fmt::format("random init (seed {})", config_.train.seed)
+                                                  : "from " + config_.model.model_path);
   }
   fsdp_ = std::make_unique<Fsdp>(model_->params(), mesh_, options.compute_dtype, reduce_dtype, acc.fsdp_config.overlap);
   model_->set_param_hooks(fsdp_.get());
+}
+
+// Initialised or loaded values go into the fp32 masters: they are staged in fp32 whatever the compute dtype.
+std::unique_ptr<TrainModel> Trainer::make_model(const ModelOptions& options, ModelHead head) const {
+  auto model = thinker_ ? std::make_unique<TrainModel>(*thinker_, options, config_.train.freeze_vit, head)
+                        : std::make_unique<TrainModel>(model_config_, options, head);
+  model->params().materialize_all(options.device, DType::F32);
+  return model;
+}
+
+void Trainer::load_start_weights(TrainModel& model) const {
+  veomni::load_start_weights(model, config_.model.model_path, static_cast<uint64_t>(config_.train.seed));
+}
+
+// The objective and what it needs from the data; DPO's reference model when the data carry no reference log-probs.
+void Trainer::build_objective() {
+  const TrainArgs& t = config_.train;
+  ObjectiveSettings settings{t.objective, t.dpo_config, t.actor, t.critic};
+  const std::string purpose = "train.objective " + t.objective;
+  if (t.objective == "dpo" || t.objective == "reward") require_dataset_keys(*dataset_, {kChosenLengthKey}, purpose);
+  if (t.objective == "value") require_dataset_keys(*dataset_, {"returns", "old_values"}, purpose);
+  if (t.objective == "ppo_actor") {
+    require_dataset_keys(*dataset_, {"old_log_probs", "advantages"}, purpose);
+    if (t.actor.use_kl_loss) require_dataset_keys(*dataset_, {"ref_log_probs"}, "train.actor.use_kl_loss");
+  }
+  const bool data_has_reference = dataset_->has_key(kRefChosenLogpsKey) && dataset_->has_key(kRefRejectedLogpsKey);
+  if (t.objective == "dpo" && !data_has_reference && !t.dpo_config.reference_free) {
+    ModelOptions options = model_options_;
+    if (device_.is_cuda())
+      options.compute_dtype = t.dpo_config.refer_model_precision == "float32" ? DType::F32 : DType::BF16;
+    reference_ = make_model(options, ModelHead::LanguageModel);
+    load_start_weights(*reference_);
+    reference_fsdp_ = std::make_unique<Fsdp>(reference_->params(), mesh_, options.compute_dtype, DType::F32,
+                                             t.accelerator.fsdp_config.overlap);
+    reference_->set_param_hooks(reference_fsdp_.get());
+    spdlog::info("dpo: reference model = the start weights, frozen, computing in {}",
+                 dtype_name(options.compute_dtype));
+  } else if (t.objective == "dpo") {
+    spdlog::info("dpo: reference log-probs {}", data_has_reference ? "from the dataset" : "none (reference_free)");
+  }
+  objective_ = make_objective(settings, model_config_, reference_.get());
 }
 
 void Trainer::build_data() {
@@ -404,7 +440,7 @@ MultimodalBatch Trainer::collate_micro_batch(const std::vector<int64_t>& sample_
   collate.sp_size = mesh_.shape.ulysses;
   collate.vocab_size = model_config_.vocab_size;
   std::vector<TokenSample> tokens;
-  for (size_t k = 0; k < samples.size(); ++k) tokens.push_back(token_sample(samples[k], contexts[k]));
+  for (size_t k = 0; k < samples.size(); ++k) tokens.push_back(token_sample_from(samples[k], contexts[k]));
   MultimodalBatch batch;
   batch.text = slice_for_sp_rank(pack_samples(tokens, collate), mesh_.shape.ulysses, mesh_.sp_rank());
   return batch;
@@ -610,7 +646,7 @@ StepMetrics Trainer::run_step(const StepPlan& step, int64_t global_step) {
   // Every rank counts its share of the objective's normaliser; the sum over the world is the global batch's (SP
   // slices partition a row).
   std::vector<int64_t> counts{0, 0};
-  for (const MultimodalBatch& b : batches) counts[0] += objective_->normaliser(b);
+  for (const MultimodalBatch& b : batches) counts[0] += objective_->normaliser(b, mesh_.sp_rank() == 0);
   for (size_t i = static_cast<size_t>(mesh_.dp_rank()); i < step.micro_batches.size();
        i += static_cast<size_t>(mesh_.shape.dp()))
     if (mesh_.sp_rank() == 0) counts[1] += step.micro_batches[i].tokens;
@@ -624,6 +660,7 @@ StepMetrics Trainer::run_step(const StepPlan& step, int64_t global_step) {
   for (const MultimodalBatch& batch : batches)
     objective_->micro_batch(*model_, batch, scale, mesh_.sp_rank() == 0, sums);
   fsdp_->wait_for_gradients();  // the last reduce-scatters land in the shard gradients before clipping reads them
+  if (reference_fsdp_) reference_fsdp_->wait_for_gradients();  // drops the reference's prefetched gathers
   world_->allreduce_sum(sums);
 
   StepMetrics m;
@@ -708,6 +745,7 @@ TrainSummary Trainer::run() {
   resume_dir_ = agree_on_resume_checkpoint();
   build_mesh_and_model();
   build_data();
+  build_objective();
   build_optimizer();
   if (resume_dir_) resume_from(*resume_dir_);
   const fs::path output_dir = config_.train.checkpoint.output_dir;

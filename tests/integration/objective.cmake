@@ -2,7 +2,7 @@
 if(VEOMNI_MPIEXEC)
   add_test(NAME objective_sequence_sums_2ranks
     COMMAND ${VEOMNI_MPIEXEC} --oversubscribe --bind-to none -np 2 $<TARGET_FILE:veomni_unit_tests>
-            --gtest_filter=SequenceSums.* --gtest_brief=1)
+            --gtest_filter=SequenceSums.*:SequenceLastValues.* --gtest_brief=1)
   set_tests_properties(objective_sequence_sums_2ranks PROPERTIES
     LABELS "integration;mpi" RESOURCE_LOCK mpi TIMEOUT 120
     ENVIRONMENT

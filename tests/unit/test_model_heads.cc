@@ -84,7 +84,7 @@ TEST(LmHeadLogprobs, AreMinusTheTokenCrossEntropiesAndZeroWhereIgnored) {
   }
   EXPECT_NEAR(sum, -loss.ce_sum, 1e-5);
   EXPECT_EQ(loss.valid_tokens, 5);
-  EXPECT_FALSE(lp.saved.dlogits.defined());  // save = false keeps nothing
+  EXPECT_FALSE(lp.saved.logits.defined());  // save = false keeps nothing
 }
 
 // d(logprob) = -c on every token is d(ce_sum) = c: the two backward paths give the same gradients.
@@ -120,6 +120,25 @@ TEST(LmHeadLogprobs, GradientsMatchFiniteDifferences) {
   expect_gradient("lm_head.weight", store.at("lm_head.weight").value, store.at("lm_head.weight").grad, objective);
   expect_gradient("model.norm.weight", store.at("model.norm.weight").value, store.at("model.norm.weight").grad,
                   objective);
+}
+
+// sum_t (w_t logprob_t + u_t entropy_t): the entropy's gradient (PPO's entropy bonus) through the head as well.
+TEST(LmHeadLogprobs, EntropyGradientsMatchFiniteDifferences) {
+  LmFixture f;
+  std::mt19937 rng(10);
+  const Tensor w = random_f32({kTokens}, rng);
+  const Tensor u = random_f32({kTokens}, rng);
+  auto objective = [&] {
+    const LmHead::LogprobOutput lp = f.head.logprobs_forward(f.hidden, f.targets, false, true);
+    return test_ops::project(lp.logprobs, w) + test_ops::project(lp.entropy, u);
+  };
+  ParamStore& store = f.body.params();
+  store.zero_grads();
+  LmHead::LogprobOutput lp = f.head.logprobs_forward(f.hidden, f.targets, true, true);
+  ASSERT_TRUE(lp.entropy.defined());
+  const Tensor dh = f.head.logprobs_backward(std::move(lp.saved), w, u);
+  expect_gradient("hidden", f.hidden, dh, objective);
+  expect_gradient("lm_head.weight", store.at("lm_head.weight").value, store.at("lm_head.weight").grad, objective);
 }
 
 TEST(LmHeadLogprobs, BackwardWithoutSavedForwardIsAnInternalError) {

@@ -41,15 +41,50 @@ TEST(TrainObjective, DefaultsToSft) {
   EXPECT_EQ(c.train.objective, "sft");
 }
 
-TEST(TrainObjective, NamesNotYetAvailableAreRefusedNamingTheKey) {
-  for (const char* name : {"dpo", "reward", "value", "ppo_actor"}) {
+// Each objective's section is checked when that objective runs, naming the key; other objectives ignore it.
+TEST(TrainObjective, TheRunningObjectivesSectionIsValidatedNamingTheKey) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases{
+      {"dpo", {"--train.dpo_config.beta", "0"}},
+      {"dpo", {"--train.dpo_config.loss_type", "ipo", "--train.dpo_config.label_smoothing", "0.1"}},
+      {"ppo_actor", {"--train.actor.clip_ratio_c", "0.5"}},
+      {"ppo_actor", {"--train.actor.clip_ratio_low", "1.5"}},
+      {"value", {"--train.critic.cliprange_value", "-1"}}};
+  for (const auto& [name, args] : cases) {
     TrainConfig c = valid_config();
-    apply_train_config_overrides(c, {"--train.objective", name});  // a known name: the key's type accepts it
+    apply_train_config_overrides(c, args);
+    EXPECT_NO_THROW(validate_train_config(c)) << "sft ignores " << args[0];
+    apply_train_config_overrides(c, {"--train.objective", name});
     const std::string message = input_error_of([&] { validate_train_config(c); });
-    EXPECT_NE(message.find("train.objective"), std::string::npos) << message;
-    EXPECT_NE(message.find(std::string("'") + name + "' is not yet available"), std::string::npos) << message;
-    EXPECT_THROW(make_objective(name, test::tiny_dense_config(false)), InputError);
+    const std::string key = args[args.size() - 2].substr(2);
+    EXPECT_NE(message.find(key), std::string::npos) << message;
   }
+}
+
+TEST(TrainObjective, EveryNameMakesItsObjectiveWithVeOmnisAndVerlsMetricNames) {
+  const ModelConfig config = test::tiny_dense_config(false);
+  const std::vector<std::pair<std::string, std::vector<std::string>>> expected{
+      {"sft", {"loss", "foundation_loss"}},
+      {"dpo", {"loss", "dpo_loss", "chosen_rewards", "rejected_rewards", "reward_accuracy", "reward_margin"}},
+      {"reward", {"loss", "rm_loss", "reward_accuracy", "chosen_reward", "rejected_reward"}},
+      {"value", {"loss", "vf_loss", "vf_clipfrac"}},
+      {"ppo_actor", {"loss", "pg_loss", "pg_clipfrac", "pg_clipfrac_lower", "ppo_kl", "entropy"}}};
+  for (const auto& [name, names] : expected) {
+    ObjectiveSettings settings;
+    settings.name = name;
+    settings.dpo.reference_free = true;
+    std::unique_ptr<Objective> objective = make_objective(settings, config);
+    const StepLossScale scale = objective->step_scale(4, 1);
+    const ObjectiveMetrics metrics = objective->step_metrics(std::vector<double>(objective->num_sums(), 0.0), scale);
+    std::vector<std::string> got;
+    for (const auto& m : metrics) got.push_back(m.first);
+    EXPECT_EQ(got, names) << name;
+  }
+  ObjectiveSettings kl;
+  kl.name = "ppo_actor";
+  kl.actor.use_kl_loss = true;
+  std::unique_ptr<Objective> actor = make_objective(kl, config);
+  EXPECT_EQ(actor->step_metrics(std::vector<double>(actor->num_sums(), 0.0), actor->step_scale(1, 1)).back().first,
+            "kl_loss");
 }
 
 TEST(TrainObjective, UnknownNamesAreRefusedByTheKeysChoices) {
@@ -67,8 +102,9 @@ TEST(SftObjective, EqualsTheCausalLmSftPassBitwise) {
     MultimodalBatch batch;
     batch.text = test::packed_batch({6, 5}, config.vocab_size, 4, 1);
 
-    std::unique_ptr<Objective> sft = make_objective("sft", config);
-    EXPECT_EQ(sft->normaliser(batch), batch.text.valid_tokens);
+    std::unique_ptr<Objective> sft = make_objective(ObjectiveSettings{}, config);
+    EXPECT_EQ(sft->normaliser(batch, true), batch.text.valid_tokens);
+    EXPECT_EQ(sft->normaliser(batch, false), batch.text.valid_tokens);
     const StepLossScale scale = sft->step_scale(batch.text.valid_tokens, 2);
     EXPECT_EQ(scale.aux_loss_coef, moe ? 0.01 : 0.0);
 
@@ -131,6 +167,13 @@ TEST(SequenceSums, SumEachPackedSequenceAndSpreadTheGradientBack) {
   EXPECT_EQ(d.to_float_vector(), (std::vector<float>{1, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3}));
 }
 
+TEST(SequenceLastValues, ReadEachSequencesLastTokenAndPutTheGradientThere) {
+  const Batch b = slice_of_row(1, 0);
+  EXPECT_EQ(sequence_last_values(b, values_of(b), nullptr), (std::vector<double>{5, 9, 12}));
+  const Tensor d = sequence_last_values_backward(b, {1, 2, 3}, Device::cpu());
+  EXPECT_EQ(d.to_float_vector(), (std::vector<float>{0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 3}));
+}
+
 // The MPI world when this process is one of the two ranks of mpirun -np 2; null otherwise.
 std::shared_ptr<Communicator> two_rank_world() {
   const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
@@ -156,6 +199,12 @@ TEST(SequenceSums, SumOverTheSequenceParallelGroup) {
   const std::vector<float> want = mesh.sp_rank() == 0 ? std::vector<float>{1, 1, 1, 1, 1, 2}
                                                       : std::vector<float>{2, 2, 2, 3, 3, 3};
   EXPECT_EQ(d.to_float_vector(), want);
+  // Sequence 0 ends on rank 0 (token 4), sequences 1 and 2 on rank 1 (tokens 8 and 11).
+  EXPECT_EQ(sequence_last_values(b, values_of(b), &sp), (std::vector<double>{5, 9, 12}));
+  const Tensor d_last = sequence_last_values_backward(b, {1, 2, 3}, Device::cpu());
+  const std::vector<float> want_last = mesh.sp_rank() == 0 ? std::vector<float>{0, 0, 0, 0, 1, 0}
+                                                           : std::vector<float>{0, 0, 2, 0, 0, 3};
+  EXPECT_EQ(d_last.to_float_vector(), want_last);
 }
 
 }  // namespace

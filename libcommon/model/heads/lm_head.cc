@@ -19,24 +19,6 @@ int64_t count_valid_targets(const Tensor& targets) {
   return valid;
 }
 
-// x[i, :] *= weights[i] for x [S, D] in any dtype on any device. A host round trip: the log-prob path's stand-in
-// until ops::token_logprobs_backward produces the weighted logits gradient on the device.
-void scale_rows(Tensor& x, const Tensor& weights) {
-  const Tensor w = weights.is_cpu() ? weights : weights.to(Device::cpu());
-  VEOMNI_CHECK(w.dtype() == DType::F32 && w.numel() == x.dim(0), "row weights {} for {}", w.describe(), x.describe());
-  const bool in_place = x.is_cpu() && x.dtype() == DType::F32;
-  Tensor host = in_place ? x : converted(x, DType::F32).to(Device::cpu());
-  float* p = host.data<float>();
-  const float* pw = w.data<float>();
-  const int64_t d = x.numel() / std::max<int64_t>(x.dim(0), 1);
-  for (int64_t i = 0; i < x.dim(0); ++i)
-    for (int64_t j = 0; j < d; ++j) p[i * d + j] *= pw[i];
-  if (in_place) return;
-  Tensor back = host.to(x.device());
-  if (x.dtype() == DType::F32) x.copy_from(back);
-  else ops::cast(back, x);
-}
-
 }  // namespace
 
 LmHead::LmHead(const HeadSite& site, const ModelConfig& config, const std::string& lm_head_name)
@@ -93,37 +75,40 @@ Tensor LmHead::loss_backward(LossSaved saved, float ce_grad_scale) {
   return d_hidden;
 }
 
-LmHead::LogprobOutput LmHead::logprobs_forward(const Tensor& hidden, const Tensor& targets, bool save) {
+LmHead::LogprobOutput LmHead::logprobs_forward(const Tensor& hidden, const Tensor& targets, bool save,
+                                               bool with_entropy) {
   LogprobOutput out;
   Tensor logits = logits_forward(hidden, save ? &out.saved.norm : nullptr, save ? &out.saved.normed : nullptr);
-  Tensor losses = Tensor::zeros({logits.dim(0)}, DType::F32, logits.device());
-  Tensor dlogits = save ? logits : Tensor();
-  ops::cross_entropy(logits, targets.to(logits.device()), kIgnoreIndex, 1.0f, losses, dlogits);
-  // logprob = -loss; ignored rows stay +0.
+  Tensor labels = targets.to(logits.device());
   out.logprobs = Tensor::zeros({logits.dim(0)}, DType::F32, logits.device());
-  ops::add_(out.logprobs, losses, -1.0f);
-  if (save) out.saved.dlogits = dlogits;
+  if (with_entropy) out.entropy = Tensor::zeros({logits.dim(0)}, DType::F32, logits.device());
+  ops::token_logprobs(logits, labels, kIgnoreIndex, out.logprobs, out.entropy);
+  if (save) {
+    out.saved.logits = logits;
+    out.saved.labels = labels;
+  }
   return out;
 }
 
-Tensor LmHead::logprobs_backward(LogprobSaved saved, const Tensor& dlogprobs) {
-  VEOMNI_CHECK(saved.dlogits.defined(), "LM head backward without a forward that kept its activations");
-  VEOMNI_CHECK(dlogprobs.numel() == saved.dlogits.dim(0) && dlogprobs.dtype() == DType::F32,
-               "d(logprobs) {} for {} tokens", dlogprobs.describe(), saved.dlogits.dim(0));
+Tensor LmHead::logprobs_backward(LogprobSaved saved, const Tensor& dlogprobs, const Tensor& dentropy) {
+  VEOMNI_CHECK(saved.logits.defined(), "LM head backward without a forward that kept its activations");
+  const int64_t s = saved.logits.dim(0);
+  VEOMNI_CHECK(dlogprobs.numel() == s && dlogprobs.dtype() == DType::F32, "d(logprobs) {} for {} tokens",
+               dlogprobs.describe(), s);
+  VEOMNI_CHECK(!dentropy.defined() || (dentropy.numel() == s && dentropy.dtype() == DType::F32),
+               "d(entropy) {} for {} tokens", dentropy.describe(), s);
   before_backward();
-  // d(logits) = -dlogprob[t] * (softmax - onehot)[t]: the row weight is applied to the GEMMs' [S, hidden] operand
-  // and result instead of the [S, V] gradient (the same product, V / hidden times less work).
-  Tensor weights = converted(dlogprobs, DType::F32).to(Device::cpu()).clone();
-  ops::scale_(weights, -1.0f);
-  Tensor dlogits = converted(saved.dlogits, site_.compute_dtype);
-  saved.dlogits = Tensor();
+  // The logits' gradient is written over them, in the compute dtype.
+  Tensor dlogits = saved.logits;
+  saved.logits = Tensor();
+  const Device device = dlogits.device();
+  ops::token_logprobs_backward(dlogits, saved.labels, kIgnoreIndex, dlogprobs.to(device),
+                               dentropy.defined() ? dentropy.to(device) : Tensor(), dlogits);
+  dlogits = converted(dlogits, site_.compute_dtype);
   Tensor d_normed = empty_like(saved.normed, saved.normed.shape());
   ops::matmul(dlogits, false, weight_->value, false, d_normed);
-  scale_rows(d_normed, weights);
-  Tensor weighted_normed = saved.normed.clone();
-  scale_rows(weighted_normed, weights);
-  ops::matmul(dlogits, true, weighted_normed, false, grad_of(*weight_), 1.0f, 1.0f);
-  dlogits = weighted_normed = saved.normed = Tensor();
+  ops::matmul(dlogits, true, saved.normed, false, grad_of(*weight_), 1.0f, 1.0f);
+  dlogits = saved.normed = Tensor();
   Tensor d_hidden = norm_backward(d_normed, std::move(saved.norm));
   after_backward();
   return d_hidden;

@@ -35,23 +35,22 @@ class LmHead : public HeadBase {
   // is kept at scale 1. Accumulates lm_head's and model.norm's gradients.
   Tensor loss_backward(LossSaved saved, float ce_grad_scale);
 
-  // ---- per-token log-probabilities of the labels
+  // ---- per-token log-probabilities of the labels (ops::token_logprobs), and the softmax entropy per token
   struct LogprobSaved {
     NormSaved norm;
-    Tensor normed;   // [S, hidden]
-    Tensor dlogits;  // [S, vocab]: d(-logprob)/d(logits) = softmax - onehot(label), written over the logits
+    Tensor normed;  // [S, hidden]
+    Tensor logits;  // [S, vocab] compute dtype; backward writes their gradient over them
+    Tensor labels;  // i64 [S] on the logits' device
   };
   struct LogprobOutput {
     Tensor logprobs;  // f32 [S]: log softmax(logits)[label]; zero where the target is ignored
+    Tensor entropy;   // f32 [S]: -sum p log p of each token's softmax (with_entropy only; the PPO entropy bonus)
     LogprobSaved saved;
   };
-  LogprobOutput logprobs_forward(const Tensor& hidden, const Tensor& targets, bool save);
-  // dlogprobs f32 [S] (any device): the gradient of each token's log-prob (zero rows are allowed). Returns
-  // d(hidden) and accumulates lm_head's and model.norm's gradients.
-  // The softmax entropy per token (PPO's entropy bonus) comes with ops::token_logprobs: logprobs_forward and this
-  // backward are its one call site (today they read ops::cross_entropy: logprob = -loss, and the per-token weight
-  // scales the kept gradient's rows).
-  Tensor logprobs_backward(LogprobSaved saved, const Tensor& dlogprobs);
+  LogprobOutput logprobs_forward(const Tensor& hidden, const Tensor& targets, bool save, bool with_entropy = false);
+  // dlogprobs f32 [S] (any device): the gradient of each token's log-prob (zero rows are allowed); dentropy f32 [S]
+  // or undefined. Returns d(hidden) and accumulates lm_head's and model.norm's gradients.
+  Tensor logprobs_backward(LogprobSaved saved, const Tensor& dlogprobs, const Tensor& dentropy = Tensor());
 
   Parameter& weight() { return *weight_; }
 
