@@ -100,18 +100,18 @@ ACTOR = {"clip_ratio": 0.2, "clip_ratio_c": 3.0, "entropy_coeff": 0.01, "use_kl_
          "kl_loss_type": "low_var_kl", "loss_agg_mode": "token-mean"}
 CRITIC = {"cliprange_value": 0.5, "loss_agg_mode": "token-mean"}
 
-# head: language_model (the HF causal LM of tests/fixtures/hf/<base>), sequence_reward or token_value (made here
-# from configs/model_configs/<base>).
+# head, as train/train_model.h names it: causal_lm (the HF causal LM of tests/fixtures/hf/<base>), sequence_reward
+# or token_value (made here from configs/model_configs/<base>).
 CASES = {
-    "dpo_sigmoid_dense": dict(objective="dpo", base="qwen3_toy", head="language_model",
+    "dpo_sigmoid_dense": dict(objective="dpo", base="qwen3_toy", head="causal_lm",
                               config={"dpo_config": DPO_SIGMOID}, reference="model"),
-    "dpo_ipo_moe": dict(objective="dpo", base="qwen3_moe_toy", head="language_model",
+    "dpo_ipo_moe": dict(objective="dpo", base="qwen3_moe_toy", head="causal_lm",
                         config={"dpo_config": DPO_IPO}, reference="dataset"),
     "reward_dense": dict(objective="reward", base="qwen3_toy", head="sequence_reward", config={}),
     "reward_moe": dict(objective="reward", base="qwen3_moe_toy", head="sequence_reward", config={}),
     "value_dense": dict(objective="value", base="qwen3_toy", head="token_value", config={"critic": CRITIC}),
-    "actor_dense": dict(objective="ppo_actor", base="qwen3_toy", head="language_model", config={"actor": ACTOR}),
-    "actor_moe": dict(objective="ppo_actor", base="qwen3_moe_toy", head="language_model", config={"actor": ACTOR}),
+    "actor_dense": dict(objective="ppo_actor", base="qwen3_toy", head="causal_lm", config={"actor": ACTOR}),
+    "actor_moe": dict(objective="ppo_actor", base="qwen3_moe_toy", head="causal_lm", config={"actor": ACTOR}),
 }
 
 
@@ -214,7 +214,7 @@ def run_model(model, head, ids, positions):
     ids_t, pos_t = torch.tensor([ids]), torch.tensor([positions])
     # attention_mask None + restarting position_ids: transformers builds a block-diagonal causal mask.
     # use_cache=False: with a cache transformers skips the packed-sequence detection.
-    if head == "language_model":
+    if head == "causal_lm":
         out = model(input_ids=ids_t, position_ids=pos_t, use_cache=False)
         result = {"logits": out.logits[0]}
         if uses_aux(model):
@@ -240,7 +240,7 @@ def run_model(model, head, ids, positions):
 
 def check_packing_is_block_diagonal(model, head, row, packed):
     """The packed forward must equal running every sequence alone (proves the block-diagonal mask was used)."""
-    key = "logits" if head == "language_model" else "values"
+    key = "logits" if head == "causal_lm" else "values"
     cu = row["cu_seqlens"]
     for b in range(len(cu) - 1):
         begin, end = cu[b], cu[b + 1]
@@ -252,7 +252,7 @@ def check_packing_is_block_diagonal(model, head, row, packed):
 
 
 def load_model(head, model_dir):
-    cls = {"language_model": AutoModelForCausalLM, "sequence_reward": AutoModelForSequenceClassification,
+    cls = {"causal_lm": AutoModelForCausalLM, "sequence_reward": AutoModelForSequenceClassification,
            "token_value": AutoModelForTokenClassification}[head]
     model = cls.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
     model.train()  # dropout is 0 in these configs; train() keeps router logits output on
@@ -588,7 +588,7 @@ def write_case(name, spec, args, index):
     tmp_dir = out_dir + ".tmp"
     shutil.rmtree(tmp_dir, ignore_errors=True)
     os.makedirs(tmp_dir)
-    if spec["head"] == "language_model":
+    if spec["head"] == "causal_lm":
         model_dir = os.path.join(args.hf_fixtures, spec["base"], "model")
         model_dir_entry = f"hf/{spec['base']}/model"
     else:

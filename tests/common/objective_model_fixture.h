@@ -52,13 +52,6 @@ inline Sample sample_from_json(const nlohmann::json& s) {
   return out;
 }
 
-inline ModelHead head_of(const std::string& head) {
-  if (head == "language_model") return ModelHead::LanguageModel;
-  if (head == "sequence_reward") return ModelHead::SequenceReward;
-  if (head == "token_value") return ModelHead::TokenValue;
-  throw std::runtime_error("objective fixture: unknown head '" + head + "'");
-}
-
 // expected.json's config: {"dpo_config": {...}} | {"actor": {...}} | {"critic": {...}} | {} (reward).
 inline ObjectiveSettings settings_of(const nlohmann::json& expected) {
   ObjectiveSettings s;
@@ -139,7 +132,7 @@ inline ObjectiveModelFixture load_objective_model_fixture(const std::string& nam
   f.expected = read_json_file(f.dir + "/expected.json");
   f.model_dir = root + "/" + f.expected.at("model_dir").get<std::string>();
   f.config = load_model_config(f.model_dir);
-  f.head = head_of(f.expected.at("head").get<std::string>());
+  f.head = model_head_from_name(f.expected.at("head").get<std::string>());
   f.settings = settings_of(f.expected);
   f.model_reference = f.expected.value("reference", nlohmann::json()) == "model";
 
