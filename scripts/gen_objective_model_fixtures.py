@@ -1,0 +1,659 @@
+#!/usr/bin/env python3
+"""Generates whole-model reference fixtures of the DPO, reward, value and PPO actor objectives with transformers.
+
+Run where torch + transformers are installed, from the repository root:
+    python3 scripts/gen_objective_model_fixtures.py [--out DIR] [--cases a,b,...]
+Everything runs in fp32 on the CPU, eager attention, deterministic algorithms, fixed seeds. For each case it writes
+tests/fixtures/objective_models/<case>/ (each case is written to <case>.tmp first, then renamed):
+  batch.json            {"samples": [...]}: 3 preference pairs or 3 rollout samples (keys below)
+  expected.json         objective, config, loss, metrics, AdamW losses, normaliser, model_dir, versions, seeds, and
+                        packed_row: the row these samples pack to (ids, positions, shifted targets, cu_seqlens,
+                        sequence roles, shifted rollout values, per-sequence reference log-probs)
+  expected.safetensors  f32 "grad.<torch parameter name>" for every trainable parameter of the policy
+  model/                save_pretrained of a model made here (reward and value cases only; the DPO and actor cases
+                        reuse tests/fixtures/hf/qwen3_toy/model and tests/fixtures/hf/qwen3_moe_toy/model)
+tests/unit/test_objective_model_fixtures.cc checks the C++ model + objective against these files with no Python.
+
+Cases
+  dpo_sigmoid_dense  qwen3_toy policy; the reference is a frozen copy of the start weights (never stepped);
+                     dpo_config beta 0.1, label_smoothing 0.1, loss_type sigmoid, refer_model_precision float32
+  dpo_ipo_moe        qwen3_moe_toy policy; reference log-probs from the dataset (ref_chosen_logps /
+                     ref_rejected_logps: the start model's own sums plus noise); loss_type ipo, beta 0.3
+  reward_dense       Qwen3ForSequenceClassification (num_labels 1) from the qwen3_toy config, made here
+  reward_moe         Qwen3MoeForSequenceClassification from the qwen3_moe_toy config, made here
+  value_dense        Qwen3ForTokenClassification (num_labels 1, score with bias, classifier_dropout 0), made here;
+                     critic cliprange_value 0.5 against random returns / old_values
+  actor_dense        qwen3_toy policy, verl vanilla PPO loss: clip_ratio 0.2, clip_ratio_c 3.0, entropy_coeff 0.01,
+  actor_moe          use_kl_loss, kl_loss_coef 0.05, kl_loss_type low_var_kl (qwen3_moe_toy for actor_moe)
+
+Samples (the project's stored keys, man veomni-data(5))
+  input_ids, labels: prompt tokens have label -100. A preference pair is ONE sample: the chosen sequence, then the
+  rejected one; chosen_length = the chosen sequence's tokens; position_ids 0..Lc-1 then 0..Lr-1; both halves start
+  with the same 2-3 prompt tokens (label -100). The DPO-from-dataset case adds ref_chosen_logps and
+  ref_rejected_logps (one float per pair). A rollout sample adds per-token lists of its length: returns and
+  old_values (value case), advantages, old_log_probs and ref_log_probs (actor cases), 0 where labels are -100.
+  Convention (libcommon/data/collator.h TokenSample, Batch::token_values): rollout entry i of a sample belongs to
+  predicting labels[i], i.e. to the logits (or the value) at position i-1 of the sample; the collator shifts these
+  lists with the labels. Every float is rounded to f32, as the dataset stores them.
+
+Packing (libcommon/data/collator.cc pack_samples, mirrored by pack() below)
+  Samples are concatenated into one row; the first label of every later sample and the first label of a pair's
+  rejected half become -100 (nothing is predicted across a boundary); positions restart at 0 for every sample and
+  for the rejected half; targets are shifted: target[t] = label[t+1] (the row's last target is -100). The row runs
+  through transformers as one sequence with restarting position_ids and attention_mask None, which makes
+  transformers build a block-diagonal causal mask; the script checks that the packed forward equals running every
+  sequence alone.
+
+Losses (the formulas of libcommon/objective/{preference_losses,token_losses}.h, in float64 over the fp32 model's
+per-token values; one micro-batch, so the global normaliser is this row's)
+  log-prob of target t  log_softmax(logits[t])[target[t]]; a sequence's log-prob is the sum over its tokens
+  dpo      z = (chosen - rejected) - (ref_chosen - ref_rejected); sigmoid -(1-ls) logsig(beta z) - ls logsig(-beta z),
+           ipo (z - 1/(2 beta))^2; mean over the pairs; metrics dpo_loss, chosen_rewards, rejected_rewards,
+           reward_accuracy, reward_margin
+  reward   r = score(final-normed hidden state) at the sequence's last token (computed here from the base model's
+           hidden states of the packed row: HF's pad-token pooling does not apply to packed rows);
+           mean over pairs of -logsigmoid(r_chosen - r_rejected); metrics rm_loss, reward_accuracy, chosen_reward,
+           rejected_reward
+  value    v[t] = score(hidden[t]) (+ bias) for target t; verl's clipped value loss, token-mean over the response
+           tokens (targets != -100); metrics vf_loss, vf_clipfrac
+  actor    verl's compute_policy_loss_vanilla with dual clip, minus entropy_coeff * token-mean softmax entropy of
+           logits[t] (gradient flows through it), plus kl_loss_coef * token-mean low_var_kl; metrics pg_loss,
+           pg_clipfrac, pg_clipfrac_lower, ppo_kl, entropy, kl_loss
+  MoE      the policy forward's router aux loss (transformers' load_balancing_loss_func over the packed row's router
+           logits, attention_mask None) adds router_aux_loss_coef * aux to the loss, as TRL's DPOTrainer does with
+           output_router_logits; the metric aux_loss reports it. The reference adds none.
+  expected.json's loss and metrics are those of the start weights; adamw_losses the loss before each of 3 AdamW steps
+  on the same batch plus the loss after the third (the DPO reference stays at the start weights throughout).
+
+Kinks: a token whose PPO ratio or value sits within KINK_MARGIN of a clip boundary (or a pair whose rewards nearly
+tie) would make the fp32 comparison depend on rounding, so such data is redrawn (data_seed in expected.json).
+"""
+import argparse
+import copy
+import json
+import math
+import os
+import shutil
+import sys
+
+import torch
+import torch.nn.functional as F
+import transformers
+from safetensors.torch import save_file
+from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification,
+                          AutoModelForTokenClassification)
+
+IGNORE = -100
+ADAMW = {"lr": 1e-3, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}
+# (chosen tokens, rejected tokens, shared prompt tokens) of the 3 pairs: samples of 16, 11 and 18 tokens.
+PAIR_SHAPES = [(7, 9, 3), (6, 5, 2), (10, 8, 3)]
+# (tokens, prompt tokens) of the 3 rollout samples.
+ROLLOUT_SHAPES = [(12, 3), (7, 2), (19, 3)]
+KINK_MARGIN = 1e-3
+DATA_ATTEMPTS = 20
+
+DPO_SIGMOID = {"beta": 0.1, "label_smoothing": 0.1, "loss_type": "sigmoid", "reference_free": False,
+               "refer_model_precision": "float32"}
+DPO_IPO = {"beta": 0.3, "label_smoothing": 0.0, "loss_type": "ipo", "reference_free": False,
+           "refer_model_precision": "float32"}
+ACTOR = {"clip_ratio": 0.2, "clip_ratio_c": 3.0, "entropy_coeff": 0.01, "use_kl_loss": True, "kl_loss_coef": 0.05,
+         "kl_loss_type": "low_var_kl", "loss_agg_mode": "token-mean"}
+CRITIC = {"cliprange_value": 0.5, "loss_agg_mode": "token-mean"}
+
+# head, as train/train_model.h names it: causal_lm (the HF causal LM of tests/fixtures/hf/<base>), sequence_reward
+# or token_value (made here from configs/model_configs/<base>).
+CASES = {
+    "dpo_sigmoid_dense": dict(objective="dpo", base="qwen3_toy", head="causal_lm",
+                              config={"dpo_config": DPO_SIGMOID}, reference="model"),
+    "dpo_ipo_moe": dict(objective="dpo", base="qwen3_moe_toy", head="causal_lm",
+                        config={"dpo_config": DPO_IPO}, reference="dataset"),
+    "reward_dense": dict(objective="reward", base="qwen3_toy", head="sequence_reward", config={}),
+    "reward_moe": dict(objective="reward", base="qwen3_moe_toy", head="sequence_reward", config={}),
+    "value_dense": dict(objective="value", base="qwen3_toy", head="token_value", config={"critic": CRITIC}),
+    "actor_dense": dict(objective="ppo_actor", base="qwen3_toy", head="causal_lm", config={"actor": ACTOR}),
+    "actor_moe": dict(objective="ppo_actor", base="qwen3_moe_toy", head="causal_lm", config={"actor": ACTOR}),
+}
+
+
+class KinkTooClose(Exception):
+    """The data puts a clip boundary or a metric's comparison within rounding reach: draw other data."""
+
+
+def f32(values):
+    """Rounds to f32 (what the dataset stores) and returns Python floats."""
+    return torch.tensor(values, dtype=torch.float32).tolist()
+
+
+def no_decay(name):
+    # Same rule as veomni's optimizer: no weight decay on norms and biases (HF Trainer convention).
+    return "norm" in name or name.endswith(".bias")
+
+
+# ---------------------------------------------------------------- data and packing
+
+def random_tokens(vocab_size, n, generator):
+    return torch.randint(0, vocab_size, (n,), generator=generator).tolist()
+
+
+def make_pairs(vocab_size, generator):
+    samples = []
+    for chosen, rejected, prompt in PAIR_SHAPES:
+        shared = random_tokens(vocab_size, prompt, generator)
+        halves = [shared + random_tokens(vocab_size, n - prompt, generator) for n in (chosen, rejected)]
+        labels = [[IGNORE] * prompt + h[prompt:] for h in halves]
+        samples.append({"input_ids": halves[0] + halves[1], "labels": labels[0] + labels[1],
+                        "position_ids": list(range(chosen)) + list(range(rejected)), "chosen_length": chosen})
+    return samples
+
+
+def make_rollouts(vocab_size, generator):
+    samples = []
+    for length, prompt in ROLLOUT_SHAPES:
+        ids = random_tokens(vocab_size, length, generator)
+        samples.append({"input_ids": ids, "labels": [IGNORE] * prompt + ids[prompt:]})
+    return samples
+
+
+def pack(samples):
+    """The collator's packed row (pack_samples): ids, positions, shifted targets, sequences and where samples start."""
+    ids, labels, positions, starts = [], [], [], []
+    cu, roles = [0], []
+    for k, s in enumerate(samples):
+        at, length = len(ids), len(s["input_ids"])
+        starts.append(at)
+        sample_labels = list(s["labels"])
+        if k > 0:
+            sample_labels[0] = IGNORE  # nothing predicted across the sample boundary
+        ids += s["input_ids"]
+        positions += s.get("position_ids", list(range(length)))
+        chosen = s.get("chosen_length", 0)
+        if chosen:
+            sample_labels[chosen] = IGNORE  # nor across the pair's boundary
+            cu += [at + chosen, at + length]
+            roles += ["chosen", "rejected"]
+        else:
+            cu.append(at + length)
+            roles.append("plain")
+        labels += sample_labels
+    targets = labels[1:] + [IGNORE]
+    return {"input_ids": ids, "position_ids": positions, "targets": targets, "cu_seqlens": cu, "roles": roles,
+            "starts": starts}
+
+
+def shift_token_values(samples, row, key):
+    """A rollout key over the row as the collator shifts it: value[t] belongs to target t (0 where ignored)."""
+    unshifted = [v for s in samples for v in s[key]]
+    return [unshifted[t + 1] if row["targets"][t] != IGNORE else 0.0 for t in range(len(row["targets"]))]
+
+
+def pair_sequences(row):
+    """(chosen, rejected) sequence index pairs of the row."""
+    return [(b, b + 1) for b, role in enumerate(row["roles"]) if role == "chosen"]
+
+
+# ---------------------------------------------------------------- models
+
+def moe_aux(model, router_logits):
+    """transformers' router load-balancing loss over the packed row (attention_mask None), as its causal LM adds."""
+    from transformers.models.qwen3_moe import modeling_qwen3_moe
+    config = model.config
+    experts = getattr(config, "num_experts", None) or getattr(config, "num_local_experts")
+    return modeling_qwen3_moe.load_balancing_loss_func(router_logits, experts, config.num_experts_per_tok, None)
+
+
+def is_moe(model):
+    return model.config.model_type == "qwen3_moe"
+
+
+def uses_aux(model):
+    return is_moe(model) and bool(model.config.output_router_logits)
+
+
+def run_model(model, head, ids, positions):
+    """One forward over a row: {'logits' [S, V] | 'values' [S], 'aux' (MoE)}."""
+    ids_t, pos_t = torch.tensor([ids]), torch.tensor([positions])
+    # attention_mask None + restarting position_ids: transformers builds a block-diagonal causal mask.
+    # use_cache=False: with a cache transformers skips the packed-sequence detection.
+    if head == "causal_lm":
+        out = model(input_ids=ids_t, position_ids=pos_t, use_cache=False)
+        result = {"logits": out.logits[0]}
+        if uses_aux(model):
+            result["aux"] = out.aux_loss
+            if getattr(out, "router_logits", None) is not None:
+                again = moe_aux(model, out.router_logits)
+                if (again - out.aux_loss).abs().item() > 1e-6 * (1 + out.aux_loss.abs().item()):
+                    sys.exit(f"load_balancing_loss_func disagrees with the causal LM's aux_loss: {again} vs "
+                             f"{out.aux_loss}")
+        return result
+    kwargs = {"output_router_logits": True} if uses_aux(model) else {}
+    out = model.model(input_ids=ids_t, position_ids=pos_t, use_cache=False, **kwargs)
+    hidden = out.last_hidden_state  # after the final norm
+    if head == "token_value":
+        hidden = model.dropout(hidden)  # p = 0
+    result = {"values": model.score(hidden)[0, :, 0]}
+    if uses_aux(model):
+        if getattr(out, "router_logits", None) is None:
+            sys.exit("the MoE base model returned no router_logits with output_router_logits=True")
+        result["aux"] = moe_aux(model, out.router_logits)
+    return result
+
+
+def check_packing_is_block_diagonal(model, head, row, packed):
+    """The packed forward must equal running every sequence alone (proves the block-diagonal mask was used)."""
+    key = "logits" if head == "causal_lm" else "values"
+    cu = row["cu_seqlens"]
+    for b in range(len(cu) - 1):
+        begin, end = cu[b], cu[b + 1]
+        with torch.no_grad():
+            alone = run_model(model, head, row["input_ids"][begin:end], list(range(end - begin)))[key]
+        diff = (alone - packed[key][begin:end]).abs().max().item()
+        if diff > 1e-4:
+            sys.exit(f"packed forward differs from the per-sequence forward by {diff}: packing not detected")
+
+
+def load_model(head, model_dir):
+    cls = {"causal_lm": AutoModelForCausalLM, "sequence_reward": AutoModelForSequenceClassification,
+           "token_value": AutoModelForTokenClassification}[head]
+    model = cls.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
+    model.train()  # dropout is 0 in these configs; train() keeps router logits output on
+    return model
+
+
+def make_head_model(case, configs_root, model_dir, seed):
+    """A reward or value model initialised by transformers from the toy config, saved with save_pretrained."""
+    config = AutoConfig.from_pretrained(os.path.join(configs_root, case["base"]))
+    config.num_labels = 1
+    if case["head"] == "token_value":
+        config.classifier_dropout = 0.0
+    config._attn_implementation = "eager"
+    cls = AutoModelForSequenceClassification if case["head"] == "sequence_reward" else AutoModelForTokenClassification
+    torch.manual_seed(seed)
+    model = cls.from_config(config, dtype=torch.float32, attn_implementation="eager")
+    model.save_pretrained(model_dir)
+
+
+# ---------------------------------------------------------------- per-token values of a forward
+
+def token_logprobs(logits, targets):
+    """log_softmax(logits[t])[target[t]] (0 where ignored) and the mask of the predicted targets."""
+    t = torch.tensor(targets)
+    mask = t != IGNORE
+    logp = torch.log_softmax(logits, dim=-1).gather(-1, t.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return torch.where(mask, logp, torch.zeros_like(logp)), mask
+
+
+def softmax_entropy(logits):
+    """verl's entropy_from_logits: logsumexp - sum softmax * logits, per position."""
+    return torch.logsumexp(logits, dim=-1) - (torch.softmax(logits, dim=-1) * logits).sum(-1)
+
+
+def sequence_sums(values, cu):
+    return torch.stack([values[cu[b]:cu[b + 1]].sum() for b in range(len(cu) - 1)])
+
+
+# ---------------------------------------------------------------- objectives (float64 over the model's f32 values)
+
+def check_margin(what, distance):
+    if distance < KINK_MARGIN:
+        raise KinkTooClose(f"{what} within {distance:.2e}")
+
+
+def dpo_objective(cfg, policy_logps, ref_logps, pairs, with_metrics):
+    beta, ls = cfg["beta"], cfg["label_smoothing"]
+    chosen = torch.stack([policy_logps[c] for c, _ in pairs])
+    rejected = torch.stack([policy_logps[r] for _, r in pairs])
+    ref_chosen = torch.stack([ref_logps[c] for c, _ in pairs])
+    ref_rejected = torch.stack([ref_logps[r] for _, r in pairs])
+    z = (chosen - rejected) - (ref_chosen - ref_rejected)
+    if cfg["loss_type"] == "ipo":
+        losses = (z - 1 / (2 * beta)) ** 2
+    else:
+        losses = -F.logsigmoid(beta * z) * (1 - ls) - F.logsigmoid(-beta * z) * ls
+    n = len(pairs)
+    loss = losses.sum() / n
+    metrics = {}
+    if with_metrics:
+        chosen_rewards = beta * (chosen - ref_chosen).detach()
+        rejected_rewards = beta * (rejected - ref_rejected).detach()
+        for c, r in zip(chosen_rewards.tolist(), rejected_rewards.tolist()):
+            if c != r:  # an exact tie (policy == reference) is the same in any implementation
+                check_margin("chosen vs rejected DPO reward", abs(c - r))
+        metrics = {"dpo_loss": loss.item(), "chosen_rewards": (chosen_rewards.sum() / n).item(),
+                   "rejected_rewards": (rejected_rewards.sum() / n).item(),
+                   "reward_accuracy": ((chosen_rewards > rejected_rewards).double().sum() / n).item(),
+                   "reward_margin": ((chosen_rewards - rejected_rewards).sum() / n).item()}
+    return loss, metrics
+
+
+def reward_objective(values, row, with_metrics):
+    cu = row["cu_seqlens"]
+    last = values.double()[torch.tensor([cu[b + 1] - 1 for b in range(len(cu) - 1)])]
+    pairs = pair_sequences(row)
+    chosen = torch.stack([last[c] for c, _ in pairs])
+    rejected = torch.stack([last[r] for _, r in pairs])
+    n = len(pairs)
+    loss = -F.logsigmoid(chosen - rejected).sum() / n
+    metrics = {}
+    if with_metrics:
+        for c, r in zip(chosen.tolist(), rejected.tolist()):
+            check_margin("chosen vs rejected reward", abs(c - r))
+        metrics = {"rm_loss": loss.item(), "reward_accuracy": ((chosen > rejected).double().sum() / n).item(),
+                   "chosen_reward": (chosen.detach().sum() / n).item(),
+                   "rejected_reward": (rejected.detach().sum() / n).item()}
+    return loss, metrics
+
+
+def value_objective(cfg, values, inputs, mask):
+    eps = cfg["cliprange_value"]
+    vpreds = values.double()
+    returns, old = inputs["returns"], inputs["old_values"]
+    m = mask.double()
+    g = m.sum()
+    for v, o, r, keep in zip(vpreds.tolist(), old.tolist(), returns.tolist(), mask.tolist()):
+        if keep:
+            check_margin("value vs its clip range", min(abs(v - (o - eps)), abs(v - (o + eps))))
+            clipped = min(max(v, o - eps), o + eps)
+            if clipped != v:
+                check_margin("clipped vs unclipped value loss", abs((v - r) ** 2 - (clipped - r) ** 2))
+    # verl compute_value_loss (clip_by_value = max(min(x, hi), lo)), agg_loss token-mean
+    vpredclipped = torch.max(torch.min(vpreds, old + eps), old - eps)
+    vf_losses1 = (vpreds - returns) ** 2
+    vf_losses2 = (vpredclipped - returns) ** 2
+    loss = 0.5 * (torch.max(vf_losses1, vf_losses2) * m).sum() / g
+    clipfrac = (torch.gt(vf_losses2, vf_losses1).double() * m).sum() / g
+    return loss, {"vf_loss": loss.item(), "vf_clipfrac": clipfrac.item()}
+
+
+def low_var_kl(logprob, ref_logprob):
+    kl = torch.clamp(ref_logprob - logprob, min=-20, max=20)
+    return torch.clamp(torch.exp(kl) - kl - 1, min=-10, max=10)
+
+
+def actor_objective(cfg, logprobs, entropy, inputs, mask):
+    lp, ent = logprobs.double(), entropy.double()
+    old, adv, ref = inputs["old_log_probs"], inputs["advantages"], inputs["ref_log_probs"]
+    m = mask.double()
+    g = m.sum()
+    low = high = cfg["clip_ratio"]
+    c = cfg["clip_ratio_c"]
+    for x, o, a, keep in zip(lp.tolist(), old.tolist(), adv.tolist(), mask.tolist()):
+        if keep:
+            ratio = math.exp(max(-20.0, min(20.0, x - o)))
+            check_margin("PPO ratio vs its clip range", min(abs(ratio - (1 - low)), abs(ratio - (1 + high))))
+            if a < 0:
+                check_margin("PPO ratio vs the dual clip", abs(max(ratio, 1 - low) - c))
+
+    def agg(v):  # agg_loss token-mean over the response tokens
+        return (v * m).sum() / g
+
+    # verl compute_policy_loss_vanilla
+    negative_approx_kl = torch.clamp(lp - old, min=-20.0, max=20.0)
+    ratio = torch.exp(negative_approx_kl)
+    ppo_kl = agg(-negative_approx_kl)
+    pg_losses1 = -adv * ratio
+    pg_losses2 = -adv * torch.clamp(ratio, 1 - low, 1 + high)
+    clip_pg_losses1 = torch.maximum(pg_losses1, pg_losses2)
+    pg_clipfrac = agg(torch.gt(pg_losses2, pg_losses1).double())
+    pg_losses3 = -adv * c
+    clip_pg_losses2 = torch.min(pg_losses3, clip_pg_losses1)
+    pg_clipfrac_lower = agg(torch.gt(clip_pg_losses1, pg_losses3).double() * (adv < 0).double())
+    pg_loss = agg(torch.where(adv < 0, clip_pg_losses2, clip_pg_losses1))
+    # dp_actor: entropy bonus and KL loss
+    entropy_agg = agg(ent)
+    kl_loss = agg(low_var_kl(lp, ref))
+    loss = pg_loss - entropy_agg * cfg["entropy_coeff"] + kl_loss * cfg["kl_loss_coef"]
+    metrics = {"pg_loss": pg_loss.item(), "pg_clipfrac": pg_clipfrac.item(),
+               "pg_clipfrac_lower": pg_clipfrac_lower.item(), "ppo_kl": ppo_kl.item(), "entropy": entropy_agg.item(),
+               "kl_loss": kl_loss.item()}
+    return loss, metrics
+
+
+# ---------------------------------------------------------------- one case
+
+class Case:
+    """A case's batch and how its loss is computed from the policy (and, for DPO, the frozen reference)."""
+
+    def __init__(self, name, spec, model_dir, data_seed):
+        self.name, self.spec, self.model_dir, self.data_seed = name, spec, model_dir, data_seed
+        self.head, self.objective = spec["head"], spec["objective"]
+        start = load_model(self.head, model_dir)
+        self.aux_coef = start.config.router_aux_loss_coef if uses_aux(start) else 0.0
+        generator = torch.Generator().manual_seed(data_seed)
+        vocab = start.config.vocab_size
+        pairs = self.objective in ("dpo", "reward")
+        self.samples = make_pairs(vocab, generator) if pairs else make_rollouts(vocab, generator)
+        self.row = pack(self.samples)
+        self.mask = torch.tensor(self.row["targets"]) != IGNORE
+        with torch.no_grad():
+            packed = run_model(start, self.head, self.row["input_ids"], self.row["position_ids"])
+        check_packing_is_block_diagonal(start, self.head, self.row, packed)
+        self.reference = None
+        self.ref_logps = None
+        self.inputs = {}
+        if self.objective == "dpo":
+            self._dpo_data(start, packed, generator)
+        elif self.objective == "value":
+            self._value_data(packed, generator)
+        elif self.objective == "ppo_actor":
+            self._actor_data(packed, generator)
+
+    # -- the dataset keys that depend on the start model
+
+    def _per_sample(self, shifted_values, noise, overrides=None):
+        """Per-sample lists (entry i belongs to labels[i]) from a per-target row quantity plus noise, f32, 0 on -100."""
+        out = []
+        for k, s in enumerate(self.samples):
+            at = self.row["starts"][k]
+            entries = []
+            for i, label in enumerate(s["labels"]):
+                t = at + i - 1  # entry i predicts labels[i]: target t = at + i - 1 of the row
+                if label == IGNORE or t < at or self.row["targets"][t] == IGNORE:
+                    entries.append(0.0)
+                else:
+                    entries.append(shifted_values[t] + noise[t] + (overrides or {}).get(t, 0.0))
+            out.append(f32(entries))
+        return out
+
+    def _set_token_key(self, key, lists):
+        for s, values in zip(self.samples, lists):
+            s[key] = values
+        self.inputs[key] = torch.tensor(shift_token_values(self.samples, self.row, key), dtype=torch.float64)
+
+    def _dpo_data(self, start, packed, generator):
+        logp, _ = token_logprobs(packed["logits"], self.row["targets"])
+        sums = sequence_sums(logp, self.row["cu_seqlens"]).double()
+        if self.spec["reference"] == "model":
+            # Same mode as the policy, so that at the start both give bit-identical log-probs (rewards exactly 0).
+            self.reference = copy.deepcopy(start)
+            for p in self.reference.parameters():
+                p.requires_grad_(False)
+            return
+        noise = torch.randn(len(sums), generator=generator, dtype=torch.float64)
+        ref = f32((sums + noise).tolist())
+        for k, (c, r) in enumerate(pair_sequences(self.row)):
+            self.samples[k]["ref_chosen_logps"] = ref[c]
+            self.samples[k]["ref_rejected_logps"] = ref[r]
+        self.ref_logps = torch.tensor(ref, dtype=torch.float64)
+
+    def _value_data(self, packed, generator):
+        n = len(self.row["targets"])
+        values = packed["values"].double().tolist()
+        returns = torch.randn(n, generator=generator, dtype=torch.float64).tolist()
+        old_noise = ((torch.rand(n, generator=generator, dtype=torch.float64) * 2 - 1) * 0.8).tolist()
+        self._set_token_key("returns", self._per_sample([0.0] * n, returns))
+        self._set_token_key("old_values", self._per_sample(values, old_noise))
+
+    def _actor_data(self, packed, generator):
+        n = len(self.row["targets"])
+        logp, _ = token_logprobs(packed["logits"], self.row["targets"])
+        logp = logp.double().tolist()
+        zeros = [0.0] * n
+        advantages = torch.randn(n, generator=generator, dtype=torch.float64).tolist()
+        old_noise = (torch.randn(n, generator=generator, dtype=torch.float64) * 0.15).tolist()
+        ref_noise = (torch.randn(n, generator=generator, dtype=torch.float64) * 0.3).tolist()
+        # Two response tokens with a negative advantage get a stale old log-prob (ratio e^1.5 > clip_ratio_c), so
+        # the dual clip is exercised.
+        negative = [t for t in range(n) if self.mask[t] and advantages[t] < 0][:2]
+        stale = {t: -1.5 - old_noise[t] for t in negative}
+        self._set_token_key("advantages", self._per_sample(zeros, advantages))
+        self._set_token_key("old_log_probs", self._per_sample(logp, old_noise, stale))
+        self._set_token_key("ref_log_probs", self._per_sample(logp, ref_noise))
+
+    # -- the loss of the policy on this batch
+
+    def config(self):
+        return next(iter(self.spec["config"].values()), {})
+
+    def loss(self, policy, with_metrics):
+        """The loss (a scalar with autograd to the policy) and, with_metrics, the metrics dict."""
+        out = run_model(policy, self.head, self.row["input_ids"], self.row["position_ids"])
+        if self.objective == "dpo":
+            logp, _ = token_logprobs(out["logits"], self.row["targets"])
+            policy_logps = sequence_sums(logp, self.row["cu_seqlens"]).double()
+            ref_logps = self.ref_logps
+            if self.reference is not None:
+                with torch.no_grad():
+                    ref_out = run_model(self.reference, self.head, self.row["input_ids"], self.row["position_ids"])
+                    ref_logp, _ = token_logprobs(ref_out["logits"], self.row["targets"])
+                    ref_logps = sequence_sums(ref_logp, self.row["cu_seqlens"]).double()
+            loss, metrics = dpo_objective(self.config(), policy_logps, ref_logps, pair_sequences(self.row),
+                                          with_metrics)
+        elif self.objective == "reward":
+            loss, metrics = reward_objective(out["values"], self.row, with_metrics)
+        elif self.objective == "value":
+            loss, metrics = value_objective(self.config(), out["values"], self.inputs, self.mask)
+        else:
+            logp, _ = token_logprobs(out["logits"], self.row["targets"])
+            loss, metrics = actor_objective(self.config(), logp, softmax_entropy(out["logits"]), self.inputs,
+                                            self.mask)
+        if "aux" in out:
+            loss = loss + self.aux_coef * out["aux"].double()
+            metrics["aux_loss"] = out["aux"].item()
+        return loss, metrics
+
+    def normaliser(self):
+        if self.objective in ("dpo", "reward"):
+            return {"global_pairs": len(pair_sequences(self.row))}
+        return {"global_tokens": int(self.mask.sum().item())}
+
+    def batch(self):
+        return {"samples": self.samples}
+
+    def packed_row(self):
+        """The row as the collator packs these samples (the C++ test checks its collator against it)."""
+        row = {"input_ids": self.row["input_ids"], "position_ids": self.row["position_ids"],
+               "target_ids": self.row["targets"], "cu_seqlens": self.row["cu_seqlens"],
+               "sequence_roles": self.row["roles"],
+               "token_values": {key: values.tolist() for key, values in self.inputs.items()}}
+        if self.ref_logps is not None:
+            row["ref_logps"] = self.ref_logps.tolist()
+        return row
+
+
+def gradients_and_metrics(case):
+    policy = load_model(case.head, case.model_dir)
+    loss, metrics = case.loss(policy, True)
+    loss.backward()
+    grads = {}
+    for name, p in policy.named_parameters():
+        if not p.requires_grad:
+            continue
+        grad = p.grad if p.grad is not None else torch.zeros_like(p)
+        grads["grad." + name] = grad.detach().float().contiguous()
+    return loss.item(), metrics, grads
+
+
+def adamw_losses(case):
+    """The loss before each of 3 AdamW steps on the same batch, and after the third."""
+    policy = load_model(case.head, case.model_dir)
+    named = [(n, p) for n, p in policy.named_parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(
+        [{"params": [p for n, p in named if not no_decay(n)], "weight_decay": ADAMW["weight_decay"]},
+         {"params": [p for n, p in named if no_decay(n)], "weight_decay": 0.0}],
+        lr=ADAMW["lr"], betas=tuple(ADAMW["betas"]), eps=ADAMW["eps"], foreach=False)
+    losses = []
+    for _ in range(3):
+        optimizer.zero_grad()
+        loss, _ = case.loss(policy, False)
+        losses.append(loss.item())
+        loss.backward()
+        optimizer.step()
+    with torch.no_grad():
+        losses.append(case.loss(policy, False)[0].item())
+    return losses
+
+
+def write_case(name, spec, args, index):
+    out_dir = os.path.join(args.out, name)
+    tmp_dir = out_dir + ".tmp"
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+    os.makedirs(tmp_dir)
+    if spec["head"] == "causal_lm":
+        model_dir = os.path.join(args.hf_fixtures, spec["base"], "model")
+        model_dir_entry = f"hf/{spec['base']}/model"
+    else:
+        make_head_model(spec, args.configs, os.path.join(tmp_dir, "model"), args.seed + index)
+        model_dir = os.path.join(tmp_dir, "model")
+        model_dir_entry = f"objective_models/{name}/model"
+
+    for attempt in range(DATA_ATTEMPTS):
+        data_seed = args.seed + 101 * (index + 1) + 100003 * attempt
+        try:
+            case = Case(name, spec, model_dir, data_seed)
+            loss, metrics, grads = gradients_and_metrics(case)
+            losses = adamw_losses(case)
+            break
+        except KinkTooClose as why:
+            print(f"{name}: data seed {data_seed}: {why}; drawing other data", file=sys.stderr)
+    else:
+        sys.exit(f"{name}: no data without near-kinks in {DATA_ATTEMPTS} attempts")
+
+    save_file(grads, os.path.join(tmp_dir, "expected.safetensors"))
+    with open(os.path.join(tmp_dir, "batch.json"), "w") as f:
+        json.dump(case.batch(), f)
+    expected = dict(
+        case=name, objective=spec["objective"], head=spec["head"], config=spec["config"],
+        reference=spec.get("reference"), loss=loss, metrics=metrics,
+        aux_loss_coef=case.aux_coef, packed_row=case.packed_row(),
+        adamw=dict(ADAMW, no_decay="parameters whose name contains 'norm' or ends with '.bias'"),
+        adamw_losses=losses, model_dir=model_dir_entry, torch_version=torch.__version__,
+        transformers_version=transformers.__version__, seed=args.seed, data_seed=data_seed, **case.normaliser())
+    with open(os.path.join(tmp_dir, "expected.json"), "w") as f:
+        json.dump(expected, f, indent=1)
+        f.write("\n")
+    shutil.rmtree(out_dir, ignore_errors=True)
+    os.replace(tmp_dir, out_dir)
+    shown = ", ".join(f"{k} {v:.6g}" for k, v in metrics.items())
+    print(f"{name}: loss {loss:.9g} ({shown}); adamw losses {losses}")
+
+
+def directory_bytes(path):
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default=os.path.join(root, "tests", "fixtures", "objective_models"))
+    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated subset of: " + ", ".join(CASES))
+    parser.add_argument("--hf-fixtures", default=os.path.join(root, "tests", "fixtures", "hf"),
+                        help="where the toy causal LMs are (<dir>/<qwen3_toy|qwen3_moe_toy>/model)")
+    parser.add_argument("--configs", default=os.path.join(root, "configs", "model_configs"),
+                        help="toy configs the reward and value models are made from")
+    parser.add_argument("--seed", type=int, default=1234)
+    args = parser.parse_args()
+    names = [n for n in args.cases.split(",") if n]
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        parser.error(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(CASES)}")
+    torch.use_deterministic_algorithms(True)
+    torch.set_default_dtype(torch.float32)
+    transformers.utils.logging.disable_progress_bar()
+    os.makedirs(args.out, exist_ok=True)
+    for name in names:
+        write_case(name, CASES[name], args, list(CASES).index(name))
+    print(f"{args.out}: {directory_bytes(args.out) / 1e6:.2f} MB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+// Whole-model alignment of the DPO, reward, value and PPO actor objectives with transformers: our CPU fp32 model and
+// objective against fixtures written by scripts/gen_objective_model_fixtures.py (loss, metrics, every parameter
+// gradient, and the losses of three AdamW steps), on batches packed by the real collator.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "model/hf_loader.h"
+#include "model/weight_source.h"
+#include "optim/adamw.h"
+#include "tests/common/hf_fixture.h"
+#include "tests/common/objective_model_fixture.h"
+#include "train/objective.h"
+#include "train/train_model.h"
+
+using namespace veomni;
+
+namespace {
+
+constexpr double kRelTol = 1e-4;
+// Values are compared relative to at least 0.01, so that a metric of 0 (DPO's rewards against the start weights, a
+// clip fraction) is compared to 1e-6 rather than exactly.
+constexpr double kScaleFloor = 0.01;
+
+using Fixture = veomni::testing::ObjectiveModelFixture;
+using veomni::testing::load_objective_model_fixture;
+using veomni::testing::relative_error;
+
+double tolerance(double expected) { return kRelTol * std::max(std::fabs(expected), kScaleFloor); }
+
+std::unique_ptr<TrainModel> load_model(const Fixture& f) {
+  auto model = std::make_unique<TrainModel>(f.config, ModelOptions{}, f.head);
+  model->params().materialize_all(Device::cpu(), DType::F32);
+  load_hf_weights(model->params(), HfCheckpointSource(f.model_dir));
+  return model;
+}
+
+// The policy with its objective (and, for DPO against the start weights, the frozen reference both share).
+struct Setup {
+  std::unique_ptr<TrainModel> model, reference;
+  std::unique_ptr<Objective> objective;
+  StepLossScale scale;
+};
+
+Setup set_up(const Fixture& f) {
+  Setup s;
+  s.model = load_model(f);
+  if (f.model_reference) s.reference = load_model(f);
+  s.objective = make_objective(f.settings, f.config, s.reference.get());
+  const int64_t normaliser = s.objective->normaliser(f.batch, true);
+  const char* key = f.expected.contains("global_pairs") ? "global_pairs" : "global_tokens";
+  EXPECT_EQ(normaliser, f.expected.at(key).get<int64_t>()) << f.name << " " << key;
+  s.scale = s.objective->step_scale(normaliser, 1);
+  return s;
+}
+
+// One step's forward and backward on the fixture's batch (gradients start from zero); its metrics.
+ObjectiveMetrics run_step(Setup& s, const Fixture& f) {
+  s.model->params().zero_grads();
+  std::vector<double> sums(s.objective->num_sums(), 0.0);
+  s.objective->micro_batch(*s.model, f.batch, s.scale, true, sums);
+  return s.objective->step_metrics(sums, s.scale);
+}
+
+double loss_of(const ObjectiveMetrics& metrics, const std::string& name) {
+  EXPECT_FALSE(metrics.empty()) << name;
+  if (metrics.empty()) return NAN;
+  EXPECT_EQ(metrics.front().first, "loss") << name << ": the first metric must be the loss";
+  return metrics.front().second;
+}
+
+void check_loss_metrics_gradients(const std::string& name) {
+  const Fixture f = load_objective_model_fixture(name);
+  ASSERT_EQ(veomni::testing::packed_row_difference(f), "") << name << ": the collator packs another row than the "
+                                                                       "generator did";
+  Setup s = set_up(f);
+  const ObjectiveMetrics metrics = run_step(s, f);
+
+  const double loss = loss_of(metrics, name);
+  const double expected_loss = f.expected.at("loss").get<double>();
+  EXPECT_NEAR(loss, expected_loss, tolerance(expected_loss)) << name << " loss";
+  std::printf("[%s] loss %.9g vs %.9g\n", name.c_str(), loss, expected_loss);
+  for (const auto& [metric, value] : f.expected.at("metrics").items()) {
+    const auto found = std::find_if(metrics.begin(), metrics.end(), [&](const auto& m) { return m.first == metric; });
+    ASSERT_NE(found, metrics.end()) << name << ": no metric " << metric;
+    const double expected = value.get<double>();
+    EXPECT_NEAR(found->second, expected, tolerance(expected)) << name << " metric " << metric;
+    std::printf("[%s]   %s %.9g vs %.9g\n", name.c_str(), metric.c_str(), found->second, expected);
+  }
+
+  SafetensorsReader grads(f.dir + "/expected.safetensors");
+  size_t expected_grads = 0;
+  for (const auto& entry : grads.entries()) expected_grads += entry.name.rfind("grad.", 0) == 0;
+  double worst = 0;
+  std::string worst_name;
+  for (const auto& p : s.model->params().all()) {
+    const std::string key = "grad." + p->name;
+    ASSERT_TRUE(grads.contains(key)) << name << ": the fixture has no gradient for " << p->name;
+    const double err = relative_error(p->grad, grads.read(key));
+    EXPECT_LE(err, kRelTol) << name << " gradient of " << p->name;
+    if (err > worst) worst = err, worst_name = p->name;
+  }
+  EXPECT_EQ(s.model->params().all().size(), expected_grads) << name << ": parameter count differs from transformers'";
+  std::printf("[%s] worst gradient rel err %.3g (%s)\n", name.c_str(), worst, worst_name.c_str());
+}
+
+void check_adamw_steps(const std::string& name) {
+  const Fixture f = load_objective_model_fixture(name);
+  Setup s = set_up(f);
+  const nlohmann::json& hp = f.expected.at("adamw");
+  AdamWOptions options;
+  options.beta1 = hp["betas"][0].get<double>();
+  options.beta2 = hp["betas"][1].get<double>();
+  options.eps = hp["eps"].get<double>();
+  options.weight_decay = hp["weight_decay"].get<double>();
+  AdamW adamw(options);
+  s.model->params().zero_grads();
+  for (const auto& p : s.model->params().all()) adamw.add_slot(p->name, p->value, &p->grad);
+  const auto expected = f.expected.at("adamw_losses").get<std::vector<double>>();
+  ASSERT_EQ(expected.size(), 4u) << name;
+  for (size_t step = 0; step < expected.size(); ++step) {
+    const double loss = loss_of(run_step(s, f), name);
+    EXPECT_NEAR(loss, expected[step], tolerance(expected[step])) << name << " loss before AdamW step " << step + 1;
+    std::printf("[%s] AdamW step %zu: loss %.9g vs %.9g\n", name.c_str(), step, loss, expected[step]);
+    if (step + 1 < expected.size()) adamw.step(hp["lr"].get<double>());
+  }
+}
+
+}  // namespace
+
+TEST(ObjectiveModelFixtures, DpoSigmoidDenseMatchesTransformers) { check_loss_metrics_gradients("dpo_sigmoid_dense"); }
+TEST(ObjectiveModelFixtures, DpoIpoMoeMatchesTransformers) { check_loss_metrics_gradients("dpo_ipo_moe"); }
+TEST(ObjectiveModelFixtures, RewardDenseMatchesTransformers) { check_loss_metrics_gradients("reward_dense"); }
+TEST(ObjectiveModelFixtures, RewardMoeMatchesTransformers) { check_loss_metrics_gradients("reward_moe"); }
+TEST(ObjectiveModelFixtures, ValueDenseMatchesTransformers) { check_loss_metrics_gradients("value_dense"); }
+TEST(ObjectiveModelFixtures, ActorDenseMatchesTransformers) { check_loss_metrics_gradients("actor_dense"); }
+TEST(ObjectiveModelFixtures, ActorMoeMatchesTransformers) { check_loss_metrics_gradients("actor_moe"); }
+
+TEST(ObjectiveModelFixtures, DpoSigmoidDenseAdamWStepsMatchTransformers) { check_adamw_steps("dpo_sigmoid_dense"); }
+TEST(ObjectiveModelFixtures, DpoIpoMoeAdamWStepsMatchTransformers) { check_adamw_steps("dpo_ipo_moe"); }
+TEST(ObjectiveModelFixtures, RewardDenseAdamWStepsMatchTransformers) { check_adamw_steps("reward_dense"); }
+TEST(ObjectiveModelFixtures, RewardMoeAdamWStepsMatchTransformers) { check_adamw_steps("reward_moe"); }
+TEST(ObjectiveModelFixtures, ValueDenseAdamWStepsMatchTransformers) { check_adamw_steps("value_dense"); }
+TEST(ObjectiveModelFixtures, ActorDenseAdamWStepsMatchTransformers) { check_adamw_steps("actor_dense"); }
+TEST(ObjectiveModelFixtures, ActorMoeAdamWStepsMatchTransformers) { check_adamw_steps("actor_moe"); }
