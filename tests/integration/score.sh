@@ -56,7 +56,7 @@ as_reference)
   dummy preference 40 8 "$work/pairs.h5"
   score 1 qwen3_toy "$work/ref.h5" --data "$work/pairs.h5" --as-reference
   train_dpo() {
-    mpirun --oversubscribe -np 1 "$bin/veomni-train" configs/qwen3_toy.yaml --data.train_path "$1" \
+    mpirun --oversubscribe -np 1 "$bin/veomni-train" "$src/configs/qwen3_toy.yaml" --data.train_path "$1" \
       --data.max_seq_len 80 --train.objective dpo --train.global_batch_size 4 --train.max_steps 1 \
       --train.device cpu --train.checkpoint.output_dir "$2" --train.checkpoint.save_steps -1 --log-level info \
       >"$2.log" 2>&1 || { cat "$2.log" >&2; fail "veomni-train on $1"; }
@@ -73,7 +73,7 @@ as_reference)
   ;;
 perplexity)
   dummy text 32 8 "$work/text.h5"
-  mpirun --oversubscribe -np 1 "$bin/veomni-train" configs/qwen3_toy.yaml --data.train_path "$work/text.h5" \
+  mpirun --oversubscribe -np 1 "$bin/veomni-train" "$src/configs/qwen3_toy.yaml" --data.train_path "$work/text.h5" \
     --data.max_seq_len 32 --train.global_batch_size 4 --train.num_train_epochs 10 --train.max_steps -1 \
     --train.optimizer.lr 3e-3 --train.device cpu --train.checkpoint.output_dir "$work/run" \
     --train.checkpoint.save_steps 0 --log-level warn
@@ -90,21 +90,23 @@ perplexity)
   ;;
 bad_inputs)
   tool=$bin/veomni-score
+  cd "$work"  # expect_exit writes out and err here
   dummy text 16 2 "$work/text.h5"
-  expect_exit 2 --config configs/qwen3_toy.yaml --data "$work/missing.h5" --out "$work/o.h5"
+  expect_exit 2 --config "$src/configs/qwen3_toy.yaml" --data "$work/missing.h5" --out "$work/o.h5"
   expect_in err "$work/missing.h5"
-  expect_exit 2 --config configs/qwen3_toy.yaml --data "$work/text.h5" --out "$work/o.h5" --what reward \
+  expect_exit 2 --config "$src/configs/qwen3_toy.yaml" --data "$work/text.h5" --out "$work/o.h5" --what reward \
     --as-reference
   expect_in err "--as-reference"
-  mpirun --oversubscribe -np 1 "$bin/veomni-train" configs/qwen3_toy.yaml --data.train_path "$work/text.h5" \
-    --data.max_seq_len 16 --train.global_batch_size 2 --train.max_steps 1 --train.device cpu \
-    --train.checkpoint.output_dir "$work/run" --log-level warn
+  (cd "$src" && mpirun --oversubscribe -np 1 "$bin/veomni-train" configs/qwen3_toy.yaml --data.train_path \
+    "$work/text.h5" --data.max_seq_len 16 --train.global_batch_size 2 --train.max_steps 1 --train.device cpu \
+    --train.checkpoint.output_dir "$work/run" --log-level warn)
   expect_exit 2 --checkpoint "$work/run" --data "$work/text.h5" --out "$work/o.h5" --what reward
   expect_in err "metadata.json"
   expect_in err "score.weight"
+  expect_in err "hint: --what reward reads a sequence_reward head"
   expect_exit 2 --data "$work/text.h5" --out "$work/o.h5"
   expect_in err "no model"
-  expect_exit 2 --config configs/qwen3_toy.yaml --data "$work/text.h5" --out "$work/o.h5" --what ppl
+  expect_exit 2 --config "$src/configs/qwen3_toy.yaml" --data "$work/text.h5" --out "$work/o.h5" --what ppl
   expect_in err "--what"
   expect_exit 2 --model "$work/run" --checkpoint "$work/run" --data "$work/text.h5" --out "$work/o.h5"
   expect_exit 0 --help
