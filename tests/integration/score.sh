@@ -25,7 +25,8 @@ layouts)
   dummy text 40 7 "$work/text.h5"
   dummy preference 40 5 "$work/pairs.h5"
   dummy rollout 40 5 "$work/rollout.h5"
-  # Budgets of 100 tokens: several samples per micro-batch, an odd count of micro-batches over 2 data-parallel ranks.
+  # Budgets of 100 tokens: two samples per micro-batch; 5 pairs or rollouts make 3 micro-batches, so one of 2
+  # data-parallel ranks runs a discarded forward in the last round.
   for data in text pairs rollout; do
     score 1 qwen3_toy "$work/$data.np1.h5" --data "$work/$data.h5" --micro-batch-tokens 100
     score 2 qwen3_toy "$work/$data.fsdp2.h5" --data "$work/$data.h5" --micro-batch-tokens 100
@@ -87,6 +88,10 @@ perplexity)
   [ -n "$before" ] && [ -n "$after" ] || { cat "$work/before.log" "$work/after.log" >&2; fail "no summary line"; }
   awk -v a="$before" -v b="$after" 'BEGIN { exit !(b < a / 2) }' || fail "perplexity $before -> $after did not fall"
   grep -q "done: 8 samples" "$work/after.log" || fail "summary line"
+  # The same weights as a HuggingFace directory (--model) give the same scores.
+  "$bin/veomni-ckpt-merge" "$work/run" --out "$work/hf" --no-tokenizer --log-level warn
+  score 1 qwen3_toy "$work/after_hf.h5" --data "$work/text.h5" --model "$work/hf"
+  agree "$work/after.h5" "$work/after_hf.h5"
   ;;
 bad_inputs)
   tool=$bin/veomni-score
