@@ -129,11 +129,10 @@ Sample score_output_sample(ScoreWhat what, const double* record, int64_t length,
     }
     return out;
   }
+  out["logps"] = f32_scalar(chosen + rejected);
   if (pair) {
     out["chosen_logps"] = f32_scalar(chosen);
     out["rejected_logps"] = f32_scalar(rejected);
-  } else {
-    out["logps"] = f32_scalar(chosen);
   }
   out["token_logprobs"] = f32_values(token_values, length);
   out["num_label_tokens"] = i64_scalar(label_tokens);

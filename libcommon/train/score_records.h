@@ -49,7 +49,7 @@ struct ScoreTotals {
   double sum_logps = 0;  // Logprobs: sum of every label token's log-prob
 };
 
-// The output keys of one sample from its assembled record (man veomni-score(1)): Logprobs writes logps (pairs:
+// The output keys of one sample from its assembled record (man veomni-score(1)): Logprobs writes logps (pairs also
 // chosen_logps and rejected_logps), token_logprobs and num_label_tokens, or with as_reference the `input` keys plus
 // ref_chosen_logps / ref_rejected_logps (pairs) or ref_log_probs (other samples); Reward writes reward (pairs:
 // chosen_reward, rejected_reward); Value writes values and num_label_tokens. Adds the sample to `totals`.
