@@ -29,7 +29,8 @@ struct ScoreSummary {
   double perplexity() const;  // exp(-sum logps / label tokens); 0 without label tokens
 };
 
-// Every rank calls it. Rank 0 writes out_path atomically, the samples in input order. Throws InputError naming the
+// Every rank calls it. Rank 0 writes out_path atomically, the samples in input order, and its summary counts the
+// whole run (the other ranks' summaries hold their time only). Throws InputError naming the
 // file and the key for bad input (a missing file, a dataset without labels, a head the weights do not have).
 ScoreSummary run_scoring(const ScoreOptions& options, std::shared_ptr<Communicator> world);
 
