@@ -81,10 +81,10 @@ int score_main(int argc, char** argv) {
                  "train.accelerator (ulysses_size, ep_size)");
   app.add_option("--data", flags.data_path, "dataset to score (veomni-data(5))")->required();
   app.add_option("--out", flags.out_path, "output dataset file, written atomically")->required();
-  app.add_option("--what", flags.what, "logprobs (LM head), reward (reward model), value (value model)")
+  app.add_option("--what", flags.what, "logprobs (LM head, default), reward (reward model), value (value model)")
       ->check(CLI::IsMember({"logprobs", "reward", "value"}));
   app.add_option("--micro-batch-tokens", flags.micro_batch_tokens,
-                 "token budget of a packed micro-batch (raised to the longest sample)")
+                 "token budget of a packed micro-batch, raised to the longest sample (default 4096)")
       ->check(veomni::integer_range(1, INT64_MAX));
   app.add_flag("--as-reference", flags.as_reference,
                "write the input keys plus ref_chosen_logps / ref_rejected_logps (pairs) or ref_log_probs: a dataset "
