@@ -48,6 +48,7 @@
 #include "train/epoch_plans.h"
 #include "train/output_dir_lock.h"
 #include "train/progress.h"
+#include "train/run_setup.h"
 #include "train/stop_signal.h"
 #include "train/train_model.h"
 
@@ -202,58 +203,29 @@ class Trainer {
 };
 
 // One GPU per process, chosen by the process's rank on its node (as torchrun's LOCAL_RANK).
-Device Trainer::select_device() {
-  const std::string& want = config_.train.device;
-  const int gpus = backend::cuda_device_count();
-  if (want == "cpu" || (want == "auto" && gpus == 0)) return Device::cpu();
-  VEOMNI_INPUT_CHECK(gpus > 0, "rank {}: train.device is cuda but {} (hint: --train.device cpu)", world_->rank(),
-                     backend::cuda_built() ? "no GPU is visible" : "this build has no CUDA backend");
-  const int local = mpi_local_rank();
-  VEOMNI_INPUT_CHECK(local < gpus,
-                     "rank {} is process {} on its node, which has {} visible GPU(s): veomni-train runs one process "
-                     "per GPU (hint: mpirun -np <= GPUs per node, or --train.device cpu)",
-                     world_->rank(), local, gpus);
-  backend::use_cuda_device(local);
-  return Device::cuda(local);
-}
+Device Trainer::select_device() { return select_run_device(config_.train.device, *world_, "veomni-train"); }
 
 void Trainer::build_mesh_and_model() {
-  const std::string config_path = config_.resolved_model_config_path();
-  if (is_multimodal_config(config_path)) {
-    thinker_ = load_thinker_config(config_path);
-    model_config_ = thinker_->text;
-    hf_config_json_ = config_json_text(config_path);
-  } else {
-    model_config_ = load_model_config(config_path);
-  }
+  RunModelConfig run_model = read_run_model_config(config_.resolved_model_config_path());
+  model_config_ = run_model.text;
+  thinker_ = std::move(run_model.thinker);
+  hf_config_json_ = std::move(run_model.hf_config_json);
   layout_ = resolve_batch_layout(config_, world_->size());
   validate_parallel_layout(config_, model_config_);
   device_ = select_device();
   const auto& acc = config_.train.accelerator;
-  mesh_ = build_device_mesh(world_, acc.ulysses_size, acc.ep_size);
-  if (device_.is_cuda()) mesh_ = with_nccl_groups(mesh_);
+  RunParallel parallel = build_run_parallel(world_, acc, model_config_, device_);
+  mesh_ = parallel.mesh;
   spdlog::info("mesh: {}; global batch {} = {} micro-batches of up to {} tokens", mesh_.shape.describe(),
                layout_.global_batch_size, layout_.global_batch_size / layout_.micro_batch_size,
                layout_.micro_batch_size * config_.data.max_seq_len);
 
-  ModelOptions options;
-  options.device = device_;
-  // The CPU backend is the fp32 reference; the GPU computes in the configured precision.
-  options.compute_dtype = device_.is_cpu() ? DType::F32 : config_.compute_dtype();
+  ModelOptions options = run_model_options(config_, device_, parallel);
   const DType reduce_dtype = device_.is_cpu() ? DType::F32 : config_.reduce_dtype();
-  if (device_.is_cpu() && config_.compute_dtype() != DType::F32)
-    spdlog::info("CPU backend: computing in float32 (mixed precision applies to the CUDA backend)");
   spdlog::info("device: {}, compute {}, gradient reduction {}, master weights and optimizer state float32",
                device_.str(), dtype_name(options.compute_dtype), dtype_name(reduce_dtype));
-  options.recompute = config_.train.gradient_checkpointing.enable;
-  if (acc.ulysses_size > 1) {
-    ulysses_ = std::make_unique<UlyssesHooks>(mesh_.sp);
-    options.hooks.sequence = ulysses_.get();
-  }
-  if (acc.ep_size > 1) {
-    expert_parallel_ = std::make_unique<ExpertParallel>(mesh_.ep, model_config_.num_experts);
-    options.hooks.experts = expert_parallel_.get();
-  }
+  ulysses_ = std::move(parallel.ulysses);
+  expert_parallel_ = std::move(parallel.expert_parallel);
   model_options_ = options;
   model_ = make_model(options, model_head_for_objective(config_.train.objective));
   const std::string model_type = thinker_ ? thinker_->model_type : model_config_.model_type;
@@ -274,10 +246,7 @@ void Trainer::build_mesh_and_model() {
 
 // Initialised or loaded values go into the fp32 masters: they are staged in fp32 whatever the compute dtype.
 std::unique_ptr<TrainModel> Trainer::make_model(const ModelOptions& options, ModelHead head) const {
-  auto model = thinker_ ? std::make_unique<TrainModel>(*thinker_, options, config_.train.freeze_vit, head)
-                        : std::make_unique<TrainModel>(model_config_, options, head);
-  model->params().materialize_all(options.device, DType::F32);
-  return model;
+  return make_run_model({model_config_, thinker_, hf_config_json_}, options, head, config_.train.freeze_vit);
 }
 
 void Trainer::load_start_weights(TrainModel& model) const {
