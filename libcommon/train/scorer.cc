@@ -78,7 +78,14 @@ void Scorer::build_model() {
                        config_.resolved_model_config_path(), model.model_type());
     model_config_ = model.text;
   } else {
-    model_config_ = checkpoint_text_model(options_.checkpoint);
+    try {
+      model_config_ = checkpoint_text_model(options_.checkpoint, score_head(options_.what));
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{} (hint: --what {} reads a {} head: --what logprobs for a causal LM, reward "
+                                   "for a sequence classifier, value for a token classifier)",
+                                   e.what(), score_what_name(options_.what),
+                                   model_head_name(score_head(options_.what))));
+    }
   }
   VEOMNI_INPUT_CHECK(world_->size() % acc.ulysses_size == 0 && world_->size() % acc.ep_size == 0,
                      "the world size ({}) must be a multiple of train.accelerator.ulysses_size ({}) and ep_size ({})",
@@ -99,7 +106,7 @@ void Scorer::build_model() {
                                    acc.fsdp_config.overlap);
     model_->set_param_hooks(fsdp_.get());
     if (!options_.checkpoint.empty())
-      load_checkpoint_masters(options_.checkpoint, model_config_, parallel_.mesh, *fsdp_);
+      load_checkpoint_masters(options_.checkpoint, model_config_, model_->head(), parallel_.mesh, *fsdp_);
   } catch (const InputError& e) {
     // A head's parameter the weights lack (or hold in excess) most likely means the wrong --what.
     const std::string what = e.what();
