@@ -26,3 +26,10 @@ if(VEOMNI_HAVE_CUDA AND VEOMNI_MPIEXEC)
       TIMEOUT 300)
   endforeach()
 endif()
+
+# veomni-score on one GPU (fp32 and bf16) against the CPU reference.
+if(VEOMNI_HAVE_CUDA AND TARGET dataset_diff)
+  add_test(NAME gpu.score.cpu_vs_gpu
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/gpu/score_gpu.sh ${VEOMNI_BIN_DIR} ${CMAKE_SOURCE_DIR})
+  set_tests_properties(gpu.score.cpu_vs_gpu PROPERTIES LABELS gpu RESOURCE_LOCK gpu SKIP_RETURN_CODE 77 TIMEOUT 300)
+endif()
