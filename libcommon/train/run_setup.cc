@@ -65,4 +65,17 @@ std::unique_ptr<TrainModel> make_run_model(const RunModelConfig& model, const Mo
   return out;
 }
 
+MultimodalCollateOptions run_multimodal_collate_options(const ThinkerConfig& thinker, int64_t max_seq_len,
+                                                        const DeviceMesh& mesh) {
+  MultimodalCollateOptions collate;
+  collate.max_seq_len = max_seq_len;
+  collate.sp_size = mesh.shape.ulysses;
+  collate.sp_rank = mesh.sp_rank();
+  collate.merge_unit = thinker.vision.merge_unit();
+  collate.has_audio = thinker.has_audio;
+  collate.position_dtype = thinker.has_audio ? DType::F32 : DType::I64;
+  collate.vocab_size = thinker.text.vocab_size;
+  return collate;
+}
+
 }  // namespace veomni

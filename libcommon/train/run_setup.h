@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "data/multimodal_collator.h"
 #include "dist/communicator.h"
 #include "dist/device_mesh.h"
 #include "model/causal_lm.h"
@@ -50,5 +51,9 @@ ModelOptions run_model_options(const TrainConfig& config, Device device, const R
 // for initialisation or loading (fp32 masters are staged in f32 whatever the compute dtype).
 std::unique_ptr<TrainModel> make_run_model(const RunModelConfig& model, const ModelOptions& options, ModelHead head,
                                            bool freeze_vit);
+
+// How a multimodal model's micro-batches are collated on this rank (its SP slice, merge unit, audio, positions).
+MultimodalCollateOptions run_multimodal_collate_options(const ThinkerConfig& thinker, int64_t max_seq_len,
+                                                        const DeviceMesh& mesh);
 
 }  // namespace veomni

@@ -12,8 +12,9 @@
 namespace veomni {
 
 // InputError naming the file and the key when the dataset cannot be scored for `what`: input_ids always, labels for
-// logprobs and value (they say which tokens are predicted), a text dataset.
-void check_score_dataset(const DatasetReader& reader, const std::string& path, ScoreWhat what);
+// logprobs and value (they say which tokens are predicted), a text dataset for a text model (a multimodal model
+// reads text, vl and omni datasets).
+void check_score_dataset(const DatasetReader& reader, const std::string& path, ScoreWhat what, bool multimodal_model);
 
 // Packs `samples` into one row (collate.max_seq_len must hold the longest: nothing is truncated), takes this rank's
 // SP slice, runs the body and the head of `what` without saving anything for a backward, and fills this rank's
@@ -21,5 +22,10 @@ void check_score_dataset(const DatasetReader& reader, const std::string& path, S
 void score_packed_samples(TrainModel& model, ScoreWhat what, const std::vector<TokenSample>& samples,
                           std::vector<ScoreSlot> slots, const CollateOptions& collate, int64_t sp_rank,
                           std::vector<double>& buffer);
+
+// The same for a collated micro-batch (this rank's slice; a multimodal one from collate_multimodal): slots in the
+// samples' order with their chosen_length already set.
+void score_batch(TrainModel& model, ScoreWhat what, const MultimodalBatch& batch, const std::vector<ScoreSlot>& slots,
+                 int64_t sp_rank, std::vector<double>& buffer);
 
 }  // namespace veomni

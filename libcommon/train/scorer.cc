@@ -38,10 +38,13 @@ class Scorer {
   ScoreSummary run();
 
  private:
+  void read_model();
   void open_data();
   void build_model();
   std::vector<ScoreSlot> round_slots(int64_t round, int64_t* buffer_size) const;
   void score_micro_batch(const MicroBatchPlan& micro_batch, std::vector<ScoreSlot> slots, std::vector<double>& buffer);
+  void score_multimodal_micro_batch(const MicroBatchPlan& micro_batch, std::vector<ScoreSlot> slots,
+                                    std::vector<double>& buffer);
   void write_round(const std::vector<ScoreSlot>& slots, const std::vector<double>& buffer);
   void write_sample(int64_t index, const double* record);
 
@@ -53,7 +56,8 @@ class Scorer {
   bool pairs_ = false;
   ScorePlan plan_;
   Device device_;
-  ModelConfig model_config_;
+  RunModelConfig run_model_;  // the model config.json (or the checkpoint) describes
+  ModelConfig model_config_;  // its text model
   RunParallel parallel_;
   std::unique_ptr<TrainModel> model_;
   std::unique_ptr<Fsdp> fsdp_;
@@ -64,22 +68,18 @@ class Scorer {
 
 void Scorer::open_data() {
   dataset_ = std::make_unique<DatasetReader>(options_.data_path);
-  check_score_dataset(*dataset_, options_.data_path, options_.what);
   pairs_ = dataset_->has_key(kChosenLengthKey);
   lengths_.resize(static_cast<size_t>(dataset_->num_samples()));
   for (int64_t i = 0; i < dataset_->num_samples(); ++i) lengths_[static_cast<size_t>(i)] = dataset_->sequence_length(i);
 }
 
-void Scorer::build_model() {
-  const AcceleratorArgs& acc = config_.train.accelerator;
+// The model's config: the checkpoint's text model, or config.json's text or multimodal model.
+void Scorer::read_model() {
   if (options_.checkpoint.empty()) {
-    const RunModelConfig model = read_run_model_config(config_.resolved_model_config_path());
-    VEOMNI_INPUT_CHECK(!model.thinker, "{}: model_type '{}' is multimodal; veomni-score reads text models",
-                       config_.resolved_model_config_path(), model.model_type());
-    model_config_ = model.text;
+    run_model_ = read_run_model_config(config_.resolved_model_config_path());
   } else {
     try {
-      model_config_ = checkpoint_text_model(options_.checkpoint, score_head(options_.what));
+      run_model_.text = checkpoint_text_model(options_.checkpoint, score_head(options_.what));
     } catch (const InputError& e) {
       throw InputError(fmt::format("{} (hint: --what {} reads a {} head: --what logprobs for a causal LM, reward "
                                    "for a sequence classifier, value for a token classifier)",
@@ -87,6 +87,11 @@ void Scorer::build_model() {
                                    model_head_name(score_head(options_.what))));
     }
   }
+  model_config_ = run_model_.text;
+}
+
+void Scorer::build_model() {
+  const AcceleratorArgs& acc = config_.train.accelerator;
   VEOMNI_INPUT_CHECK(world_->size() % acc.ulysses_size == 0 && world_->size() % acc.ep_size == 0,
                      "the world size ({}) must be a multiple of train.accelerator.ulysses_size ({}) and ep_size ({})",
                      world_->size(), acc.ulysses_size, acc.ep_size);
@@ -95,7 +100,7 @@ void Scorer::build_model() {
   parallel_ = build_run_parallel(world_, acc, model_config_, device_);
   ModelOptions options = run_model_options(config_, device_, parallel_);
   options.recompute = false;  // nothing is saved for a backward
-  model_ = make_run_model({model_config_, std::nullopt, ""}, options, score_head(options_.what), false);
+  model_ = make_run_model(run_model_, options, score_head(options_.what), false);
   const std::string head_hint =
       fmt::format(" (hint: --what {} reads a {} head: --what logprobs for a causal LM, reward for a sequence "
                   "classifier, value for a token classifier)",
@@ -113,7 +118,7 @@ void Scorer::build_model() {
     if (what.find("score.") == std::string::npos && what.find("lm_head") == std::string::npos) throw;
     throw InputError(what + head_hint);
   }
-  spdlog::info("model: {} with a {} head, {}; mesh {}; device {}, compute {}", model_config_.model_type,
+  spdlog::info("model: {} with a {} head, {}; mesh {}; device {}, compute {}", run_model_.model_type(),
                model_head_name(model_->head()),
                !options_.checkpoint.empty()       ? "from checkpoint " + options_.checkpoint
                : config_.model.model_path.empty() ? fmt::format("random init (seed {})", config_.train.seed)
@@ -143,6 +148,10 @@ std::vector<ScoreSlot> Scorer::round_slots(int64_t round, int64_t* buffer_size) 
 // Forward of this rank's slice of a micro-batch; its entries of the slots' records go into buffer.
 void Scorer::score_micro_batch(const MicroBatchPlan& micro_batch, std::vector<ScoreSlot> slots,
                                std::vector<double>& buffer) {
+  if (run_model_.thinker) {
+    score_multimodal_micro_batch(micro_batch, std::move(slots), buffer);
+    return;
+  }
   CollateOptions collate;
   collate.max_seq_len = plan_.max_seq_len;
   collate.sp_size = parallel_.mesh.shape.ulysses;
@@ -151,6 +160,24 @@ void Scorer::score_micro_batch(const MicroBatchPlan& micro_batch, std::vector<Sc
   for (int64_t index : micro_batch.samples)
     samples.push_back(token_sample_from(dataset_->read(index), fmt::format("{} sample {}", options_.data_path, index)));
   score_packed_samples(*model_, options_.what, samples, std::move(slots), collate, parallel_.mesh.sp_rank(), buffer);
+  fsdp_->wait_for_gradients();  // ends the pass: drops the gathers prefetched for a next one
+}
+
+// A multimodal micro-batch: collated as veomni-train collates it (media, M-RoPE positions, this rank's SP slice).
+void Scorer::score_multimodal_micro_batch(const MicroBatchPlan& micro_batch, std::vector<ScoreSlot> slots,
+                                          std::vector<double>& buffer) {
+  std::vector<Sample> samples;
+  std::vector<NamedSample> named;
+  for (int64_t index : micro_batch.samples) samples.push_back(dataset_->read(index));
+  for (size_t k = 0; k < samples.size(); ++k) {
+    named.push_back({&samples[k], fmt::format("{} sample {}", options_.data_path, micro_batch.samples[k])});
+    if (k < slots.size())
+      if (const auto found = samples[k].find(kChosenLengthKey); found != samples[k].end())
+        slots[k].chosen_length = found->second.data<int64_t>()[0];
+  }
+  const MultimodalBatch batch = collate_multimodal(
+      named, run_multimodal_collate_options(*run_model_.thinker, plan_.max_seq_len, parallel_.mesh));
+  score_batch(*model_, options_.what, batch, slots, parallel_.mesh.sp_rank(), buffer);
   fsdp_->wait_for_gradients();  // ends the pass: drops the gathers prefetched for a next one
 }
 
@@ -176,6 +203,8 @@ ScoreSummary Scorer::run() {
                      "--as-reference writes reference log-probs: it needs --what logprobs, not --what {}",
                      score_what_name(options_.what));
   open_data();
+  read_model();
+  check_score_dataset(*dataset_, options_.data_path, options_.what, run_model_.thinker.has_value());
   build_model();
   plan_ = plan_scoring(lengths_, options_.micro_batch_tokens, parallel_.mesh.shape.dp());
   spdlog::info("data: {} samples{} from {}; {} micro-batches of up to {} tokens over {} data-parallel rank(s)",

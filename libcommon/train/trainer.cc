@@ -413,14 +413,8 @@ MultimodalBatch Trainer::collate_micro_batch(const std::vector<int64_t>& sample_
     contexts.push_back(fmt::format("{} sample {}", config_.data.train_path, index));
   }
   if (thinker_) {
-    MultimodalCollateOptions collate;
-    collate.max_seq_len = config_.data.max_seq_len;
-    collate.sp_size = mesh_.shape.ulysses;
-    collate.sp_rank = mesh_.sp_rank();
-    collate.merge_unit = thinker_->vision.merge_unit();
-    collate.has_audio = thinker_->has_audio;
-    collate.position_dtype = thinker_->has_audio ? DType::F32 : DType::I64;
-    collate.vocab_size = model_config_.vocab_size;
+    const MultimodalCollateOptions collate =
+        run_multimodal_collate_options(*thinker_, config_.data.max_seq_len, mesh_);
     std::vector<NamedSample> named;
     for (size_t k = 0; k < samples.size(); ++k) named.push_back({&samples[k], contexts[k]});
     return collate_multimodal(named, collate);

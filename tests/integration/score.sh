@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # veomni-score: the same scores under every layout (1 process, FSDP2, SP2, EP2 for the MoE toy), --as-reference
 # output trains DPO to the in-step reference's first loss (log 2), perplexity falls after training, bad inputs exit 2.
-# usage: score.sh BIN_DIR SOURCE_DIR CASE   (CASE: layouts | as_reference | perplexity | bad_inputs)
+# Multimodal models (Qwen3-VL, the Qwen3-Omni thinker) score as veomni-train collates them.
+# usage: score.sh BIN_DIR SOURCE_DIR CASE   (CASE: layouts | as_reference | perplexity | bad_inputs | multimodal)
 set -euo pipefail
 bin=$1 src=$2 case=$3
 work=$(mktemp -d "${TMPDIR:-/tmp}/veomni-score-XXXXXX")
@@ -119,6 +120,28 @@ bad_inputs)
   expect_exit 0 --version
   expect_in out "veomni-score"
   [ ! -e "$work/o.h5" ] || fail "a failed run left $work/o.h5"
+  ;;
+multimodal)
+  # Qwen3-VL and the Qwen3-Omni thinker: the same scores under SP2 (VL), FSDP2 and EP2 x SP2 (Omni), and their
+  # perplexity is exp of veomni-train's first-step cross-entropy on the same samples.
+  "$bin/veomni-dummy-data" --type qwen3vl --seq-len 256 --num-samples 3 --seed 2 --out "$work/vl.h5" >/dev/null
+  "$bin/veomni-dummy-data" --type qwen3omni --seq-len 256 --num-samples 2 --seed 2 --out "$work/omni.h5" >/dev/null
+  log_level=info score 1 qwen3_vl_toy "$work/vl.np1.h5" --data "$work/vl.h5" 2>"$work/vl.log"
+  score 2 qwen3_vl_toy "$work/vl.sp2.h5" --data "$work/vl.h5" --train.accelerator.ulysses_size 2
+  agree "$work/vl.np1.h5" "$work/vl.sp2.h5"
+  score 1 qwen3_omni_moe_toy "$work/omni.np1.h5" --data "$work/omni.h5"
+  score 2 qwen3_omni_moe_toy "$work/omni.fsdp2.h5" --data "$work/omni.h5"
+  score 4 qwen3_omni_moe_toy "$work/omni.ep2sp2.h5" --data "$work/omni.h5" --train.accelerator.ulysses_size 2 \
+    --train.accelerator.ep_size 2
+  agree "$work/omni.np1.h5" "$work/omni.fsdp2.h5"
+  agree "$work/omni.np1.h5" "$work/omni.ep2sp2.h5"
+  mpirun -np 1 "$bin/veomni-train" configs/qwen3_vl_toy.yaml --data.train_path "$work/vl.h5" --train.device cpu \
+    --train.global_batch_size 1 --data.max_seq_len 4096 --train.max_steps 1 --train.checkpoint.save_steps -1 \
+    --train.checkpoint.output_dir "$work/vl_run" --log-level warn
+  ppl=$(sed -n 's/.*perplexity \([0-9.e+]*\) .*/\1/p' "$work/vl.log")
+  python3 -c "import json, math, sys; ce = json.load(open(sys.argv[1]))['foundation_loss'][0]; \
+sys.exit(0 if abs(math.log(float(sys.argv[2])) - ce) < 1e-4 else 1)" "$work/vl_run/log_dict.json" "$ppl" \
+    || fail "perplexity $ppl is not exp of the first step's cross-entropy"
   ;;
 *) echo "unknown case $case" >&2; exit 2 ;;
 esac
