@@ -76,7 +76,7 @@ struct LossWeights {
   std::vector<Tensor> deepstack;
 };
 
-LossWeights loss_weights(const VisionOutput& out) {
+LossWeights loss_weights(const VisionTower::Output& out) {
   LossWeights w{random_tensor(out.merged.shape(), 101, 1.0), {}};
   for (size_t k = 0; k < out.deepstack.size(); ++k) w.deepstack.push_back(random_tensor(out.deepstack[k].shape(), 200 + k, 1.0));
   return w;
@@ -90,7 +90,7 @@ double dot(const Tensor& a, const Tensor& b) {
   return s;
 }
 
-double loss_of(const VisionOutput& out, const LossWeights& w) {
+double loss_of(const VisionTower::Output& out, const LossWeights& w) {
   double l = dot(out.merged, w.merged);
   for (size_t k = 0; k < out.deepstack.size(); ++k) l += dot(out.deepstack[k], w.deepstack[k]);
   return l;
@@ -186,7 +186,7 @@ TEST(VisionTowerTest, OutputShapesAndDeepstackOrder) {
   const VisionConfig c = small_config();
   auto m = make_model(c);
   const Input in = make_input(c, {{1, 4, 4}, {2, 4, 6}});
-  const VisionOutput out = m->tower->forward(in.pixels, in.grids, false);
+  const VisionTower::Output out = m->tower->forward(in.pixels, in.grids, false);
   EXPECT_EQ(out.merged.shape(), (Shape{16, 12}));
   ASSERT_EQ(out.deepstack.size(), 2u);
   EXPECT_EQ(m->tower->num_deepstack_features(), 2);
@@ -205,7 +205,7 @@ TEST(VisionTowerTest, OutputShapesAndDeepstackOrder) {
     }
     m2->store.at(name).value.copy_from(p->value);
   }
-  const VisionOutput out2 = m2->tower->forward(in.pixels, in.grids, false);
+  const VisionTower::Output out2 = m2->tower->forward(in.pixels, in.grids, false);
   EXPECT_LE(veomni::testing::relative_error(out2.deepstack[0], out.deepstack[0]), 0.0);
   EXPECT_LE(veomni::testing::relative_error(out2.merged, out.merged), 0.0);
 }
@@ -216,9 +216,9 @@ TEST(VisionTowerTest, OutOfRangeDeepstackIndexesProduceNoFeature) {
   auto m = make_model(c);
   EXPECT_EQ(m->tower->num_deepstack_features(), 1);
   const Input in = make_input(c, {{1, 2, 2}});
-  const VisionOutput out = m->tower->forward(in.pixels, in.grids);
+  VisionTower::Output out = m->tower->forward(in.pixels, in.grids);
   EXPECT_EQ(out.deepstack.size(), 1u);
-  m->tower->backward(out.merged, {Tensor()});  // an unused feature: undefined gradient
+  m->tower->backward(std::move(out.saved), out.merged, {Tensor()});  // an unused feature: undefined gradient
   for (const char* name : {"model.visual.deepstack_merger_list.0.linear_fc1.weight",
                            "model.visual.deepstack_merger_list.2.norm.bias"}) {
     ASSERT_TRUE(m->store.at(name).grad.defined()) << name;
@@ -235,10 +235,10 @@ TEST(VisionTowerTest, FiniteDifferenceEveryParameter) {
     const VisionConfig c = small_config(flavor);
     auto m = make_model(c);
     const Input in = make_input(c, {{1, 4, 4}, {2, 4, 6}});
-    VisionOutput out = m->tower->forward(in.pixels, in.grids);
+    VisionTower::Output out = m->tower->forward(in.pixels, in.grids);
     const LossWeights w = loss_weights(out);
     m->store.zero_grads();
-    m->tower->backward(w.merged, w.deepstack);
+    m->tower->backward(std::move(out.saved), w.merged, w.deepstack);
     Rng rng(5);
     int checked = 0;
     for (const auto& p : m->store.all()) {
@@ -272,11 +272,11 @@ TEST(VisionTowerTest, AttentionIsBoundedPerFrameAndImage) {
   const VisionConfig c = small_config();
   auto m = make_model(c);
   Input in = make_input(c, {{2, 4, 4}, {1, 2, 4}});  // frames of 16 patches, then an image of 8
-  const VisionOutput base = m->tower->forward(in.pixels, in.grids, false);
+  const VisionTower::Output base = m->tower->forward(in.pixels, in.grids, false);
   Tensor changed = in.pixels.clone();
   float* p = changed.data<float>();
   for (int64_t i = 16 * c.patch_dim(); i < 32 * c.patch_dim(); ++i) p[i] += 0.5f;  // frame 2 only
-  const VisionOutput after = m->tower->forward(changed, in.grids, false);
+  const VisionTower::Output after = m->tower->forward(changed, in.grids, false);
   // Merged rows: frame 1 -> [0, 4), frame 2 -> [4, 8), the image -> [8, 10).
   for (const auto& [a, b] : {std::pair<const Tensor*, const Tensor*>{&base.merged, &after.merged},
                              {&base.deepstack[0], &after.deepstack[0]}, {&base.deepstack[1], &after.deepstack[1]}}) {
@@ -385,7 +385,7 @@ TEST_P(VisionHfFixtureTest, ForwardAndEveryGradientMatchTransformers) {
     weights.read_into(p->name, p->value);
   }
   const std::vector<VisionGrid> grids = grids_from_tensor(io.read("grid_thw"));
-  const VisionOutput out = tower.forward(io.read("pixel_values"), grids);
+  VisionTower::Output out = tower.forward(io.read("pixel_values"), grids);
   EXPECT_LE(veomni::testing::relative_error(out.merged, io.read("merged")), 1e-4);
   std::vector<Tensor> d_deepstack;
   ASSERT_EQ(static_cast<int64_t>(out.deepstack.size()), tower.num_deepstack_features());
@@ -394,7 +394,7 @@ TEST_P(VisionHfFixtureTest, ForwardAndEveryGradientMatchTransformers) {
     d_deepstack.push_back(io.read("loss_weight.deepstack." + std::to_string(k)));
   }
   store.zero_grads();
-  tower.backward(io.read("loss_weight.merged"), d_deepstack);
+  tower.backward(std::move(out.saved), io.read("loss_weight.merged"), d_deepstack);
   double worst = 0;
   for (const auto& p : store.all()) {
     const double err = veomni::testing::relative_error(p->grad, grads.read("grad." + p->name));
