@@ -21,6 +21,7 @@
 #include "model/audio/audio_layout.h"
 #include "model/hf_loader.h"
 #include "model/weight_source.h"
+#include "tests/common/expect_error.h"
 #include "tests/common/hf_fixture.h"
 #include "tests/common/scratch_dir.h"
 
@@ -501,6 +502,61 @@ TEST(AudioEncoder, RejectsBadInput) {
   EXPECT_THROW(encoder.backward(std::move(unsaved.saved), Tensor::zeros({13, 12}, DType::F32)), Error);
   AudioEncoder::Output saved = encoder.forward(random_features(100, 1), {100});
   EXPECT_THROW(encoder.backward(std::move(saved.saved), Tensor::zeros({12, 12}, DType::F32)), InputError);
+}
+
+TEST(AudioEncoder, BackwardWithoutSavedForwardIsAnInternalError) {
+  ParamStore store;
+  AudioEncoder encoder(store, tiny_config());
+  randomize(encoder, 3);
+  const std::vector<std::string> message{"audio encoder backward without the saved values"};
+  AudioEncoder::Output unsaved = encoder.forward(random_features(100, 1), {100}, false);
+  EXPECT_FALSE(unsaved.saved.kept);
+  EXPECT_EQ(unsaved.saved.layout.num_tokens(), 0);
+  veomni::testing::expect_internal_error([&] { encoder.backward(std::move(unsaved.saved), unsaved.out); }, message);
+  veomni::testing::expect_internal_error([&] { encoder.backward({}, Tensor::zeros({0, 12}, DType::F32)); }, message);
+  AudioEncoder::Output no_clips = encoder.forward(Tensor::zeros({0, 128}, DType::F32), {}, false);
+  veomni::testing::expect_internal_error([&] { encoder.backward(std::move(no_clips.saved), no_clips.out); }, message);
+  // backward consumes its Saved: nothing of the forward is left, and a second backward of it is refused.
+  AudioEncoder::Output out = encoder.forward(random_features(100, 1), {100});
+  EXPECT_EQ(out.saved.layout.num_tokens(), 13);
+  encoder.backward(std::move(out.saved), out.out);
+  EXPECT_FALSE(out.saved.kept);
+  EXPECT_TRUE(out.saved.layers.empty() && out.saved.layout.token_rows.empty());
+  EXPECT_FALSE(out.saved.token_ids.defined() || out.saved.proj1_out.defined());
+  veomni::testing::expect_internal_error([&] { encoder.backward(std::move(out.saved), out.out); }, message);
+}
+
+// Two forwards, then their backwards in reverse order: each backward gives exactly the gradients of its own
+// forward/backward pair, so the encoder keeps no state of a forward (its layout included) outside the Saved value
+// it returned. (Compared one backward at a time, from zero gradients: summed, the two orders differ in rounding.)
+TEST(AudioEncoder, InterleavedForwardsAndReversedBackwardsMatchSeparatePairs) {
+  ParamStore store;
+  AudioEncoder encoder(store, tiny_config());
+  randomize(encoder, 5);
+  const std::vector<int64_t> lengths_a = {230, 40}, lengths_b = {120};
+  const Tensor features_a = random_features(270, 8), features_b = random_features(120, 9);
+  const Tensor weights_a = random_tensor({35, 12}, 10, 0.1), weights_b = random_tensor({16, 12}, 11, 0.1);
+  auto grads = [&] {
+    std::map<std::string, std::vector<float>> g;
+    for (Parameter* p : encoder.parameters()) g[p->name] = p->grad.to_float_vector();
+    return g;
+  };
+  auto pair = [&](const Tensor& features, const std::vector<int64_t>& lengths, const Tensor& weights) {
+    store.zero_grads();
+    encoder.backward(std::move(encoder.forward(features, lengths).saved), weights);
+    return grads();
+  };
+  const auto grads_a = pair(features_a, lengths_a, weights_a), grads_b = pair(features_b, lengths_b, weights_b);
+  ASSERT_NE(grads_a, grads_b);
+
+  AudioEncoder::Output out_a = encoder.forward(features_a, lengths_a);
+  AudioEncoder::Output out_b = encoder.forward(features_b, lengths_b);
+  store.zero_grads();
+  encoder.backward(std::move(out_b.saved), weights_b);
+  EXPECT_EQ(grads(), grads_b);
+  store.zero_grads();
+  encoder.backward(std::move(out_a.saved), weights_a);
+  EXPECT_EQ(grads(), grads_a);
 }
 
 TEST(AudioEncoder, NoClipsStillPassesEveryGroup) {

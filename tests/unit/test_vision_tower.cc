@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -16,6 +17,7 @@
 #include "model/vision/vision_pos_embed.h"
 #include "model/vision/vision_rotary.h"
 #include "model/vision/vision_tower.h"
+#include "tests/common/expect_error.h"
 #include "tests/common/hf_fixture.h"
 
 using namespace veomni;
@@ -94,6 +96,13 @@ double loss_of(const VisionTower::Output& out, const LossWeights& w) {
   double l = dot(out.merged, w.merged);
   for (size_t k = 0; k < out.deepstack.size(); ++k) l += dot(out.deepstack[k], w.deepstack[k]);
   return l;
+}
+
+// Every parameter's gradient (empty where none was formed), by name.
+std::map<std::string, std::vector<float>> grads_of(const ParamStore& store) {
+  std::map<std::string, std::vector<float>> grads;
+  for (const auto& p : store.all()) grads[p->name] = p->grad.defined() ? p->grad.to_float_vector() : std::vector<float>{};
+  return grads;
 }
 
 std::vector<std::string> sorted_names(const ParamStore& store) {
@@ -225,6 +234,59 @@ TEST(VisionTowerTest, OutOfRangeDeepstackIndexesProduceNoFeature) {
     EXPECT_EQ(ops::sum_squares(m->store.at(name).grad), 0.0) << name;
   }
   EXPECT_GT(ops::sum_squares(m->store.at("model.visual.blocks.1.mlp.linear_fc2.bias").grad), 0.0);
+}
+
+TEST(VisionTowerTest, BackwardWithoutSavedForwardIsAnInternalError) {
+  const VisionConfig c = small_config();
+  auto m = make_model(c);
+  const Input in = make_input(c, {{1, 2, 2}});
+  const std::vector<Tensor> no_deepstack(2);
+  const std::vector<std::string> message{"vision backward without the saved values"};
+  VisionTower::Output unsaved = m->tower->forward(in.pixels, in.grids, false);
+  EXPECT_FALSE(unsaved.saved.kept);
+  EXPECT_TRUE(unsaved.saved.blocks.empty());
+  veomni::testing::expect_internal_error(
+      [&] { m->tower->backward(std::move(unsaved.saved), unsaved.merged, no_deepstack); }, message);
+  veomni::testing::expect_internal_error([&] { m->tower->backward({}, unsaved.merged, no_deepstack); }, message);
+  VisionTower::Output no_grids = m->tower->forward(Tensor(), {}, false);
+  veomni::testing::expect_internal_error(
+      [&] { m->tower->backward(std::move(no_grids.saved), no_grids.merged, no_deepstack); }, message);
+  // backward consumes its Saved: nothing of the forward is left, and a second backward of it is refused.
+  VisionTower::Output out = m->tower->forward(in.pixels, in.grids);
+  m->tower->backward(std::move(out.saved), out.merged, out.deepstack);
+  EXPECT_FALSE(out.saved.kept);
+  EXPECT_TRUE(out.saved.blocks.empty() && out.saved.deepstack.empty() && out.saved.pos_embed.plans.empty());
+  EXPECT_FALSE(out.saved.patches.defined() || out.saved.inputs.cos.defined());
+  veomni::testing::expect_internal_error([&] { m->tower->backward(std::move(out.saved), out.merged, out.deepstack); },
+                                         message);
+}
+
+// Two forwards, then their backwards in reverse order: each backward gives exactly the gradients of its own
+// forward/backward pair, so the tower keeps no state of a forward outside the Saved value it returned. (Compared
+// one backward at a time, from zero gradients: summed, the two orders differ in rounding only.)
+TEST(VisionTowerTest, InterleavedForwardsAndReversedBackwardsMatchSeparatePairs) {
+  const VisionConfig c = small_config();
+  auto m = make_model(c);
+  const Input a = make_input(c, {{1, 4, 4}, {2, 4, 6}}, 3), b = make_input(c, {{1, 2, 4}}, 4);
+  auto pair = [&](const Input& in) {
+    m->store.zero_grads();
+    VisionTower::Output out = m->tower->forward(in.pixels, in.grids);
+    const LossWeights w = loss_weights(out);
+    m->tower->backward(std::move(out.saved), w.merged, w.deepstack);
+    return grads_of(m->store);
+  };
+  const auto grads_a = pair(a), grads_b = pair(b);
+  ASSERT_NE(grads_a, grads_b);
+
+  VisionTower::Output out_a = m->tower->forward(a.pixels, a.grids);
+  VisionTower::Output out_b = m->tower->forward(b.pixels, b.grids);
+  const LossWeights wa = loss_weights(out_a), wb = loss_weights(out_b);
+  m->store.zero_grads();
+  m->tower->backward(std::move(out_b.saved), wb.merged, wb.deepstack);
+  EXPECT_EQ(grads_of(m->store), grads_b);
+  m->store.zero_grads();
+  m->tower->backward(std::move(out_a.saved), wa.merged, wa.deepstack);
+  EXPECT_EQ(grads_of(m->store), grads_a);
 }
 
 // Central differences in f32 (step 1e-2 on weights of scale ~0.2) against the analytic gradient, for a sample of
