@@ -29,7 +29,7 @@ class AudioEncoder {
   // What backward needs, as one forward left it. Empty (kept false) when forward ran with save = false; backward
   // of an empty Saved is an internal error.
   struct Saved {
-    bool kept = false;  // forward ran with save = true
+    bool kept = false;   // forward ran with save = true
     AudioLayout layout;  // chunks, tokens and attention windows of the clips
     Tensor token_ids;    // layout.token_rows on the device (i64): gathers the tokens from the padded grid
     AudioConvStem::Saved stem;

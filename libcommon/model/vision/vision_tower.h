@@ -41,11 +41,11 @@ class VisionTower {
     // total_patches; sliced false without SP.
     bool sliced = false;
     int64_t slice_begin = 0, slice_real = 0, total_patches = 0;
-    Tensor patches;            // [N, patch_dim] compute dtype: the patch embedding's input
+    Tensor patches;            // the patch embedding's input [N, patch_dim] (this rank's rows under SP)
     VisionLayerInputs inputs;  // rotary tables and frame segments every block reads
     VisionPosEmbed::Saved pos_embed;
-    std::vector<VisionBlock::Saved> blocks;       // one per block
-    std::vector<VisionMerger::Saved> deepstack;   // one per deepstack merger (empty for those that did not run)
+    std::vector<VisionBlock::Saved> blocks;      // one per block
+    std::vector<VisionMerger::Saved> deepstack;  // one per deepstack merger (empty for those that did not run)
     VisionMerger::Saved merger;
   };
   struct Output {
@@ -77,10 +77,10 @@ class VisionTower {
   void init_weights(uint64_t seed);
 
   // pixel_values [patches, patch_dim] (any float dtype, any device: converted to the compute dtype), grids in the
-  // order of pixel_values' rows. Bad grids or shapes are InputErrors. output.saved holds what backward needs when
-  // save (empty otherwise). No grids
-  // (pixel_values undefined or empty) gives [0, out_hidden_size] outputs after passing every group through the
-  // hooks in the usual order, and its backward reduces zero gradients: FSDP ranks without images stay in step.
+  // order of pixel_values' rows. Bad grids or shapes are InputErrors. The output's saved holds what backward needs
+  // when save (empty otherwise). No grids (pixel_values undefined or empty) gives [0, out_hidden_size] outputs after
+  // passing every group through the hooks in the usual order, and its backward reduces zero gradients: FSDP ranks
+  // without images stay in step.
   //
   // With sp (hooks of sp_size P > 1; every rank of the group passes the same, whole pixel_values and grids): the
   // N patches are padded with zero rows to a multiple of P x merge_unit (the padding is one more attention segment),
