@@ -7,7 +7,9 @@
 //   objective (train/objective.h) combines head outputs into the loss and its metrics; the trainer loop knows
 //                                 objectives only through that interface, and models only through this one.
 // Forward returns what backward needs as a value (BodySaved) that the caller hands back to backward; nothing of a
-// micro-batch is kept in the body between the two calls.
+// micro-batch is kept in the body or its parts between the two calls: a body's BodySaved nests its parts' Saved
+// values (decoder layers, and in the multimodal body the vision tower's and audio encoder's), the layer contract of
+// model/decoder_layer.h.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -64,8 +66,10 @@ class ModelBody {
   virtual SequenceHooks* sequence_hooks() const = 0;
 
   // Validates the batch (InputError: bad shapes, ids outside the vocabulary, media that do not match their masks)
-  // and runs the body. A text body reads batch.text only. save: keep what backward needs in the output's saved.
+  // and runs the body. A text body reads batch.text only. save: return what backward needs in the output's saved
+  // (null otherwise).
   virtual BodyOutput forward(const MultimodalBatch& batch, bool save) = 0;
+  // Backward of the forward that returned `saved`, which it consumes; a null or foreign saved is an internal error.
   // d_hidden: the gradient of forward's hidden [S_local, hidden] (compute dtype); aux_grad_scale multiplies
   // d(aux_loss). Parameter gradients accumulate (Parameter::grad, through the hooks).
   virtual void backward(std::unique_ptr<BodySaved> saved, Tensor d_hidden, float aux_grad_scale) = 0;

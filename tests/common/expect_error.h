@@ -1,4 +1,5 @@
-// The checks that a call fails with an InputError (exit 2 in the tools) whose message holds given fragments.
+// The checks that a call fails with an InputError (exit 2 in the tools), or with an internal error (a veomni::Error
+// that is no InputError), whose message holds given fragments.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -35,6 +36,24 @@ std::string input_error_of(F&& f) {
   }
   ADD_FAILURE() << "no InputError thrown";
   return "";
+}
+
+// Fails the test when f returns, throws an InputError or anything but a veomni::Error, or the message lacks one of
+// the fragments: a broken internal invariant, reported as an error rather than a crash.
+template <typename F>
+void expect_internal_error(F&& f, const std::vector<std::string>& fragments) {
+  try {
+    f();
+    ADD_FAILURE() << "no Error thrown";
+  } catch (const InputError& e) {
+    ADD_FAILURE() << "an InputError, not an internal error: " << e.what();
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    for (const std::string& fragment : fragments)
+      EXPECT_NE(what.find(fragment), std::string::npos) << what << "\n  lacks: " << fragment;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not a veomni::Error: " << e.what();
+  }
 }
 
 }  // namespace veomni::testing

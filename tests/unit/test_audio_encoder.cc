@@ -21,6 +21,7 @@
 #include "model/audio/audio_layout.h"
 #include "model/hf_loader.h"
 #include "model/weight_source.h"
+#include "tests/common/expect_error.h"
 #include "tests/common/hf_fixture.h"
 #include "tests/common/scratch_dir.h"
 
@@ -386,9 +387,10 @@ TEST(AudioEncoder, OutputRowsPerClipFollowTheLengthFormula) {
   ParamStore store;
   AudioEncoder encoder(store, tiny_config());
   randomize(encoder, 1);
-  const Tensor out = encoder.forward(random_features(100 + 250 + 800, 2), {100, 250, 800}, false);
+  const AudioEncoder::Output result = encoder.forward(random_features(100 + 250 + 800, 2), {100, 250, 800});
+  const Tensor& out = result.out;
   EXPECT_EQ(out.shape(), (Shape{13 + 33 + 104, 12}));
-  EXPECT_EQ(encoder.last_layout().clip_tokens, (std::vector<int64_t>{audio_output_length(100), audio_output_length(250),
+  EXPECT_EQ(result.saved.layout.clip_tokens, (std::vector<int64_t>{audio_output_length(100), audio_output_length(250),
                                                                      audio_output_length(800)}));
   for (float x : out.to_float_vector()) ASSERT_TRUE(std::isfinite(x));
 }
@@ -408,9 +410,8 @@ TEST(AudioEncoder, GradientsMatchFiniteDifferences) {
   const Tensor weights = random_tensor({35, 12}, 9, 1.0 / std::sqrt(35.0 * 12.0));
 
   store.zero_grads();
-  encoder.forward(features, lengths);
-  encoder.backward(weights);
-  auto objective = [&] { return weighted_sum(encoder.forward(features, lengths, false), weights); };
+  encoder.backward(std::move(encoder.forward(features, lengths).saved), weights);
+  auto objective = [&] { return weighted_sum(encoder.forward(features, lengths, false).out, weights); };
 
   const double h = 3e-3;
   Rng rng(5);
@@ -450,15 +451,15 @@ TEST(AudioEncoder, AttentionStaysInsideItsWindow) {
   // 300 frames: windows of 26 tokens (chunks 0-1) and 13 tokens (chunk 2); a second clip of 120 frames.
   const std::vector<int64_t> lengths = {300, 120};
   Tensor features = random_features(420, 12);
-  const Tensor before = encoder.forward(features, lengths, false);
+  const Tensor before = encoder.forward(features, lengths, false).out;
   ASSERT_EQ(before.dim(0), 39 + 16);
   features.data<float>()[250 * 128 + 17] += 3.0f;  // a frame of chunk 2: window 2 of clip 0
-  const Tensor after = encoder.forward(features, lengths, false);
+  const Tensor after = encoder.forward(features, lengths, false).out;
   EXPECT_EQ(max_abs_diff(before, after, 0, 26), 0.0) << "window 1 saw a frame of window 2";
   EXPECT_GT(max_abs_diff(before, after, 26, 39), 1e-4) << "window 2 ignored its own frame";
   EXPECT_EQ(max_abs_diff(before, after, 39, 55), 0.0) << "the other clip saw the change";
   features.data<float>()[150 * 128 + 3] -= 2.0f;  // chunk 1: the first window changes as a whole
-  const Tensor again = encoder.forward(features, lengths, false);
+  const Tensor again = encoder.forward(features, lengths, false).out;
   EXPECT_GT(max_abs_diff(after, again, 0, 13), 1e-4) << "attention did not mix chunks 0 and 1 of one window";
 }
 
@@ -470,9 +471,9 @@ TEST(AudioEncoder, BatchedClipsEqualSeparateOnesWhenThePaddingAgrees) {
   Tensor both = Tensor::empty({350, 128}, DType::F32);
   both.slice(0, 150).copy_from(a);
   both.slice(150, 350).copy_from(b);
-  const Tensor together = encoder.forward(both, {150, 200}, false);
-  const Tensor alone_a = encoder.forward(a, {150}, false);
-  const Tensor alone_b = encoder.forward(b, {200}, false);
+  const Tensor together = encoder.forward(both, {150, 200}, false).out;
+  const Tensor alone_a = encoder.forward(a, {150}, false).out;
+  const Tensor alone_b = encoder.forward(b, {200}, false).out;
   ASSERT_EQ(together.dim(0), alone_a.dim(0) + alone_b.dim(0));
   EXPECT_LT(max_abs_diff(together.slice(0, alone_a.dim(0)), alone_a, 0, alone_a.dim(0)), 1e-5);
   EXPECT_LT(max_abs_diff(together.slice(alone_a.dim(0), together.dim(0)), alone_b, 0, alone_b.dim(0)), 1e-5);
@@ -482,8 +483,8 @@ TEST(AudioEncoder, BatchedClipsEqualSeparateOnesWhenThePaddingAgrees) {
   Tensor c_then_b = Tensor::empty({230, 128}, DType::F32);
   c_then_b.slice(0, 30).copy_from(c);
   c_then_b.slice(30, 230).copy_from(b);
-  const Tensor c_alone = encoder.forward(c, {30}, false);
-  const Tensor c_batched = encoder.forward(c_then_b, {30, 200}, false).slice(0, c_alone.dim(0));
+  const Tensor c_alone = encoder.forward(c, {30}, false).out;
+  const Tensor c_batched = encoder.forward(c_then_b, {30, 200}, false).out.slice(0, c_alone.dim(0));
   EXPECT_GT(max_abs_diff(c_alone, c_batched, 0, c_alone.dim(0)), 1e-4);
 }
 
@@ -496,10 +497,66 @@ TEST(AudioEncoder, RejectsBadInput) {
   EXPECT_THROW(encoder.forward(Tensor::zeros({100, 80}, DType::F32), {100}), InputError);
   EXPECT_THROW(encoder.forward(Tensor::zeros({100}, DType::F32), {100}), InputError);
   EXPECT_THROW(encoder.forward(Tensor::zeros({100, 128}, DType::I64), {100}), InputError);
-  encoder.forward(random_features(100, 1), {100}, false);
-  EXPECT_THROW(encoder.backward(Tensor::zeros({13, 12}, DType::F32)), Error);  // nothing saved
-  encoder.forward(random_features(100, 1), {100});
-  EXPECT_THROW(encoder.backward(Tensor::zeros({12, 12}, DType::F32)), InputError);
+  AudioEncoder::Output unsaved = encoder.forward(random_features(100, 1), {100}, false);
+  // nothing saved
+  EXPECT_THROW(encoder.backward(std::move(unsaved.saved), Tensor::zeros({13, 12}, DType::F32)), Error);
+  AudioEncoder::Output saved = encoder.forward(random_features(100, 1), {100});
+  EXPECT_THROW(encoder.backward(std::move(saved.saved), Tensor::zeros({12, 12}, DType::F32)), InputError);
+}
+
+TEST(AudioEncoder, BackwardWithoutSavedForwardIsAnInternalError) {
+  ParamStore store;
+  AudioEncoder encoder(store, tiny_config());
+  randomize(encoder, 3);
+  const std::vector<std::string> message{"audio encoder backward without the saved values"};
+  AudioEncoder::Output unsaved = encoder.forward(random_features(100, 1), {100}, false);
+  EXPECT_FALSE(unsaved.saved.kept);
+  EXPECT_EQ(unsaved.saved.layout.num_tokens(), 0);
+  veomni::testing::expect_internal_error([&] { encoder.backward(std::move(unsaved.saved), unsaved.out); }, message);
+  veomni::testing::expect_internal_error([&] { encoder.backward({}, Tensor::zeros({0, 12}, DType::F32)); }, message);
+  AudioEncoder::Output no_clips = encoder.forward(Tensor::zeros({0, 128}, DType::F32), {}, false);
+  veomni::testing::expect_internal_error([&] { encoder.backward(std::move(no_clips.saved), no_clips.out); }, message);
+  // backward consumes its Saved: nothing of the forward is left, and a second backward of it is refused.
+  AudioEncoder::Output out = encoder.forward(random_features(100, 1), {100});
+  EXPECT_EQ(out.saved.layout.num_tokens(), 13);
+  encoder.backward(std::move(out.saved), out.out);
+  EXPECT_FALSE(out.saved.kept);
+  EXPECT_TRUE(out.saved.layers.empty() && out.saved.layout.token_rows.empty());
+  EXPECT_FALSE(out.saved.token_ids.defined() || out.saved.proj1_out.defined());
+  veomni::testing::expect_internal_error([&] { encoder.backward(std::move(out.saved), out.out); }, message);
+}
+
+// Two forwards, then their backwards in reverse order: each backward gives exactly the gradients of its own
+// forward/backward pair, so the encoder keeps no state of a forward (its layout included) outside the Saved value
+// it returned. (Compared one backward at a time, from zero gradients: summed, the two orders differ in rounding.)
+TEST(AudioEncoder, InterleavedForwardsAndReversedBackwardsMatchSeparatePairs) {
+  ParamStore store;
+  AudioEncoder encoder(store, tiny_config());
+  randomize(encoder, 5);
+  const std::vector<int64_t> lengths_a = {230, 40}, lengths_b = {120};
+  const Tensor features_a = random_features(270, 8), features_b = random_features(120, 9);
+  const Tensor weights_a = random_tensor({35, 12}, 10, 0.1), weights_b = random_tensor({16, 12}, 11, 0.1);
+  auto grads = [&] {
+    std::map<std::string, std::vector<float>> g;
+    for (Parameter* p : encoder.parameters()) g[p->name] = p->grad.to_float_vector();
+    return g;
+  };
+  auto pair = [&](const Tensor& features, const std::vector<int64_t>& lengths, const Tensor& weights) {
+    store.zero_grads();
+    encoder.backward(std::move(encoder.forward(features, lengths).saved), weights);
+    return grads();
+  };
+  const auto grads_a = pair(features_a, lengths_a, weights_a), grads_b = pair(features_b, lengths_b, weights_b);
+  ASSERT_NE(grads_a, grads_b);
+
+  AudioEncoder::Output out_a = encoder.forward(features_a, lengths_a);
+  AudioEncoder::Output out_b = encoder.forward(features_b, lengths_b);
+  store.zero_grads();
+  encoder.backward(std::move(out_b.saved), weights_b);
+  EXPECT_EQ(grads(), grads_b);
+  store.zero_grads();
+  encoder.backward(std::move(out_a.saved), weights_a);
+  EXPECT_EQ(grads(), grads_a);
 }
 
 TEST(AudioEncoder, NoClipsStillPassesEveryGroup) {
@@ -507,17 +564,17 @@ TEST(AudioEncoder, NoClipsStillPassesEveryGroup) {
   AudioEncoder encoder(store, tiny_config());
   RecordingHooks hooks;
   encoder.set_param_hooks(&hooks);
-  const Tensor out = encoder.forward(Tensor::zeros({0, 128}, DType::F32), {});
-  EXPECT_EQ(out.shape(), (Shape{0, 12}));
-  encoder.backward(Tensor::zeros({0, 12}, DType::F32));
+  AudioEncoder::Output out = encoder.forward(Tensor::zeros({0, 128}, DType::F32), {});
+  EXPECT_EQ(out.out.shape(), (Shape{0, 12}));
+  encoder.backward(std::move(out.saved), Tensor::zeros({0, 12}, DType::F32));
   const std::vector<std::string> expected = {
       "F+audio.conv", "F-audio.conv", "F+audio.layers.0", "F-audio.layers.0", "F+audio.layers.1", "F-audio.layers.1",
       "F+audio.head", "F-audio.head", "B+audio.head", "B-audio.head", "B+audio.layers.1", "B-audio.layers.1",
       "B+audio.layers.0", "B-audio.layers.0", "B+audio.conv", "B-audio.conv"};
   EXPECT_EQ(hooks.events, expected);
   hooks.events.clear();
-  encoder.forward(random_features(100, 3), {100});
-  encoder.backward(Tensor::zeros({13, 12}, DType::F32));
+  encoder.backward(std::move(encoder.forward(random_features(100, 3), {100}).saved),
+                   Tensor::zeros({13, 12}, DType::F32));
   EXPECT_EQ(hooks.events, expected);  // the same order with work
 }
 
@@ -549,15 +606,16 @@ TEST(AudioEncoderHfFixture, ForwardAndBackwardMatchTransformers) {
   const Tensor weights = inputs.read("loss_weights");
 
   store.zero_grads();
-  const Tensor out = encoder.forward(inputs.read("input_features"), lengths);
-  EXPECT_EQ(encoder.last_layout().clip_tokens, facts["tokens_per_clip"].get<std::vector<int64_t>>());
-  EXPECT_EQ(encoder.last_layout().cu_seqlens, facts["cu_seqlens"].get<std::vector<int32_t>>());
+  AudioEncoder::Output result = encoder.forward(inputs.read("input_features"), lengths);
+  const Tensor out = result.out;
+  EXPECT_EQ(result.saved.layout.clip_tokens, facts["tokens_per_clip"].get<std::vector<int64_t>>());
+  EXPECT_EQ(result.saved.layout.cu_seqlens, facts["cu_seqlens"].get<std::vector<int32_t>>());
   const double out_err = veomni::testing::relative_error(out, expected.read("output"));
   EXPECT_LE(out_err, kRelTol) << "audio embeddings";
   const double loss = weighted_sum(out, weights), hf_loss = facts["loss"].get<double>();
   EXPECT_NEAR(loss, hf_loss, kRelTol * std::fabs(hf_loss) + 1e-6);
 
-  encoder.backward(weights);
+  encoder.backward(std::move(result.saved), weights);
   double worst = 0;
   std::string worst_name;
   for (const Parameter* p : encoder.parameters()) {

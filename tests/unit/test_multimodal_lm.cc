@@ -20,6 +20,7 @@
 #include "model/thinker/multimodal_lm.h"
 #include "model/thinker/thinker_config.h"
 #include "model/vision/vision_grid.h"
+#include "tests/common/expect_error.h"
 #include "tests/common/hf_fixture.h"
 
 namespace veomni {
@@ -435,6 +436,70 @@ TEST(MultimodalLmTextOnly, TextSamplePackedAfterImageKeepsItsLogits) {
   model->forward(packed, true, &logits_packed);
   model->forward(alone, true, &logits_alone);
   EXPECT_LE(testing::relative_error(logits_packed.slice(start, s), logits_alone), 1e-5);
+}
+
+// ------------------------------------------------------------------------------------------ saved values
+
+// Another Omni batch than two_sample_batch: other grids, another clip, other lengths.
+MultimodalBatch other_batch(const ThinkerConfig& c) {
+  PackedRowBuilder row(c.text.vocab_size, 5);
+  row.begin_sample();
+  row.text(2);
+  row.visual({1, 4, 8}, false);
+  row.text(3);
+  row.audio(60, c.audio);
+  row.text(2);
+  return row.finish(true, c.vision.patch_dim(), c.audio.num_mel_bins);
+}
+
+Tensor hidden_grad(const ThinkerConfig& c, const MultimodalBatch& batch, uint64_t seed) {
+  return random_tensor({batch.text.input_ids.numel(), c.text.hidden_size}, seed, 0.1);
+}
+
+TEST(MultimodalBodySaved, BackwardWithoutSavedForwardIsAnInternalError) {
+  const ThinkerConfig c = small_vocab_config("qwen3_omni_moe_toy");
+  auto model = make_model(c);
+  MultimodalBody& body = model->body();
+  const MultimodalBatch batch = two_sample_batch(c);
+  const Tensor d_hidden = hidden_grad(c, batch, 41);
+  const std::vector<std::string> message{"multimodal body backward without the saved values"};
+  BodyOutput unsaved = body.forward(batch, false);
+  EXPECT_EQ(unsaved.saved, nullptr);
+  testing::expect_internal_error([&] { body.backward(std::move(unsaved.saved), d_hidden.clone(), 0.5f); }, message);
+  // A text body's saved values are not the multimodal body's.
+  testing::expect_internal_error([&] { body.backward(std::make_unique<TextBodySaved>(), d_hidden.clone(), 0.5f); },
+                                 message);
+  BodyOutput out = body.forward(batch, true);
+  body.backward(std::move(out.saved), d_hidden.clone(), 0.5f);
+  EXPECT_EQ(out.saved, nullptr);
+  testing::expect_internal_error([&] { body.backward(std::move(out.saved), d_hidden.clone(), 0.5f); }, message);
+}
+
+// Two forwards, then their backwards in reverse order: each backward gives exactly the gradients of its own
+// forward/backward pair (every parameter: text body, vision tower, audio encoder), so the body keeps no state of a
+// forward outside its saved value. Compared one backward at a time, from zero gradients.
+TEST(MultimodalBodySaved, InterleavedForwardsAndReversedBackwardsMatchSeparatePairs) {
+  const ThinkerConfig c = small_vocab_config("qwen3_omni_moe_toy");
+  auto model = make_model(c);
+  MultimodalBody& body = model->body();
+  const MultimodalBatch batch_a = two_sample_batch(c), batch_b = other_batch(c);
+  const Tensor d_a = hidden_grad(c, batch_a, 42), d_b = hidden_grad(c, batch_b, 43);
+  auto pair = [&](const MultimodalBatch& batch, const Tensor& d_hidden) {
+    model->params().zero_grads();
+    body.backward(body.forward(batch, true).saved, d_hidden.clone(), 0.5f);
+    return all_grads(*model);
+  };
+  const auto grads_a = pair(batch_a, d_a), grads_b = pair(batch_b, d_b);
+  ASSERT_NE(grads_a, grads_b);
+
+  BodyOutput out_a = body.forward(batch_a, true);
+  BodyOutput out_b = body.forward(batch_b, true);
+  model->params().zero_grads();
+  body.backward(std::move(out_b.saved), d_b.clone(), 0.5f);
+  EXPECT_EQ(all_grads(*model), grads_b);
+  model->params().zero_grads();
+  body.backward(std::move(out_a.saved), d_a.clone(), 0.5f);
+  EXPECT_EQ(all_grads(*model), grads_a);
 }
 
 // ------------------------------------------------------------------------------------------ freezing

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -16,6 +17,7 @@
 #include "model/vision/vision_pos_embed.h"
 #include "model/vision/vision_rotary.h"
 #include "model/vision/vision_tower.h"
+#include "tests/common/expect_error.h"
 #include "tests/common/hf_fixture.h"
 
 using namespace veomni;
@@ -76,7 +78,7 @@ struct LossWeights {
   std::vector<Tensor> deepstack;
 };
 
-LossWeights loss_weights(const VisionOutput& out) {
+LossWeights loss_weights(const VisionTower::Output& out) {
   LossWeights w{random_tensor(out.merged.shape(), 101, 1.0), {}};
   for (size_t k = 0; k < out.deepstack.size(); ++k) w.deepstack.push_back(random_tensor(out.deepstack[k].shape(), 200 + k, 1.0));
   return w;
@@ -90,10 +92,17 @@ double dot(const Tensor& a, const Tensor& b) {
   return s;
 }
 
-double loss_of(const VisionOutput& out, const LossWeights& w) {
+double loss_of(const VisionTower::Output& out, const LossWeights& w) {
   double l = dot(out.merged, w.merged);
   for (size_t k = 0; k < out.deepstack.size(); ++k) l += dot(out.deepstack[k], w.deepstack[k]);
   return l;
+}
+
+// Every parameter's gradient (empty where none was formed), by name.
+std::map<std::string, std::vector<float>> grads_of(const ParamStore& store) {
+  std::map<std::string, std::vector<float>> grads;
+  for (const auto& p : store.all()) grads[p->name] = p->grad.defined() ? p->grad.to_float_vector() : std::vector<float>{};
+  return grads;
 }
 
 std::vector<std::string> sorted_names(const ParamStore& store) {
@@ -186,7 +195,7 @@ TEST(VisionTowerTest, OutputShapesAndDeepstackOrder) {
   const VisionConfig c = small_config();
   auto m = make_model(c);
   const Input in = make_input(c, {{1, 4, 4}, {2, 4, 6}});
-  const VisionOutput out = m->tower->forward(in.pixels, in.grids, false);
+  const VisionTower::Output out = m->tower->forward(in.pixels, in.grids, false);
   EXPECT_EQ(out.merged.shape(), (Shape{16, 12}));
   ASSERT_EQ(out.deepstack.size(), 2u);
   EXPECT_EQ(m->tower->num_deepstack_features(), 2);
@@ -205,7 +214,7 @@ TEST(VisionTowerTest, OutputShapesAndDeepstackOrder) {
     }
     m2->store.at(name).value.copy_from(p->value);
   }
-  const VisionOutput out2 = m2->tower->forward(in.pixels, in.grids, false);
+  const VisionTower::Output out2 = m2->tower->forward(in.pixels, in.grids, false);
   EXPECT_LE(veomni::testing::relative_error(out2.deepstack[0], out.deepstack[0]), 0.0);
   EXPECT_LE(veomni::testing::relative_error(out2.merged, out.merged), 0.0);
 }
@@ -216,15 +225,68 @@ TEST(VisionTowerTest, OutOfRangeDeepstackIndexesProduceNoFeature) {
   auto m = make_model(c);
   EXPECT_EQ(m->tower->num_deepstack_features(), 1);
   const Input in = make_input(c, {{1, 2, 2}});
-  const VisionOutput out = m->tower->forward(in.pixels, in.grids);
+  VisionTower::Output out = m->tower->forward(in.pixels, in.grids);
   EXPECT_EQ(out.deepstack.size(), 1u);
-  m->tower->backward(out.merged, {Tensor()});  // an unused feature: undefined gradient
+  m->tower->backward(std::move(out.saved), out.merged, {Tensor()});  // an unused feature: undefined gradient
   for (const char* name : {"model.visual.deepstack_merger_list.0.linear_fc1.weight",
                            "model.visual.deepstack_merger_list.2.norm.bias"}) {
     ASSERT_TRUE(m->store.at(name).grad.defined()) << name;
     EXPECT_EQ(ops::sum_squares(m->store.at(name).grad), 0.0) << name;
   }
   EXPECT_GT(ops::sum_squares(m->store.at("model.visual.blocks.1.mlp.linear_fc2.bias").grad), 0.0);
+}
+
+TEST(VisionTowerTest, BackwardWithoutSavedForwardIsAnInternalError) {
+  const VisionConfig c = small_config();
+  auto m = make_model(c);
+  const Input in = make_input(c, {{1, 2, 2}});
+  const std::vector<Tensor> no_deepstack(2);
+  const std::vector<std::string> message{"vision backward without the saved values"};
+  VisionTower::Output unsaved = m->tower->forward(in.pixels, in.grids, false);
+  EXPECT_FALSE(unsaved.saved.kept);
+  EXPECT_TRUE(unsaved.saved.blocks.empty());
+  veomni::testing::expect_internal_error(
+      [&] { m->tower->backward(std::move(unsaved.saved), unsaved.merged, no_deepstack); }, message);
+  veomni::testing::expect_internal_error([&] { m->tower->backward({}, unsaved.merged, no_deepstack); }, message);
+  VisionTower::Output no_grids = m->tower->forward(Tensor(), {}, false);
+  veomni::testing::expect_internal_error(
+      [&] { m->tower->backward(std::move(no_grids.saved), no_grids.merged, no_deepstack); }, message);
+  // backward consumes its Saved: nothing of the forward is left, and a second backward of it is refused.
+  VisionTower::Output out = m->tower->forward(in.pixels, in.grids);
+  m->tower->backward(std::move(out.saved), out.merged, out.deepstack);
+  EXPECT_FALSE(out.saved.kept);
+  EXPECT_TRUE(out.saved.blocks.empty() && out.saved.deepstack.empty() && out.saved.pos_embed.plans.empty());
+  EXPECT_FALSE(out.saved.patches.defined() || out.saved.inputs.cos.defined());
+  veomni::testing::expect_internal_error([&] { m->tower->backward(std::move(out.saved), out.merged, out.deepstack); },
+                                         message);
+}
+
+// Two forwards, then their backwards in reverse order: each backward gives exactly the gradients of its own
+// forward/backward pair, so the tower keeps no state of a forward outside the Saved value it returned. (Compared
+// one backward at a time, from zero gradients: summed, the two orders differ in rounding only.)
+TEST(VisionTowerTest, InterleavedForwardsAndReversedBackwardsMatchSeparatePairs) {
+  const VisionConfig c = small_config();
+  auto m = make_model(c);
+  const Input a = make_input(c, {{1, 4, 4}, {2, 4, 6}}, 3), b = make_input(c, {{1, 2, 4}}, 4);
+  auto pair = [&](const Input& in) {
+    m->store.zero_grads();
+    VisionTower::Output out = m->tower->forward(in.pixels, in.grids);
+    const LossWeights w = loss_weights(out);
+    m->tower->backward(std::move(out.saved), w.merged, w.deepstack);
+    return grads_of(m->store);
+  };
+  const auto grads_a = pair(a), grads_b = pair(b);
+  ASSERT_NE(grads_a, grads_b);
+
+  VisionTower::Output out_a = m->tower->forward(a.pixels, a.grids);
+  VisionTower::Output out_b = m->tower->forward(b.pixels, b.grids);
+  const LossWeights wa = loss_weights(out_a), wb = loss_weights(out_b);
+  m->store.zero_grads();
+  m->tower->backward(std::move(out_b.saved), wb.merged, wb.deepstack);
+  EXPECT_EQ(grads_of(m->store), grads_b);
+  m->store.zero_grads();
+  m->tower->backward(std::move(out_a.saved), wa.merged, wa.deepstack);
+  EXPECT_EQ(grads_of(m->store), grads_a);
 }
 
 // Central differences in f32 (step 1e-2 on weights of scale ~0.2) against the analytic gradient, for a sample of
@@ -235,10 +297,10 @@ TEST(VisionTowerTest, FiniteDifferenceEveryParameter) {
     const VisionConfig c = small_config(flavor);
     auto m = make_model(c);
     const Input in = make_input(c, {{1, 4, 4}, {2, 4, 6}});
-    VisionOutput out = m->tower->forward(in.pixels, in.grids);
+    VisionTower::Output out = m->tower->forward(in.pixels, in.grids);
     const LossWeights w = loss_weights(out);
     m->store.zero_grads();
-    m->tower->backward(w.merged, w.deepstack);
+    m->tower->backward(std::move(out.saved), w.merged, w.deepstack);
     Rng rng(5);
     int checked = 0;
     for (const auto& p : m->store.all()) {
@@ -272,11 +334,11 @@ TEST(VisionTowerTest, AttentionIsBoundedPerFrameAndImage) {
   const VisionConfig c = small_config();
   auto m = make_model(c);
   Input in = make_input(c, {{2, 4, 4}, {1, 2, 4}});  // frames of 16 patches, then an image of 8
-  const VisionOutput base = m->tower->forward(in.pixels, in.grids, false);
+  const VisionTower::Output base = m->tower->forward(in.pixels, in.grids, false);
   Tensor changed = in.pixels.clone();
   float* p = changed.data<float>();
   for (int64_t i = 16 * c.patch_dim(); i < 32 * c.patch_dim(); ++i) p[i] += 0.5f;  // frame 2 only
-  const VisionOutput after = m->tower->forward(changed, in.grids, false);
+  const VisionTower::Output after = m->tower->forward(changed, in.grids, false);
   // Merged rows: frame 1 -> [0, 4), frame 2 -> [4, 8), the image -> [8, 10).
   for (const auto& [a, b] : {std::pair<const Tensor*, const Tensor*>{&base.merged, &after.merged},
                              {&base.deepstack[0], &after.deepstack[0]}, {&base.deepstack[1], &after.deepstack[1]}}) {
@@ -385,7 +447,7 @@ TEST_P(VisionHfFixtureTest, ForwardAndEveryGradientMatchTransformers) {
     weights.read_into(p->name, p->value);
   }
   const std::vector<VisionGrid> grids = grids_from_tensor(io.read("grid_thw"));
-  const VisionOutput out = tower.forward(io.read("pixel_values"), grids);
+  VisionTower::Output out = tower.forward(io.read("pixel_values"), grids);
   EXPECT_LE(veomni::testing::relative_error(out.merged, io.read("merged")), 1e-4);
   std::vector<Tensor> d_deepstack;
   ASSERT_EQ(static_cast<int64_t>(out.deepstack.size()), tower.num_deepstack_features());
@@ -394,7 +456,7 @@ TEST_P(VisionHfFixtureTest, ForwardAndEveryGradientMatchTransformers) {
     d_deepstack.push_back(io.read("loss_weight.deepstack." + std::to_string(k)));
   }
   store.zero_grads();
-  tower.backward(io.read("loss_weight.merged"), d_deepstack);
+  tower.backward(std::move(out.saved), io.read("loss_weight.merged"), d_deepstack);
   double worst = 0;
   for (const auto& p : store.all()) {
     const double err = veomni::testing::relative_error(p->grad, grads.read("grad." + p->name));

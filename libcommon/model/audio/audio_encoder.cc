@@ -4,6 +4,7 @@
 #include <array>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "kernels/ops.h"
 #include "model/audio/audio_conv_stem.h"
@@ -65,32 +66,22 @@ struct AudioEncoder::Impl {
   std::unique_ptr<BiasedLinear> proj1, proj2;
   ops::GeluKind activation;
 
-  // What the last forward kept for backward.
-  bool saved = false;
-  AudioLayout layout;
-  Tensor token_ids;  // layout.token_rows on the device (i64): gathers the tokens from the padded grid
-  Tensor proj1_out;
-  AudioConvStem::Saved stem_saved;
-  std::vector<AudioEncoderLayer::Saved> layer_saved;  // one per layer
-  LayerNorm::Saved ln_post_saved;
-  BiasedLinear::Saved proj1_saved, proj2_saved;
-
   Impl(ParamStore& s, const AudioEncoderConfig& c, const AudioEncoderOptions& o);
   Parameter* add(const std::string& name, const Shape& shape);
-  ParamGroup& group(size_t offset) { return store.groups()[first_group + offset]; }
-  ParamGroup& head_group() { return group(layers.size() + 1); }
+  ParamGroup& group(size_t offset) const { return store.groups()[first_group + offset]; }
+  ParamGroup& head_group() const { return group(layers.size() + 1); }
 
-  Tensor stem_forward(const Tensor& input_features, bool save);
-  Tensor head_forward(const Tensor& h, bool save);
-  Tensor forward(const Tensor& input_features, const std::vector<int64_t>& feature_lengths, bool save);
-  void backward(const Tensor& d_out);
-  void pass_groups_without_work();
-  void release();
+  // forward's working state is the Saved it returns: state.layout and state.token_ids are needed saved or not.
+  Tensor stem_forward(const Tensor& input_features, bool save, Saved& state) const;
+  Tensor head_forward(const Tensor& h, bool save, Saved& state) const;
+  Output forward(const Tensor& input_features, const std::vector<int64_t>& feature_lengths, bool save) const;
+  void backward(Saved&& saved, const Tensor& d_out) const;
+  void pass_groups_without_work() const;
 
-  void before_forward(ParamGroup& g) { if (options.param_hooks) options.param_hooks->before_forward(g); }
-  void after_forward(ParamGroup& g) { if (options.param_hooks) options.param_hooks->after_forward(g); }
-  void before_backward(ParamGroup& g) { if (options.param_hooks) options.param_hooks->before_backward(g); }
-  void after_backward(ParamGroup& g) { if (options.param_hooks) options.param_hooks->after_backward(g); }
+  void before_forward(ParamGroup& g) const { if (options.param_hooks) options.param_hooks->before_forward(g); }
+  void after_forward(ParamGroup& g) const { if (options.param_hooks) options.param_hooks->after_forward(g); }
+  void before_backward(ParamGroup& g) const { if (options.param_hooks) options.param_hooks->before_backward(g); }
+  void after_backward(ParamGroup& g) const { if (options.param_hooks) options.param_hooks->after_backward(g); }
 };
 
 Parameter* AudioEncoder::Impl::add(const std::string& name, const Shape& shape) {
@@ -132,64 +123,73 @@ AudioEncoder::Impl::Impl(ParamStore& s, const AudioEncoderConfig& c, const Audio
 }
 
 // Chunks -> convolutions -> conv_out, then the tokens picked out of the padded grid plus their sinusoids.
-Tensor AudioEncoder::Impl::stem_forward(const Tensor& input_features, bool save) {
+Tensor AudioEncoder::Impl::stem_forward(const Tensor& input_features, bool save, Saved& state) const {
+  const AudioLayout& layout = state.layout;
   const Tensor host_chunks = audio_padded_chunks(input_features, layout);
   const Tensor chunks = converted(host_chunks.to(options.device), options.compute_dtype);
   ParamGroup& conv = group(0);
   before_forward(conv);
-  const Tensor grid = take_out(stem->forward(chunks, save), stem_saved);
+  const Tensor grid = take_out(stem->forward(chunks, save), state.stem);
   after_forward(conv);
-  token_ids = Tensor::from_vector(layout.token_rows, {layout.num_tokens()}).to(options.device);
+  state.token_ids = Tensor::from_vector(layout.token_rows, {layout.num_tokens()}).to(options.device);
   Tensor h = empty_like(grid, {layout.num_tokens(), config.d_model});
-  ops::embedding_forward(token_ids, grid, h);
+  ops::embedding_forward(state.token_ids, grid, h);
   ops::add_(h, converted(token_positions(layout, config.d_model).to(options.device), options.compute_dtype));
   return h;
 }
 
-Tensor AudioEncoder::Impl::head_forward(const Tensor& h, bool save) {
+Tensor AudioEncoder::Impl::head_forward(const Tensor& h, bool save, Saved& state) const {
   ParamGroup& head = head_group();
   before_forward(head);
-  const Tensor p1 = take_out(proj1->forward(take_out(ln_post->forward(h, save), ln_post_saved), save), proj1_saved);
+  const Tensor p1 =
+      take_out(proj1->forward(take_out(ln_post->forward(h, save), state.ln_post), save), state.proj1);
   Tensor act = empty_like(p1, p1.shape());
   ops::gelu_forward(p1, activation, act);
-  Tensor out = take_out(proj2->forward(act, save), proj2_saved);
+  Tensor out = take_out(proj2->forward(act, save), state.proj2);
   after_forward(head);
-  if (save) proj1_out = p1;
+  if (save) state.proj1_out = p1;
   return out;
 }
 
-Tensor AudioEncoder::Impl::forward(const Tensor& input_features, const std::vector<int64_t>& feature_lengths,
-                                   bool save) {
-  release();
+AudioEncoder::Output AudioEncoder::Impl::forward(const Tensor& input_features,
+                                                 const std::vector<int64_t>& feature_lengths, bool save) const {
   validate_input(input_features, feature_lengths, config);
-  layout = audio_layout(feature_lengths, config);
-  if (layout.num_tokens() == 0) {
+  Output result;
+  Saved& state = result.saved;
+  state.layout = audio_layout(feature_lengths, config);
+  if (state.layout.num_tokens() == 0) {
     pass_groups_without_work();
-    saved = save;
-    return Tensor::empty({0, config.output_dim}, options.compute_dtype, options.device);
+    result.out = Tensor::empty({0, config.output_dim}, options.compute_dtype, options.device);
+  } else {
+    Tensor h = stem_forward(input_features, save, state);
+    for (size_t i = 0; i < layers.size(); ++i) {
+      before_forward(group(i + 1));
+      h = take_out(layers[i]->forward(h, state.layout.cu_seqlens, save), state.layers.emplace_back());
+      after_forward(group(i + 1));
+    }
+    result.out = head_forward(h, save, state);
   }
-  Tensor h = stem_forward(input_features, save);
-  for (size_t i = 0; i < layers.size(); ++i) {
-    before_forward(group(i + 1));
-    h = take_out(layers[i]->forward(h, layout.cu_seqlens, save), layer_saved.emplace_back());
-    after_forward(group(i + 1));
+  if (save) {
+    state.kept = true;
+  } else {
+    state = Saved{};  // forward's working state only: nothing to keep
   }
-  Tensor out = head_forward(h, save);
-  saved = save;
-  if (!save) release();
-  return out;
+  return result;
 }
 
 // No audio on this rank: every group is still gathered and reduced so that collective calls line up.
-void AudioEncoder::Impl::pass_groups_without_work() {
+void AudioEncoder::Impl::pass_groups_without_work() const {
   for (size_t i = 0; i < layers.size() + 2; ++i) {
     before_forward(group(i));
     after_forward(group(i));
   }
 }
 
-void AudioEncoder::Impl::backward(const Tensor& d_out) {
-  VEOMNI_CHECK(saved, "audio encoder backward without a preceding forward that kept its activations (save = true)");
+void AudioEncoder::Impl::backward(Saved&& saved, const Tensor& d_out) const {
+  Saved state = std::exchange(saved, Saved{});  // dropped on return, whatever happens
+  VEOMNI_CHECK(state.kept,
+               "audio encoder backward without the saved values of a forward that kept them (save = true)");
+  const AudioLayout& layout = state.layout;
   VEOMNI_INPUT_CHECK(d_out.ndim() == 2 && d_out.dim(0) == layout.num_tokens() && d_out.dim(1) == config.output_dim,
                      "audio encoder output gradient must be [{}, {}], got {}", layout.num_tokens(), config.output_dim,
                      d_out.describe());
@@ -200,43 +200,32 @@ void AudioEncoder::Impl::backward(const Tensor& d_out) {
       for (Parameter* param : group(i).params) grad_of(*param);
       after_backward(group(i));
     }
-    release();
     return;
   }
-  VEOMNI_CHECK(layer_saved.size() == layers.size(), "{} saved layers for {} layers", layer_saved.size(),
+  VEOMNI_CHECK(state.layers.size() == layers.size(), "{} saved layers for {} layers", state.layers.size(),
                layers.size());
   const Tensor dy = converted(d_out.to(options.device), options.compute_dtype);
   ParamGroup& head = head_group();
   before_backward(head);
-  const Tensor dact = proj2->backward(std::move(proj2_saved), dy);
+  const Tensor dact = proj2->backward(std::move(state.proj2), dy);
   Tensor dp1 = empty_like(dact, dact.shape());
-  ops::gelu_backward(dact, proj1_out, activation, dp1);
-  proj1_out = Tensor();
-  Tensor dh = ln_post->backward(std::move(ln_post_saved), proj1->backward(std::move(proj1_saved), dp1));
+  ops::gelu_backward(dact, state.proj1_out, activation, dp1);
+  state.proj1_out = Tensor();
+  Tensor dh = ln_post->backward(std::move(state.ln_post), proj1->backward(std::move(state.proj1), dp1));
   after_backward(head);
   for (size_t i = layers.size(); i-- > 0;) {
     before_backward(group(i + 1));
-    dh = layers[i]->backward(std::move(layer_saved[i]), dh, layout.cu_seqlens);
+    dh = layers[i]->backward(std::move(state.layers[i]), dh, layout.cu_seqlens);
     after_backward(group(i + 1));
   }
   // The gather's adjoint scatters into the padded grid; padding rows get no gradient.
   Tensor dgrid = Tensor::zeros({layout.num_chunks() * layout.padded_tokens, config.d_model}, DType::F32,
                                options.device);
-  ops::embedding_backward(token_ids, dh, dgrid);
+  ops::embedding_backward(state.token_ids, dh, dgrid);
   ParamGroup& conv = group(0);
   before_backward(conv);
-  stem->backward(std::move(stem_saved), converted(dgrid, options.compute_dtype));
+  stem->backward(std::move(state.stem), converted(dgrid, options.compute_dtype));
   after_backward(conv);
-  release();
-}
-
-void AudioEncoder::Impl::release() {
-  saved = false;
-  token_ids = proj1_out = Tensor();
-  stem_saved = {};
-  layer_saved.clear();
-  ln_post_saved = {};
-  proj1_saved = proj2_saved = {};
 }
 
 AudioEncoder::AudioEncoder(ParamStore& store, const AudioEncoderConfig& config, const AudioEncoderOptions& options)
@@ -269,14 +258,11 @@ void AudioEncoder::init_weights(uint64_t seed) {
   }
 }
 
-Tensor AudioEncoder::forward(const Tensor& input_features, const std::vector<int64_t>& feature_lengths, bool save) {
+AudioEncoder::Output AudioEncoder::forward(const Tensor& input_features, const std::vector<int64_t>& feature_lengths,
+                                           bool save) const {
   return impl_->forward(input_features, feature_lengths, save);
 }
 
-void AudioEncoder::backward(const Tensor& d_out) { impl_->backward(d_out); }
-
-const AudioLayout& AudioEncoder::last_layout() const { return impl_->layout; }
-
-void AudioEncoder::release() { impl_->release(); }
+void AudioEncoder::backward(Saved&& saved, const Tensor& d_out) const { impl_->backward(std::move(saved), d_out); }
 
 }  // namespace veomni

@@ -1,12 +1,18 @@
 // The Qwen3-Omni audio encoder (transformers' Qwen3OmniMoeAudioEncoder): mel features -> audio embeddings and back.
+// It follows the layer contract of model/decoder_layer.h: forward returns what backward needs (the layout of the
+// clips included) as an AudioEncoder::Saved value that backward consumes; the encoder keeps nothing of a micro-batch.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "core/tensor.h"
+#include "model/audio/audio_conv_stem.h"
 #include "model/audio/audio_encoder_config.h"
+#include "model/audio/audio_encoder_layer.h"
 #include "model/audio/audio_layout.h"
+#include "model/layers/biased_linear.h"
+#include "model/layers/layer_norm.h"
 #include "model/param.h"
 #include "model/parallel_hooks.h"
 
@@ -20,6 +26,23 @@ struct AudioEncoderOptions {
 
 class AudioEncoder {
  public:
+  // What backward needs, as one forward left it. Empty (kept false) when forward ran with save = false; backward
+  // of an empty Saved is an internal error.
+  struct Saved {
+    bool kept = false;   // forward ran with save = true
+    AudioLayout layout;  // chunks, tokens and attention windows of the clips
+    Tensor token_ids;    // layout.token_rows on the device (i64): gathers the tokens from the padded grid
+    AudioConvStem::Saved stem;
+    std::vector<AudioEncoderLayer::Saved> layers;  // one per layer
+    LayerNorm::Saved ln_post;
+    BiasedLinear::Saved proj1, proj2;
+    Tensor proj1_out;  // the GELU's input
+  };
+  struct Output {
+    Tensor out;   // [sum of tokens per clip, output_dim] in options.compute_dtype
+    Saved saved;  // empty unless save
+  };
+
   // Registers every parameter under `{config.param_prefix}...` (transformers' names) in `store`, which may hold
   // other towers too, in three kinds of group: "audio.conv" (conv2d1-3, conv_out), "audio.layers.{i}" and
   // "audio.head" (ln_post, proj1, proj2). Without parameter hooks its own parameters are materialised (zeros) on
@@ -42,16 +65,13 @@ class AudioEncoder {
 
   // input_features [sum(feature_lengths), num_mel_bins] (any device, a float dtype): the clips' mel frames one
   // after another, as the dataset stores them. Returns the audio embeddings [sum of tokens per clip, output_dim]
-  // in options.compute_dtype, clip after clip (clip i gives audio_output_length(feature_lengths[i]) rows).
-  // Keeps what backward needs when save. No clips gives [0, output_dim] (the hooks still see every group, so
-  // FSDP ranks without audio stay in step). Bad shapes or lengths are InputErrors.
-  Tensor forward(const Tensor& input_features, const std::vector<int64_t>& feature_lengths, bool save = true);
-  // Backward of the last forward that saved: d_out like forward's result. Parameter grads accumulate.
-  void backward(const Tensor& d_out);
-  // The layout (chunks, tokens, windows) of the last forward.
-  const AudioLayout& last_layout() const;
-  // Drops whatever the last forward kept.
-  void release();
+  // in options.compute_dtype, clip after clip (clip i gives audio_output_length(feature_lengths[i]) rows), and
+  // when save what backward needs (saved.layout: the clips' layout). No clips gives [0, output_dim] (the hooks
+  // still see every group, so FSDP ranks without audio stay in step). Bad shapes or lengths are InputErrors.
+  Output forward(const Tensor& input_features, const std::vector<int64_t>& feature_lengths, bool save = true) const;
+  // Backward of the forward that returned `saved`, which it consumes (saved is empty afterwards, and nothing of
+  // that forward remains): d_out like forward's out. Parameter grads accumulate.
+  void backward(Saved&& saved, const Tensor& d_out) const;
 
  private:
   struct Impl;

@@ -3,6 +3,7 @@
 #include "model/thinker/multimodal_lm.h"
 
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 #include "kernels/ops.h"
@@ -77,9 +78,12 @@ void check_mask_rows(int64_t marked, int64_t begin, int64_t rows, bool whole_row
 
 }  // namespace
 
-// What the multimodal body's backward needs: the text body's saved values and where the media rows went.
+// What the multimodal body's backward needs: the text body's and the encoders' saved values and where the media
+// rows went.
 struct MultimodalBodySaved final : BodySaved {
   std::unique_ptr<BodySaved> text;
+  VisionTower::Saved vision;  // empty when the tower is frozen
+  AudioEncoder::Saved audio;  // empty without an audio encoder or when it is frozen
   Tensor input_ids;
   Tensor visual_positions, audio_positions, media_positions;  // i64 on the device: rows of this batch's tokens
   Tensor visual_sources, audio_sources;  // i64: the encoder output row each of those rows takes
@@ -102,10 +106,10 @@ struct MultimodalBody::Impl {
   Impl(const ThinkerConfig& c, const MultimodalOptions& o);
   BodyOutput forward(const MultimodalBatch& batch, bool save);
   void backward(std::unique_ptr<BodySaved> saved, Tensor d_hidden, float aux_grad_scale);
-  // The merged visual rows of this batch; their deepstack features into *deepstack.
+  // The merged visual rows of this batch; their deepstack features into *deepstack, the tower's saved values into
+  // saved.vision.
   Tensor encode_visual(const MultimodalBatch& batch, int64_t image_rows, int64_t video_rows, bool save,
                        MultimodalBodySaved& saved, std::vector<Tensor>& deepstack);
-  void release_towers();
 };
 
 MultimodalBody::Impl::Impl(const ThinkerConfig& c, const MultimodalOptions& o) : config(c), options(o) {
@@ -143,7 +147,8 @@ Tensor MultimodalBody::Impl::encode_visual(const MultimodalBatch& batch, int64_t
                      config.vision.num_heads % sequence->sp_size() == 0;
   const int64_t local = batch.text.input_ids.numel();
   const VisionSpSlice slice{sequence, local > 0 ? batch.text.sp_offset / local : 0};
-  VisionOutput out = vision->forward(pixels, grids, save, split ? &slice : nullptr);
+  VisionTower::Output out = vision->forward(pixels, grids, save, split ? &slice : nullptr);
+  saved.vision = std::move(out.saved);
   if (split) {
     // Gather the slices (the padding's rows come last, past every row the sources name).
     saved.vision_split = sequence;
@@ -159,7 +164,6 @@ Tensor MultimodalBody::Impl::encode_visual(const MultimodalBatch& batch, int64_t
 }
 
 BodyOutput MultimodalBody::Impl::forward(const MultimodalBatch& batch, bool save) {
-  release_towers();
   auto saved = std::make_unique<MultimodalBodySaved>();
   const Batch& text = batch.text;
   VEOMNI_INPUT_CHECK(text.input_ids.defined() && text.input_ids.ndim() == 1,
@@ -220,8 +224,10 @@ BodyOutput MultimodalBody::Impl::forward(const MultimodalBatch& batch, bool save
     const Tensor features = batch.audio_feature_lengths.empty()
                                 ? Tensor::empty({0, config.audio.num_mel_bins}, DType::F32)
                                 : batch.input_features;
-    const Tensor out = audio->forward(features, batch.audio_feature_lengths, save && !options.freeze_audio_tower);
-    add_rows(h, saved->audio_positions, gather_rows(out, saved->audio_sources));
+    AudioEncoder::Output out = audio->forward(features, batch.audio_feature_lengths,
+                                              save && !options.freeze_audio_tower);
+    saved->audio = std::move(out.saved);
+    add_rows(h, saved->audio_positions, gather_rows(out.out, saved->audio_sources));
   }
 
   const Tensor& visual_positions = saved->visual_positions;
@@ -234,8 +240,6 @@ BodyOutput MultimodalBody::Impl::forward(const MultimodalBatch& batch, bool save
     saved->text = std::move(out.saved);
     saved->input_ids = ids;
     out.saved = std::move(saved);
-  } else {
-    release_towers();
   }
   return out;
 }
@@ -266,7 +270,7 @@ void MultimodalBody::Impl::backward(std::unique_ptr<BodySaved> saved_values, Ten
                                                  tower_rows)
                                   : Tensor();
   Tensor d_audio = audio_trains ? encoder_grad(gather_rows(d_embeds, saved.audio_positions), saved.audio_sources,
-                                               audio->last_layout().num_tokens())
+                                               saved.audio.layout.num_tokens())
                                 : Tensor();
   // The media rows were overwritten: the token embeddings there did not reach the loss.
   zero_rows(d_embeds, saved.media_positions);
@@ -281,15 +285,9 @@ void MultimodalBody::Impl::backward(std::unique_ptr<BodySaved> saved_values, Ten
       d = sp_reduce_scatter_rows(*saved.vision_split, d);
     }
   }
-  if (vision_trains) vision->backward(d_visual, d_deepstack);
-  if (audio_trains) audio->backward(d_audio);
+  if (vision_trains) vision->backward(std::move(saved.vision), d_visual, d_deepstack);
+  if (audio_trains) audio->backward(std::move(saved.audio), d_audio);
   saved_values.reset();
-  release_towers();
-}
-
-void MultimodalBody::Impl::release_towers() {
-  vision->release();
-  if (audio) audio->release();
 }
 
 MultimodalBody::MultimodalBody(const ThinkerConfig& config, const MultimodalOptions& options)

@@ -65,10 +65,12 @@ class MultimodalBody final : public ModelBody {
   // with none: the parameter hooks see every group); an SP slice takes the output rows its masks mark, from the
   // batch's *_row_begin on, and backward gives the other rows zero gradient, so the encoders' parameter gradients
   // sum exactly over the SP group. Mask counts that differ from the encoders' output rows, overlapping masks and
-  // bad shapes are InputErrors.
+  // bad shapes are InputErrors. With save the output's saved carries the text body's saved values and the
+  // encoders' (VisionTower::Saved, AudioEncoder::Saved; empty for a frozen encoder): the body and its encoders keep
+  // nothing of the micro-batch.
   BodyOutput forward(const MultimodalBatch& batch, bool save) override;
-  // Through the text body into the encoders that are not frozen. The embedding table gets no gradient from the
-  // media rows.
+  // Through the text body into the encoders that are not frozen, consuming saved (the encoders' Saved included).
+  // The embedding table gets no gradient from the media rows.
   void backward(std::unique_ptr<BodySaved> saved, Tensor d_hidden, float aux_grad_scale) override;
 
  private:

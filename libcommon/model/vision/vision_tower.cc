@@ -4,13 +4,11 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "kernels/ops.h"
 #include "model/init.h"
 #include "model/layers/common.h"
-#include "model/vision/vision_block.h"
-#include "model/vision/vision_merger.h"
-#include "model/vision/vision_pos_embed.h"
 #include "model/vision/vision_rotary.h"
 
 namespace veomni {
@@ -56,38 +54,26 @@ struct VisionTower::Impl {
   std::vector<std::unique_ptr<VisionMerger>> deepstack_mergers;
   std::unique_ptr<VisionMerger> merger;
 
-  // Saved by forward.
-  bool saved = false;
-  bool empty_pass = false;  // the last forward had no grids
-  // Sequence parallelism of the last forward: this rank's first patch row and its real (unpadded) rows.
-  bool sliced = false;
-  int64_t slice_begin = 0, slice_real = 0, total_patches_ = 0;
-  Tensor patches;  // [N, patch_dim] compute dtype
-  VisionLayerInputs inputs;
-  VisionPosEmbed::Saved pos_saved;
-  std::vector<VisionBlock::Saved> block_saved;       // one per block
-  std::vector<VisionMerger::Saved> deepstack_saved;  // one per deepstack merger (empty for those that did not run)
-  VisionMerger::Saved merger_saved;
-
   Impl(ParamStore& s, const VisionConfig& c, const VisionOptions& o);
   size_t begin_group(const std::string& name);
-  ParamGroup& group(size_t index) { return store.groups()[index]; }
-  Tensor embed_forward(const Tensor& pixel_values, const std::vector<VisionGrid>& grids, bool save);
-  void slice_inputs(const Tensor& pixel_values, const VisionSpSlice& sp, Tensor& local_pixels);
-  void embed_backward(const Tensor& dh);
-  VisionOutput forward(const Tensor& pixel_values, const std::vector<VisionGrid>& grids, bool save,
-                       const VisionSpSlice* sp);
-  void backward(const Tensor& d_merged, const std::vector<Tensor>& d_deepstack);
-  void zero_grads_of_idle_mergers();
-  VisionOutput forward_without_work(bool save);
-  void backward_without_work();
-  void pass_backward(size_t g);
-  void release();
+  ParamGroup& group(size_t index) const { return store.groups()[index]; }
+  // forward and backward keep the micro-batch in `state` (forward's working state, its Saved when save).
+  Tensor embed_forward(const Tensor& pixel_values, const std::vector<VisionGrid>& grids, bool save,
+                       Saved& state) const;
+  void slice_inputs(const Tensor& pixel_values, const VisionSpSlice& sp, Tensor& local_pixels, Saved& state) const;
+  void embed_backward(const Tensor& dh, Saved& state) const;
+  Output forward(const Tensor& pixel_values, const std::vector<VisionGrid>& grids, bool save,
+                 const VisionSpSlice* sp) const;
+  void backward(Saved&& saved, const Tensor& d_merged, const std::vector<Tensor>& d_deepstack) const;
+  void zero_grads_of_idle_mergers() const;
+  Output forward_without_work(bool save) const;
+  void backward_without_work() const;
+  void pass_backward(size_t g) const;
 
-  void before_forward(size_t g) { if (options.params) options.params->before_forward(group(g)); }
-  void after_forward(size_t g) { if (options.params) options.params->after_forward(group(g)); }
-  void before_backward(size_t g) { if (options.params) options.params->before_backward(group(g)); }
-  void after_backward(size_t g) { if (options.params) options.params->after_backward(group(g)); }
+  void before_forward(size_t g) const { if (options.params) options.params->before_forward(group(g)); }
+  void after_forward(size_t g) const { if (options.params) options.params->after_forward(group(g)); }
+  void before_backward(size_t g) const { if (options.params) options.params->before_backward(group(g)); }
+  void after_backward(size_t g) const { if (options.params) options.params->after_backward(group(g)); }
 };
 
 size_t VisionTower::Impl::begin_group(const std::string& name) {
@@ -121,46 +107,48 @@ VisionTower::Impl::Impl(ParamStore& s, const VisionConfig& c, const VisionOption
 }
 
 // Conv3d with kernel == stride over [C, T, P, P] patches is y = x W^T + b with W viewed [hidden, patch_dim].
-Tensor VisionTower::Impl::embed_forward(const Tensor& pixel_values, const std::vector<VisionGrid>& grids, bool save) {
+Tensor VisionTower::Impl::embed_forward(const Tensor& pixel_values, const std::vector<VisionGrid>& grids, bool save,
+                                        Saved& state) const {
   Tensor x = converted(pixel_values.to(options.device), options.compute_dtype);
   before_forward(embed_group);
   const Tensor w = patch_weight->value.view({config.hidden_size, config.patch_dim()});
   Tensor h = empty_like(x, {x.dim(0), config.hidden_size});
   ops::matmul(x, false, w, true, h);
   ops::add_bias_(h, patch_bias->value);
-  const Tensor pos = take_out(pos_embed->forward(grids, save), pos_saved);
-  if (!sliced) {
+  const Tensor pos = take_out(pos_embed->forward(grids, save), state.pos_embed);
+  if (!state.sliced) {
     ops::add_(h, pos);
-  } else if (slice_real > 0) {  // padding rows have no position embedding
-    Tensor mine = h.slice(0, slice_real);
-    ops::add_(mine, pos.slice(slice_begin, slice_begin + slice_real));
+  } else if (state.slice_real > 0) {  // padding rows have no position embedding
+    Tensor mine = h.slice(0, state.slice_real);
+    ops::add_(mine, pos.slice(state.slice_begin, state.slice_begin + state.slice_real));
   }
   after_forward(embed_group);
-  if (save) patches = x;
+  if (save) state.patches = x;
   return h;
 }
 
-void VisionTower::Impl::embed_backward(const Tensor& dh) {
+void VisionTower::Impl::embed_backward(const Tensor& dh, Saved& state) const {
   before_backward(embed_group);
   Tensor dw = grad_of(*patch_weight).view({config.hidden_size, config.patch_dim()});
-  ops::matmul(dh, true, patches, false, dw, 1.0f, 1.0f);
+  ops::matmul(dh, true, state.patches, false, dw, 1.0f, 1.0f);
   ops::bias_grad(dh, grad_of(*patch_bias));
-  if (!sliced) {
-    pos_embed->backward(std::move(pos_saved), dh);
+  if (!state.sliced) {
+    pos_embed->backward(std::move(state.pos_embed), dh);
   } else {
     // The table's gradient from this rank's rows; the group's sum is the whole sequence's.
-    Tensor dpos = Tensor::zeros({total_patches_, config.hidden_size}, dh.dtype(), dh.device());
-    if (slice_real > 0) dpos.slice(slice_begin, slice_begin + slice_real).copy_from(dh.slice(0, slice_real));
-    pos_embed->backward(std::move(pos_saved), dpos);
+    Tensor dpos = Tensor::zeros({state.total_patches, config.hidden_size}, dh.dtype(), dh.device());
+    if (state.slice_real > 0)
+      dpos.slice(state.slice_begin, state.slice_begin + state.slice_real).copy_from(dh.slice(0, state.slice_real));
+    pos_embed->backward(std::move(state.pos_embed), dpos);
   }
-  patches = Tensor();
+  state.patches = Tensor();
   after_backward(embed_group);
 }
 
 // No grids on this rank: every group is still gathered and released in forward's order, so that collective calls
 // line up with the ranks that have images (FSDP's equivalent of VeOmni's dummy forward).
-VisionOutput VisionTower::Impl::forward_without_work(bool save) {
-  VisionOutput out;
+VisionTower::Output VisionTower::Impl::forward_without_work(bool save) const {
+  Output out;
   before_forward(embed_group);
   after_forward(embed_group);
   for (int64_t i = 0; i < config.depth; ++i) {
@@ -175,20 +163,19 @@ VisionOutput VisionTower::Impl::forward_without_work(bool save) {
   before_forward(merger_group);
   after_forward(merger_group);
   out.merged = Tensor::empty({0, config.out_hidden_size}, options.compute_dtype, options.device);
-  saved = save;
-  empty_pass = save;
+  out.saved.kept = out.saved.empty_pass = save;
   return out;
 }
 
 // A group's backward with zero gradients, reduced like real ones.
-void VisionTower::Impl::pass_backward(size_t g) {
+void VisionTower::Impl::pass_backward(size_t g) const {
   before_backward(g);
   for (Parameter* param : group(g).params) grad_of(*param);
   after_backward(g);
 }
 
 // backward's group order, with no work.
-void VisionTower::Impl::backward_without_work() {
+void VisionTower::Impl::backward_without_work() const {
   pass_backward(merger_group);
   for (int64_t i = config.depth; i-- > 0;) {
     const int64_t j = deepstack_merger_of(config, i);
@@ -197,82 +184,89 @@ void VisionTower::Impl::backward_without_work() {
   }
   pass_backward(embed_group);
   zero_grads_of_idle_mergers();
-  release();
 }
 
 // This rank's rows of the zero-padded patches and of the rotary tables; the padding is one more segment.
-void VisionTower::Impl::slice_inputs(const Tensor& pixel_values, const VisionSpSlice& sp, Tensor& local_pixels) {
+void VisionTower::Impl::slice_inputs(const Tensor& pixel_values, const VisionSpSlice& sp, Tensor& local_pixels,
+                                     Saved& state) const {
   const int64_t p = sp.hooks->sp_size();
   VEOMNI_INPUT_CHECK(config.num_heads % p == 0,
                      "the vision tower's {} heads are not divisible by train.accelerator.ulysses_size {}",
                      config.num_heads, p);
-  total_patches_ = pixel_values.dim(0);
-  const int64_t padded = sp_padded(total_patches_, p, config.merge_unit());
+  state.total_patches = pixel_values.dim(0);
+  const int64_t padded = sp_padded(state.total_patches, p, config.merge_unit());
   const int64_t n = padded / p;
-  sliced = true;
-  slice_begin = sp.rank * n;
-  slice_real = std::max<int64_t>(0, std::min(total_patches_, slice_begin + n) - slice_begin);
+  state.sliced = true;
+  state.slice_begin = sp.rank * n;
+  state.slice_real = std::max<int64_t>(0, std::min(state.total_patches, state.slice_begin + n) - state.slice_begin);
   auto rows_of = [&](const Tensor& full, DType dtype) {
     Tensor local = Tensor::zeros({n, full.dim(1)}, dtype, options.device);
-    if (slice_real > 0)
-      local.slice(0, slice_real).copy_from(converted(full.slice(slice_begin, slice_begin + slice_real), dtype));
+    if (state.slice_real > 0)
+      local.slice(0, state.slice_real)
+          .copy_from(converted(full.slice(state.slice_begin, state.slice_begin + state.slice_real), dtype));
     return local;
   };
   local_pixels = rows_of(pixel_values.to(options.device), options.compute_dtype);
+  VisionLayerInputs& inputs = state.inputs;
   Tensor cos = inputs.cos, sin = inputs.sin;
   inputs.cos = rows_of(cos, cos.dtype());
   inputs.sin = rows_of(sin, sin.dtype());
-  if (padded > total_patches_) inputs.cu_seqlens.push_back(static_cast<int32_t>(padded));
+  if (padded > state.total_patches) inputs.cu_seqlens.push_back(static_cast<int32_t>(padded));
   inputs.sequence = sp.hooks;
 }
 
-VisionOutput VisionTower::Impl::forward(const Tensor& pixel_values, const std::vector<VisionGrid>& grids, bool save,
-                                        const VisionSpSlice* sp) {
-  release();
+VisionTower::Output VisionTower::Impl::forward(const Tensor& pixel_values, const std::vector<VisionGrid>& grids,
+                                               bool save, const VisionSpSlice* sp) const {
   if (grids.empty() && (!pixel_values.defined() || pixel_values.numel() == 0)) return forward_without_work(save);
   validate_vision_input(pixel_values, grids, config);
+  Output out;
+  Saved& state = out.saved;  // the inputs and slice are needed during forward, saved or not
   vision_rope_tables(patch_coords(grids, config.spatial_merge_size), config.head_dim(), config.rope_theta,
-                     options.device, inputs.cos, inputs.sin);
-  inputs.cu_seqlens = frame_cu_seqlens(grids);
+                     options.device, state.inputs.cos, state.inputs.sin);
+  state.inputs.cu_seqlens = frame_cu_seqlens(grids);
   Tensor pixels = pixel_values;
-  if (sp && sp->hooks && sp->hooks->sp_size() > 1) slice_inputs(pixel_values, *sp, pixels);
+  if (sp && sp->hooks && sp->hooks->sp_size() > 1) slice_inputs(pixel_values, *sp, pixels, state);
 
-  VisionOutput out;
-  deepstack_saved.resize(deepstack_mergers.size());
-  Tensor h = embed_forward(pixels, grids, save);
+  state.deepstack.resize(deepstack_mergers.size());
+  Tensor h = embed_forward(pixels, grids, save, state);
   for (int64_t i = 0; i < config.depth; ++i) {
     const size_t bi = static_cast<size_t>(i);
     before_forward(block_groups[bi]);
-    h = take_out(blocks[bi]->forward(h, inputs, save), block_saved.emplace_back());
+    h = take_out(blocks[bi]->forward(h, state.inputs, save), state.blocks.emplace_back());
     after_forward(block_groups[bi]);
     const int64_t j = deepstack_merger_of(config, i);
     if (j < 0) continue;
     const size_t dj = static_cast<size_t>(j);
     before_forward(deepstack_groups[dj]);
-    out.deepstack.push_back(take_out(deepstack_mergers[dj]->forward(h, save), deepstack_saved[dj]));
+    out.deepstack.push_back(take_out(deepstack_mergers[dj]->forward(h, save), state.deepstack[dj]));
     after_forward(deepstack_groups[dj]);
   }
   before_forward(merger_group);
-  out.merged = take_out(merger->forward(h, save), merger_saved);
+  out.merged = take_out(merger->forward(h, save), state.merger);
   after_forward(merger_group);
-  saved = save;
-  if (!save) release();
+  if (save) {
+    state.kept = true;
+  } else {
+    state = Saved{};  // forward's working state only: nothing to keep
+  }
   return out;
 }
 
-void VisionTower::Impl::backward(const Tensor& d_merged, const std::vector<Tensor>& d_deepstack) {
-  VEOMNI_CHECK(saved, "vision backward without a preceding forward that kept its activations (save = true)");
-  if (empty_pass) {
+void VisionTower::Impl::backward(Saved&& saved, const Tensor& d_merged, const std::vector<Tensor>& d_deepstack) const {
+  Saved state = std::exchange(saved, Saved{});  // dropped on return, whatever happens
+  VEOMNI_CHECK(state.kept, "vision backward without the saved values of a forward that kept them (save = true)");
+  if (state.empty_pass) {
     backward_without_work();
     return;
   }
-  VEOMNI_CHECK(block_saved.size() == blocks.size(), "{} saved blocks for {} blocks", block_saved.size(), blocks.size());
+  VEOMNI_CHECK(state.blocks.size() == blocks.size(), "{} saved blocks for {} blocks", state.blocks.size(),
+               blocks.size());
   int64_t features = 0;
   for (int64_t i = 0; i < config.depth; ++i) features += deepstack_merger_of(config, i) >= 0;
   VEOMNI_CHECK(static_cast<int64_t>(d_deepstack.size()) == features, "{} deepstack gradients for {} features",
                d_deepstack.size(), features);
   before_backward(merger_group);
-  Tensor dh = merger->backward(std::move(merger_saved), converted(d_merged, options.compute_dtype));
+  Tensor dh = merger->backward(std::move(state.merger), converted(d_merged, options.compute_dtype));
   after_backward(merger_group);
   for (int64_t i = config.depth; i-- > 0;) {
     const size_t bi = static_cast<size_t>(i);
@@ -282,28 +276,27 @@ void VisionTower::Impl::backward(const Tensor& d_merged, const std::vector<Tenso
       const Tensor& grad = d_deepstack[static_cast<size_t>(--features)];
       before_backward(deepstack_groups[dj]);
       if (grad.defined()) {
-        ops::add_(dh, deepstack_mergers[dj]->backward(std::move(deepstack_saved[dj]),
+        ops::add_(dh, deepstack_mergers[dj]->backward(std::move(state.deepstack[dj]),
                                                       converted(grad, options.compute_dtype)));
       } else {
         // An unused feature: its merger's gradients are zero, but they exist, as every group's after_backward
         // (FSDP's reduce-scatter) expects.
         for (Parameter* param : group(deepstack_groups[dj]).params) grad_of(*param);
-        deepstack_saved[dj] = {};
+        state.deepstack[dj] = {};
       }
       after_backward(deepstack_groups[dj]);
     }
     before_backward(block_groups[bi]);
-    dh = blocks[bi]->backward(std::move(block_saved[bi]), dh, inputs);
+    dh = blocks[bi]->backward(std::move(state.blocks[bi]), dh, state.inputs);
     after_backward(block_groups[bi]);
   }
-  embed_backward(dh);
+  embed_backward(dh, state);
   zero_grads_of_idle_mergers();
-  release();
 }
 
 // Mergers listed for blocks that do not exist never run (as in transformers); their gradients are zeros so that
 // every group of the tower goes through FSDP's gradient reduction each step.
-void VisionTower::Impl::zero_grads_of_idle_mergers() {
+void VisionTower::Impl::zero_grads_of_idle_mergers() const {
   for (size_t j = 0; j < config.deepstack_visual_indexes.size(); ++j) {
     const int64_t block = config.deepstack_visual_indexes[j];
     if (block >= 0 && block < config.depth && deepstack_merger_of(config, block) == static_cast<int64_t>(j)) continue;
@@ -311,17 +304,6 @@ void VisionTower::Impl::zero_grads_of_idle_mergers() {
     for (Parameter* param : group(deepstack_groups[j]).params) grad_of(*param);
     after_backward(deepstack_groups[j]);
   }
-}
-
-void VisionTower::Impl::release() {
-  saved = empty_pass = sliced = false;
-  slice_begin = slice_real = total_patches_ = 0;
-  patches = Tensor();
-  inputs = VisionLayerInputs();
-  pos_saved = {};
-  block_saved.clear();
-  deepstack_saved.clear();
-  merger_saved = {};
 }
 
 VisionTower::VisionTower(ParamStore& store, const VisionConfig& config, const VisionOptions& options)
@@ -354,8 +336,8 @@ void VisionTower::init_weights(uint64_t seed) {
     }
 }
 
-VisionOutput VisionTower::forward(const Tensor& pixel_values, const std::vector<VisionGrid>& grids, bool save,
-                                   const VisionSpSlice* sp) {
+VisionTower::Output VisionTower::forward(const Tensor& pixel_values, const std::vector<VisionGrid>& grids,
+                                         bool save, const VisionSpSlice* sp) const {
   return impl_->forward(pixel_values, grids, save, sp);
 }
 
@@ -363,10 +345,8 @@ int64_t VisionTower::sp_padded_patches(int64_t patches, int64_t sp_size) const {
   return sp_padded(patches, sp_size, impl_->config.merge_unit());
 }
 
-void VisionTower::backward(const Tensor& d_merged, const std::vector<Tensor>& d_deepstack) {
-  impl_->backward(d_merged, d_deepstack);
+void VisionTower::backward(Saved&& saved, const Tensor& d_merged, const std::vector<Tensor>& d_deepstack) const {
+  impl_->backward(std::move(saved), d_merged, d_deepstack);
 }
-
-void VisionTower::release() { impl_->release(); }
 
 }  // namespace veomni

@@ -1,5 +1,6 @@
 // The Qwen3-VL / Qwen3-VL-MoE / Qwen3-Omni vision tower: explicit forward and backward from pixel patches to merged
-// embeddings and deepstack features.
+// embeddings and deepstack features. It follows the layer contract of model/decoder_layer.h: forward returns what
+// backward needs as a VisionTower::Saved value that backward consumes; the tower keeps nothing of a micro-batch.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -8,8 +9,12 @@
 #include "core/tensor.h"
 #include "model/param.h"
 #include "model/parallel_hooks.h"
+#include "model/vision/vision_attention.h"
+#include "model/vision/vision_block.h"
 #include "model/vision/vision_config.h"
 #include "model/vision/vision_grid.h"
+#include "model/vision/vision_merger.h"
+#include "model/vision/vision_pos_embed.h"
 
 namespace veomni {
 
@@ -17,13 +22,6 @@ struct VisionOptions {
   Device device = Device::cpu();
   DType compute_dtype = DType::F32;  // of the parameters and activations (bf16 on GPU mixed precision)
   ParamHooks* params = nullptr;      // FSDP; null: the store's values stay materialised
-};
-
-struct VisionOutput {
-  Tensor merged;  // [patches / merge_unit, out_hidden_size], compute dtype: the image / video token embeddings
-  // One feature [patches / merge_unit, out_hidden_size] per block named in deepstack_visual_indexes, in block order
-  // (transformers' deepstack_features; the LM adds feature k after its decoder layer k).
-  std::vector<Tensor> deepstack;
 };
 
 // Ulysses SP inside the tower: the rank's place in the group whose hooks the attention layers all-to-all over.
@@ -34,6 +32,30 @@ struct VisionSpSlice {
 
 class VisionTower {
  public:
+  // What backward needs, as one forward left it. Empty (kept false) when forward ran with save = false; backward
+  // of an empty Saved is an internal error.
+  struct Saved {
+    bool kept = false;        // forward ran with save = true
+    bool empty_pass = false;  // forward had no grids: backward passes every group with zero gradients
+    // Sequence parallelism: this rank's first patch row and its real (unpadded) rows of the whole sequence's
+    // total_patches; sliced false without SP.
+    bool sliced = false;
+    int64_t slice_begin = 0, slice_real = 0, total_patches = 0;
+    Tensor patches;            // the patch embedding's input [N, patch_dim] (this rank's rows under SP)
+    VisionLayerInputs inputs;  // rotary tables and frame segments every block reads
+    VisionPosEmbed::Saved pos_embed;
+    std::vector<VisionBlock::Saved> blocks;      // one per block
+    std::vector<VisionMerger::Saved> deepstack;  // one per deepstack merger (empty for those that did not run)
+    VisionMerger::Saved merger;
+  };
+  struct Output {
+    Tensor merged;  // [patches / merge_unit, out_hidden_size], compute dtype: the image / video token embeddings
+    // One feature [patches / merge_unit, out_hidden_size] per block named in deepstack_visual_indexes, in block
+    // order (transformers' deepstack_features; the LM adds feature k after its decoder layer k).
+    std::vector<Tensor> deepstack;
+    Saved saved;  // empty unless save
+  };
+
   // Registers every parameter under config.param_prefix with transformers 5.17's names and shapes, in groups
   // "visual.embed" (patch_embed.proj.{weight,bias}, pos_embed.weight), "visual.blocks.{i}", "visual.merger" and
   // "visual.deepstack.{j}" (deepstack_merger_list.j, or merger_list.j for Qwen3-Omni). The patch embedding keeps the
@@ -55,24 +77,25 @@ class VisionTower {
   void init_weights(uint64_t seed);
 
   // pixel_values [patches, patch_dim] (any float dtype, any device: converted to the compute dtype), grids in the
-  // order of pixel_values' rows. Bad grids or shapes are InputErrors. Keeps what backward needs when save. No grids
-  // (pixel_values undefined or empty) gives [0, out_hidden_size] outputs after passing every group through the
-  // hooks in the usual order, and its backward reduces zero gradients: FSDP ranks without images stay in step.
+  // order of pixel_values' rows. Bad grids or shapes are InputErrors. The output's saved holds what backward needs
+  // when save (empty otherwise). No grids (pixel_values undefined or empty) gives [0, out_hidden_size] outputs after
+  // passing every group through the hooks in the usual order, and its backward reduces zero gradients: FSDP ranks
+  // without images stay in step.
   //
   // With sp (hooks of sp_size P > 1; every rank of the group passes the same, whole pixel_values and grids): the
   // N patches are padded with zero rows to a multiple of P x merge_unit (the padding is one more attention segment),
   // this rank keeps rows [rank*n, (rank+1)*n) of n = padded/P, attention all-to-alls heads over the group, and the
   // outputs are this slice's merged rows [n / merge_unit, out_hidden_size] (gather them over the group for the
   // padded sequence's rows; the padding's rows come last). Backward then takes gradients of this slice's rows.
-  VisionOutput forward(const Tensor& pixel_values, const std::vector<VisionGrid>& grids, bool save = true,
-                       const VisionSpSlice* sp = nullptr);
+  Output forward(const Tensor& pixel_values, const std::vector<VisionGrid>& grids, bool save = true,
+                 const VisionSpSlice* sp = nullptr) const;
   // Padded patch count of a sequence-parallel forward over `patches` patches on `sp_size` ranks.
   int64_t sp_padded_patches(int64_t patches, int64_t sp_size) const;
-  // Backward of the last forward. d_merged like merged; d_deepstack has num_deepstack_features() entries, where an
+  // Backward of the forward that returned `saved`, which it consumes (saved is empty afterwards, and nothing of
+  // that forward remains). d_merged like merged; d_deepstack has num_deepstack_features() entries, where an
   // undefined tensor means a zero gradient (that feature was not used). Parameter gradients accumulate; the
   // gradient of pixel_values is not formed.
-  void backward(const Tensor& d_merged, const std::vector<Tensor>& d_deepstack);
-  void release();
+  void backward(Saved&& saved, const Tensor& d_merged, const std::vector<Tensor>& d_deepstack) const;
 
  private:
   struct Impl;
