@@ -176,7 +176,7 @@ TEST_F(ScoreDataset, WithoutLabelsIsAnInputErrorNamingFileAndKey) {
   writer.append({{"input_ids", Tensor::from_vector(std::vector<int64_t>{1, 2, 3}, {3})}});
   writer.close();
   const DatasetReader reader(file);
-  testing::expect_input_error([&] { check_score_dataset(reader, file, ScoreWhat::Logprobs); }, {file, "labels"});
+  testing::expect_input_error([&] { check_score_dataset(reader, file, ScoreWhat::Logprobs, false); }, {file, "labels"});
   testing::expect_input_error([&] { check_score_dataset(reader, file, ScoreWhat::Value); }, {file, "labels"});
   check_score_dataset(reader, file, ScoreWhat::Reward);  // a reward reads the last token only
   testing::expect_input_error([] { score_what_from_name("ppl"); }, {"--what", "ppl"});
