@@ -25,6 +25,20 @@ Cases
                      critic cliprange_value 0.5 against random returns / old_values
   actor_dense        qwen3_toy policy, verl vanilla PPO loss: clip_ratio 0.2, clip_ratio_c 3.0, entropy_coeff 0.01,
   actor_moe          use_kl_loss, kl_loss_coef 0.05, kl_loss_type low_var_kl (qwen3_moe_toy for actor_moe)
+  dpo_sigmoid_vl     the Qwen3-VL toy of tests/fixtures/thinker/models/qwen3_vl_toy (its weights.safetensors, our
+                     names = transformers' Qwen3VLForConditionalGeneration names), DPO sigmoid as dpo_sigmoid_dense
+                     against a frozen reference copy, on 2 multimodal pairs with an image in the prompt (below)
+
+Multimodal pairs (dpo_sigmoid_vl; man veomni-data(5), PREFERENCE PAIRS)
+  Each half holds the whole prompt: 3 text tokens, <|vision_start|>, the image's merged tokens, <|vision_end|>, 2
+  text tokens; then its answer. The image's patches are stored twice (the chosen half's copy, then the rejected
+  half's), image_grid_thw has one row per copy, image_mask marks both runs, input_ids are 0 under the mask, and
+  position_ids [3, L] are Qwen3-VL's M-RoPE positions of each half (computed here: text advances all streams by one,
+  an image block takes (t, h/2, w/2) grid indices from the block's start, text resumes after its largest index),
+  restarting at 0 at chosen_length. These samples go to batch.safetensors ("<k>.<key>", k the sample) instead of
+  batch.json. transformers runs each half alone (its own copy of the image; the packed row's block-diagonal mask
+  makes the halves independent), and the logits are concatenated in row order: the vision tower's gradient is the
+  sum over both halves' copies, as veomni-train computes it on the packed row.
 
 Samples (the project's stored keys, man veomni-data(5))
   input_ids, labels: prompt tokens have label -100. A preference pair is ONE sample: the chosen sequence, then the
@@ -112,7 +126,12 @@ CASES = {
     "value_dense": dict(objective="value", base="qwen3_toy", head="token_value", config={"critic": CRITIC}),
     "actor_dense": dict(objective="ppo_actor", base="qwen3_toy", head="causal_lm", config={"actor": ACTOR}),
     "actor_moe": dict(objective="ppo_actor", base="qwen3_moe_toy", head="causal_lm", config={"actor": ACTOR}),
+    "dpo_sigmoid_vl": dict(objective="dpo", base="qwen3_vl_toy", head="thinker_lm",
+                           config={"dpo_config": DPO_SIGMOID}, reference="model"),
 }
+# dpo_sigmoid_vl: (chosen answer tokens, rejected answer tokens, image grid (t, h, w) in patches) of the 2 pairs.
+VL_PAIR_SHAPES = [(4, 3, (1, 4, 4)), (2, 5, (1, 8, 4))]
+VL_TEXT_VOCAB = 240  # random text ids stay below the special ids (248..254) of the toy's 256-token vocabulary
 
 
 class KinkTooClose(Exception):
@@ -252,6 +271,8 @@ def check_packing_is_block_diagonal(model, head, row, packed):
 
 
 def load_model(head, model_dir):
+    if head == "thinker_lm":
+        return load_vl_model(model_dir)
     cls = {"causal_lm": AutoModelForCausalLM, "sequence_reward": AutoModelForSequenceClassification,
            "token_value": AutoModelForTokenClassification}[head]
     model = cls.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
@@ -270,6 +291,146 @@ def make_head_model(case, configs_root, model_dir, seed):
     torch.manual_seed(seed)
     model = cls.from_config(config, dtype=torch.float32, attn_implementation="eager")
     model.save_pretrained(model_dir)
+
+
+def load_vl_model(model_dir):
+    """The Qwen3-VL toy with the thinker fixture's weights (our names are transformers' for Qwen3-VL)."""
+    from safetensors.torch import load_file
+    from hf_thinker_util import model_class, set_eager
+    config = AutoConfig.from_pretrained(model_dir)
+    set_eager(config)
+    model = model_class("Qwen3VLForConditionalGeneration")._from_config(config, attn_implementation="eager").float()
+    model.load_state_dict(load_file(os.path.join(model_dir, "weights.safetensors")), strict=True)
+    model.train()
+    return model
+
+
+# ---------------------------------------------------------------- multimodal pairs (dpo_sigmoid_vl)
+
+def mrope_positions(ids, image_token, grids, merge):
+    """Qwen3-VL's M-RoPE positions [3, L] of one sequence whose image runs (ids == image_token) follow `grids`."""
+    streams = [[], [], []]
+    next_text, i, image = 0, 0, 0
+    while i < len(ids):
+        if ids[i] != image_token:
+            for st in streams:
+                st.append(next_text)
+            next_text += 1
+            i += 1
+            continue
+        t, h, w = grids[image]
+        gh, gw = h // merge, w // merge
+        for ti in range(t):
+            for hi in range(gh):
+                for wi in range(gw):
+                    streams[0].append(next_text + ti)
+                    streams[1].append(next_text + hi)
+                    streams[2].append(next_text + wi)
+        next_text += max(t, gh, gw)
+        i += t * gh * gw
+        image += 1
+    return streams
+
+
+def make_vl_pairs(config, generator):
+    """The stored samples (tensors, our layout) and, per half, transformers' inputs."""
+    vision = config.vision_config
+    merge = vision.spatial_merge_size
+    patch_dim = vision.in_channels * vision.temporal_patch_size * vision.patch_size ** 2
+    image_token = config.image_token_id
+    samples, halves = [], []
+    for chosen_answer, rejected_answer, grid in VL_PAIR_SHAPES:
+        t, h, w = grid
+        image_tokens = t * h * w // (merge * merge)
+        prompt = (random_tokens(VL_TEXT_VOCAB, 3, generator) + [config.vision_start_token_id] +
+                  [image_token] * image_tokens + [config.vision_end_token_id] +
+                  random_tokens(VL_TEXT_VOCAB, 2, generator))
+        pixels = torch.randn(t * h * w, patch_dim, generator=generator, dtype=torch.float32)
+        hf_ids, labels, positions = [], [], [[], [], []]
+        for n in (chosen_answer, rejected_answer):
+            answer = random_tokens(VL_TEXT_VOCAB, n, generator)
+            half_ids = prompt + answer
+            half_positions = mrope_positions(half_ids, image_token, [grid], merge)
+            halves.append({"hf_input_ids": torch.tensor(half_ids), "position_ids": torch.tensor(half_positions),
+                           "pixel_values": pixels, "image_grid_thw": torch.tensor([grid])})
+            hf_ids += half_ids
+            labels += [IGNORE] * len(prompt) + answer
+            for st in range(3):
+                positions[st] += half_positions[st]
+        is_image = [x == image_token for x in hf_ids]
+        samples.append({
+            "input_ids": torch.tensor([0 if m else x for x, m in zip(hf_ids, is_image)]),
+            "labels": torch.tensor(labels), "position_ids": torch.tensor(positions),
+            "image_mask": torch.tensor(is_image, dtype=torch.uint8),
+            "pixel_values": torch.cat([pixels, pixels]), "image_grid_thw": torch.tensor([grid, grid]),
+            "chosen_length": torch.tensor([len(prompt) + chosen_answer])})
+    return samples, halves
+
+
+def pack_vl(samples):
+    """The multimodal collator's row of these pairs: ours ids, [3, S] positions, shifted targets, sequences."""
+    ids, labels, positions, cu, roles = [], [], [[], [], []], [0], []
+    for k, s in enumerate(samples):
+        at, chosen = len(ids), int(s["chosen_length"][0])
+        sample_labels = s["labels"].tolist()
+        if k > 0:
+            sample_labels[0] = IGNORE
+        sample_labels[chosen] = IGNORE
+        ids += s["input_ids"].tolist()
+        labels += sample_labels
+        for st in range(3):
+            positions[st] += s["position_ids"][st].tolist()
+        cu += [at + chosen, len(ids)]
+        roles += ["chosen", "rejected"]
+    return {"input_ids": ids, "position_ids": positions, "targets": labels[1:] + [IGNORE], "cu_seqlens": cu,
+            "roles": roles}
+
+
+def run_vl_halves(model, halves):
+    """Each half alone through transformers; the logits [S, V] in the packed row's order."""
+    from hf_thinker_util import thinker_kwargs
+    return torch.cat([model(**thinker_kwargs(half)).logits[0] for half in halves])
+
+
+class VlPairCase:
+    """dpo_sigmoid_vl: DPO against a frozen reference copy on multimodal pairs (interface of Case)."""
+
+    def __init__(self, name, spec, model_dir, data_seed):
+        self.name, self.spec, self.model_dir, self.data_seed = name, spec, model_dir, data_seed
+        self.head, self.objective = spec["head"], spec["objective"]
+        self.aux_coef = 0.0
+        start = load_model(self.head, model_dir)
+        generator = torch.Generator().manual_seed(data_seed)
+        self.samples, self.halves = make_vl_pairs(start.config, generator)
+        self.row = pack_vl(self.samples)
+        self.reference = copy.deepcopy(start)
+        for p in self.reference.parameters():
+            p.requires_grad_(False)
+
+    def config(self):
+        return self.spec["config"]["dpo_config"]
+
+    def _sums(self, model):
+        logp, _ = token_logprobs(run_vl_halves(model, self.halves), self.row["targets"])
+        return sequence_sums(logp, self.row["cu_seqlens"]).double()
+
+    def loss(self, policy, with_metrics):
+        policy_logps = self._sums(policy)
+        with torch.no_grad():
+            ref_logps = self._sums(self.reference)
+        return dpo_objective(self.config(), policy_logps, ref_logps, pair_sequences(self.row), with_metrics)
+
+    def normaliser(self):
+        return {"global_pairs": len(pair_sequences(self.row))}
+
+    def write_batch(self, out_dir):
+        tensors = {f"{k}.{key}": value.contiguous() for k, s in enumerate(self.samples) for key, value in s.items()}
+        save_file(tensors, os.path.join(out_dir, "batch.safetensors"))
+
+    def packed_row(self):
+        return {"input_ids": self.row["input_ids"], "position_ids": [p for st in self.row["position_ids"] for p in st],
+                "target_ids": self.row["targets"], "cu_seqlens": self.row["cu_seqlens"],
+                "sequence_roles": self.row["roles"], "token_values": {}, "samples": len(self.samples)}
 
 
 # ---------------------------------------------------------------- per-token values of a forward
@@ -591,6 +752,9 @@ def write_case(name, spec, args, index):
     if spec["head"] == "causal_lm":
         model_dir = os.path.join(args.hf_fixtures, spec["base"], "model")
         model_dir_entry = f"hf/{spec['base']}/model"
+    elif spec["head"] == "thinker_lm":
+        model_dir = os.path.join(args.thinker_fixtures, "models", spec["base"])
+        model_dir_entry = f"thinker/models/{spec['base']}"
     else:
         make_head_model(spec, args.configs, os.path.join(tmp_dir, "model"), args.seed + index)
         model_dir = os.path.join(tmp_dir, "model")
@@ -599,7 +763,7 @@ def write_case(name, spec, args, index):
     for attempt in range(DATA_ATTEMPTS):
         data_seed = args.seed + 101 * (index + 1) + 100003 * attempt
         try:
-            case = Case(name, spec, model_dir, data_seed)
+            case = (VlPairCase if spec["head"] == "thinker_lm" else Case)(name, spec, model_dir, data_seed)
             loss, metrics, grads = gradients_and_metrics(case)
             losses = adamw_losses(case)
             break
@@ -609,8 +773,11 @@ def write_case(name, spec, args, index):
         sys.exit(f"{name}: no data without near-kinks in {DATA_ATTEMPTS} attempts")
 
     save_file(grads, os.path.join(tmp_dir, "expected.safetensors"))
-    with open(os.path.join(tmp_dir, "batch.json"), "w") as f:
-        json.dump(case.batch(), f)
+    if hasattr(case, "write_batch"):
+        case.write_batch(tmp_dir)
+    else:
+        with open(os.path.join(tmp_dir, "batch.json"), "w") as f:
+            json.dump(case.batch(), f)
     expected = dict(
         case=name, objective=spec["objective"], head=spec["head"], config=spec["config"],
         reference=spec.get("reference"), loss=loss, metrics=metrics,
@@ -638,6 +805,8 @@ def main():
     parser.add_argument("--cases", default=",".join(CASES), help="comma-separated subset of: " + ", ".join(CASES))
     parser.add_argument("--hf-fixtures", default=os.path.join(root, "tests", "fixtures", "hf"),
                         help="where the toy causal LMs are (<dir>/<qwen3_toy|qwen3_moe_toy>/model)")
+    parser.add_argument("--thinker-fixtures", default=os.path.join(root, "tests", "fixtures", "thinker"),
+                        help="where the multimodal toys are (<dir>/models/qwen3_vl_toy: config.json, weights)")
     parser.add_argument("--configs", default=os.path.join(root, "configs", "model_configs"),
                         help="toy configs the reward and value models are made from")
     parser.add_argument("--seed", type=int, default=1234)

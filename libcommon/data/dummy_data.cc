@@ -175,6 +175,83 @@ void add_preference_keys(Sample& sample, const DummyLayout& layout, Rng& rng) {
   sample[kRefRejectedLogpsKey] = Tensor::from_vector(std::vector<float>{logps(length - chosen - prompt)}, {1});
 }
 
+// A [length] mask with the same run in both halves of a pair: [begin, begin + count) and that from `chosen` on.
+Tensor pair_run_mask(int64_t length, int64_t chosen, int64_t begin, int64_t count) {
+  Tensor mask = run_mask(length, begin, count);
+  bool* p = mask.data<bool>();
+  for (int64_t i = chosen + begin; i < chosen + begin + count; ++i) p[i] = true;
+  return mask;
+}
+
+// The rows of `t` followed by the same rows again: the rejected half's copy of the prompt's media.
+Tensor twice(const Tensor& t) {
+  Shape shape = t.shape();
+  const int64_t rows = shape[0];
+  shape[0] = 2 * rows;
+  Tensor out = Tensor::empty(shape, t.dtype());
+  out.slice(0, rows).copy_from(t);
+  out.slice(rows, 2 * rows).copy_from(t);
+  return out;
+}
+
+// The media of a multimodal pair's prompt, drawn once and held by both halves; media tokens get id 0 (as
+// veomni-preprocess stores them; the prompt's labels are -100 already) and positions (3, L) restart at the rejected.
+void add_pair_media_keys(Sample& sample, const DummyLayout& layout, Rng& rng) {
+  const int64_t length = layout.length, chosen = layout.chosen_tokens;
+  sample["pixel_values"] = twice(uniform_tensor(rng, {patch_rows(layout.image_grids), layout.patch_dim}));
+  sample["pixel_values_videos"] = twice(uniform_tensor(rng, {patch_rows(layout.video_grids), layout.patch_dim}));
+  sample["image_grid_thw"] = twice(grid_tensor(layout.image_grids));
+  sample["video_grid_thw"] = twice(grid_tensor(layout.video_grids));
+  sample["image_mask"] = pair_run_mask(length, chosen, layout.image_begin, layout.image_tokens / 2);
+  sample["video_mask"] = pair_run_mask(length, chosen, layout.video_begin, layout.video_tokens / 2);
+  if (layout.media == DummyType::Qwen3Omni) {
+    int64_t frames = 0;
+    for (int64_t clip : layout.audio_clip_frames) frames += clip;
+    sample["input_features"] = twice(uniform_tensor(rng, {frames, kMelBins}));
+    sample["audio_feature_lengths"] = twice(
+        Tensor::from_vector(layout.audio_clip_frames, {static_cast<int64_t>(layout.audio_clip_frames.size())}));
+    sample["audio_mask"] = pair_run_mask(length, chosen, layout.audio_begin, layout.audio_tokens / 2);
+  }
+  int64_t* ids = sample["input_ids"].data<int64_t>();
+  for (const char* mask : {"image_mask", "video_mask", "audio_mask"}) {
+    const auto found = sample.find(mask);
+    if (found == sample.end()) continue;
+    for (int64_t i = 0; i < length; ++i)
+      if (found->second.data<bool>()[i]) ids[i] = 0;
+  }
+  Tensor positions = Tensor::empty({3, length}, DType::I64);
+  for (int64_t st = 0; st < 3; ++st)
+    for (int64_t i = 0; i < length; ++i) positions.data<int64_t>()[st * length + i] = i < chosen ? i : i - chosen;
+  // The Qwen3-Omni thinker's positions are float, as for its single samples.
+  sample["position_ids"] = layout.media == DummyType::Qwen3Omni ? positions.to_dtype(DType::F32) : positions;
+}
+
+// A multimodal pair's halves: a text head, images, audio (Qwen3-Omni), video, then the answer. The media are those
+// of the family's dummy sample; the head takes half of what the chosen half leaves, its answer the rest.
+void pair_media_layout(DummyLayout& layout) {
+  VEOMNI_INPUT_CHECK(layout.media == DummyType::Qwen3VL || layout.media == DummyType::Qwen3Omni,
+                     "--media must be qwen3vl or qwen3omni, got {}", dummy_type_name(layout.media));
+  add_media_layout(layout, 16);
+  if (layout.media == DummyType::Qwen3Omni) {
+    layout.audio_clip_frames.assign(kAudioClips, kAudioClipFrames);
+    for (int64_t frames : layout.audio_clip_frames) layout.audio_tokens += audio_output_length(frames);
+  }
+  const int64_t media = layout.image_tokens + layout.audio_tokens + layout.video_tokens;
+  VEOMNI_INPUT_CHECK(layout.chosen_tokens >= media + 2,
+                     "--seq-len {} is too short for {} preference pairs: each half holds the prompt's {} media "
+                     "tokens, a prompt and an answer token (hint: --seq-len {} or more)",
+                     layout.seq_len, dummy_type_name(layout.media), media, 2 * (media + 2));
+  const int64_t head = (layout.chosen_tokens - media) / 2;
+  layout.image_begin = head;
+  layout.audio_begin = head + layout.image_tokens;
+  layout.video_begin = layout.audio_begin + layout.audio_tokens;
+  layout.prompt_tokens = head + media;
+  layout.text_tokens = layout.length - 2 * media;
+  layout.image_tokens *= 2;
+  layout.audio_tokens *= 2;
+  layout.video_tokens *= 2;
+}
+
 // A prompt and its response with per-token values on the response (0 on the prompt).
 void add_rollout_keys(Sample& sample, const DummyLayout& layout, Rng& rng) {
   const int64_t length = layout.length, prompt = layout.prompt_tokens;
@@ -239,7 +316,9 @@ const char* dummy_type_name(DummyType type) {
 }
 
 const char* DummyLayout::dataset_kind() const {
-  switch (type) {
+  // A multimodal pair's file is of its media family's kind.
+  const DummyType family = type == DummyType::Preference ? media : type;
+  switch (family) {
     case DummyType::Text:
     case DummyType::Preference:
     case DummyType::Rollout: return "text";
@@ -250,13 +329,16 @@ const char* DummyLayout::dataset_kind() const {
   return "?";
 }
 
-DummyLayout dummy_layout(DummyType type, int64_t seq_len) {
+DummyLayout dummy_layout(DummyType type, int64_t seq_len, DummyType media) {
   VEOMNI_INPUT_CHECK(seq_len >= 1, "--seq-len must be at least 1, got {}", seq_len);
   VEOMNI_INPUT_CHECK(seq_len <= kMaxSampleTokens, "--seq-len must be at most {} (tokens per sample), got {}",
                      kMaxSampleTokens, seq_len);
   DummyLayout layout;
   layout.type = type;
   layout.seq_len = seq_len;
+  layout.media = media;
+  VEOMNI_INPUT_CHECK(media == DummyType::Text || type == DummyType::Preference,
+                     "--media needs --type preference (it puts media in the prompt of preference pairs)");
   switch (type) {
     case DummyType::Text: layout.length = layout.text_tokens = seq_len; break;
     case DummyType::Qwen2VL: vl_layout(layout, 14); break;
@@ -268,6 +350,7 @@ DummyLayout dummy_layout(DummyType type, int64_t seq_len) {
       layout.length = layout.text_tokens = seq_len;
       layout.chosen_tokens = seq_len / 2;
       layout.prompt_tokens = layout.chosen_tokens / 2;
+      if (media != DummyType::Text) pair_media_layout(layout);
       break;
     case DummyType::Rollout:
       VEOMNI_INPUT_CHECK(seq_len >= 2, "--seq-len {} is too short for rollout: a prompt and a response token", seq_len);
@@ -283,6 +366,7 @@ Sample make_dummy_sample(const DummyLayout& layout, uint64_t seed, int64_t index
   Sample sample;
   if (layout.type == DummyType::Preference) {
     add_preference_keys(sample, layout, rng);
+    if (layout.media != DummyType::Text) add_pair_media_keys(sample, layout, rng);
     return sample;
   }
   if (layout.type == DummyType::Rollout) {
@@ -300,7 +384,7 @@ DummyDatasetSummary write_dummy_dataset(const DummyDatasetOptions& options) {
   VEOMNI_INPUT_CHECK(options.num_samples <= kMaxDummySamples, "--num-samples must be at most {}, got {}",
                      kMaxDummySamples, options.num_samples);
   DummyDatasetSummary summary;
-  summary.layout = dummy_layout(options.type, options.seq_len);
+  summary.layout = dummy_layout(options.type, options.seq_len, options.media);
   VEOMNI_INPUT_CHECK(!options.ref_logps || options.type == DummyType::Preference,
                      "--ref-logps needs --type preference (reference log-probs belong to pairs)");
   summary.layout.ref_logps = options.ref_logps;

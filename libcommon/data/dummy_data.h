@@ -37,6 +37,10 @@ struct DummyLayout {
   int64_t prompt_tokens = 0;
   int64_t chosen_tokens = 0;
   bool ref_logps = false;  // preference: add ref_chosen_logps / ref_rejected_logps
+  // Preference: Text, or Qwen3VL / Qwen3Omni for a multimodal pair. Each half then holds the whole prompt (text,
+  // images, audio, video, in that order) and its answer; the media runs, grids, clips and *_begin above describe
+  // one half (the sample holds them twice) and image_tokens, audio_tokens, video_tokens count both halves.
+  DummyType media = DummyType::Text;
 
   // The dataset kind of the format header: text, vl or omni.
   const char* dataset_kind() const;
@@ -47,8 +51,9 @@ inline constexpr int64_t kMaxDummySamples = int64_t{1} << 36;
 
 // InputError when seq_len is outside [1, kMaxSampleTokens] or leaves no room for the multimodal runs (qwen*vl needs
 // 48, qwen3omni 248), the pair (preference needs 4: a prompt and an answer token on each side) or the rollout's
-// prompt and response (2).
-DummyLayout dummy_layout(DummyType type, int64_t seq_len);
+// prompt and response (2). `media` (Qwen3VL or Qwen3Omni, with type Preference only) makes the pairs multimodal:
+// each half needs its media tokens (48, or 152 with audio) and 2 more.
+DummyLayout dummy_layout(DummyType type, int64_t seq_len, DummyType media = DummyType::Text);
 
 // Sample `index` of the dataset; a function of (layout, seed, index) only, so shards can be made in any order.
 // Keys: input_ids, labels (= input_ids with labels[0] = -100), attention_mask (ones), position_ids (arange; (3, L)
@@ -57,6 +62,8 @@ DummyLayout dummy_layout(DummyType type, int64_t seq_len);
 // audio_feature_lengths (i64), audio_mask (bool). Preference (man veomni-data): a pair of seq_len tokens, chosen
 // (seq_len / 2 tokens) then rejected, each a shared prompt (labels -100) and its own answer; position_ids restart at
 // the rejected; chosen_length i64 [1]; with ref_logps also ref_chosen_logps, ref_rejected_logps f32 [1] (negative).
+// A multimodal pair adds its family's keys with the prompt's media twice (the chosen half's, then the same again
+// for the rejected half), ids 0 on media tokens, and position_ids (3, L) restarting at 0 in every stream.
 // Rollout: a prompt of seq_len / 2 tokens (labels -100) and the response, with the f32 [L] keys returns, old_values,
 // advantages (uniform in [-1, 1)), old_log_probs, ref_log_probs (in (-4, 0]), 0 on the prompt.
 Sample make_dummy_sample(const DummyLayout& layout, uint64_t seed, int64_t index);
@@ -68,6 +75,7 @@ struct DummyDatasetOptions {
   int64_t num_shards = 1;
   uint64_t seed = 0;
   bool ref_logps = false;  // preference only
+  DummyType media = DummyType::Text;  // preference only: Qwen3VL or Qwen3Omni for multimodal pairs
   std::string out;  // file path; with several shards "<out without .h5>-NNNNN-of-MMMMM.h5"
   int compression_level = 1;
 };

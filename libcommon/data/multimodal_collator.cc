@@ -140,6 +140,25 @@ void check_pair_positions(const Sample& sample, int64_t chosen_length, const std
                        "chosen_length)", context, chosen_length);
 }
 
+// A preference pair's halves are two whole conversations, each holding its own copy of the prompt's media: the
+// tokens a mask marks before chosen_length must be exactly those of the first k items (images, videos or clips), so
+// that no item begins in the chosen sequence and ends in the rejected one.
+void check_pair_media_split(const std::vector<uint8_t>& mask, const std::vector<int64_t>& item_tokens,
+                            int64_t chosen_length, const char* mask_key, const char* items_key,
+                            const std::string& context) {
+  int64_t chosen_marked = 0;
+  for (int64_t i = 0; i < chosen_length; ++i) chosen_marked += mask[static_cast<size_t>(i)];
+  int64_t before = 0;
+  for (size_t k = 0; k < item_tokens.size() && before < chosen_marked; ++k) {
+    VEOMNI_INPUT_CHECK(before + item_tokens[k] <= chosen_marked,
+                       "{}: {} item {} of the preference pair straddles its two sequences: {} marks {} tokens before "
+                       "chosen_length {}, but the items before it take {} and it takes {} (hint: each half holds the "
+                       "whole prompt with its own copy of the media, the chosen half's items first)",
+                       context, items_key, k, mask_key, chosen_marked, chosen_length, before, item_tokens[k]);
+    before += item_tokens[k];
+  }
+}
+
 // What one sample contributes, checked against itself.
 struct SampleMedia {
   int64_t length = 0;
@@ -219,6 +238,24 @@ SampleMedia read_sample_media(const NamedSample& named, const MultimodalCollateO
   return m;
 }
 
+std::vector<int64_t> grid_tokens(const std::vector<VisionGrid>& grids, int64_t merge_unit) {
+  std::vector<int64_t> tokens;
+  for (const VisionGrid& g : grids) tokens.push_back(g.patches() / merge_unit);
+  return tokens;
+}
+
+// A pair's image, video and audio items each lie within one of its sequences (see check_pair_media_split).
+void check_pair_media(const SampleMedia& m, int64_t chosen_length, int64_t merge_unit, const std::string& context) {
+  if (chosen_length <= 0 || chosen_length >= m.length) return;  // the text collator names a bad chosen_length
+  check_pair_media_split(m.image_mask, grid_tokens(m.image_grids, merge_unit), chosen_length, "image_mask",
+                         "image_grid_thw", context);
+  check_pair_media_split(m.video_mask, grid_tokens(m.video_grids, merge_unit), chosen_length, "video_mask",
+                         "video_grid_thw", context);
+  std::vector<int64_t> clip_tokens;
+  for (int64_t len : m.audio_lengths) clip_tokens.push_back(audio_output_length(len));
+  check_pair_media_split(m.audio_mask, clip_tokens, chosen_length, "audio_mask", "audio_feature_lengths", context);
+}
+
 // Rows [begin, begin + local) of a packed mask as a bool tensor, and how many true entries precede `begin`.
 Tensor slice_mask(const std::vector<uint8_t>& packed, int64_t begin, int64_t local, int64_t& before) {
   before = 0;
@@ -255,7 +292,10 @@ MultimodalBatch collate_multimodal(const std::vector<NamedSample>& samples, cons
                        "{}: labels {} do not match input_ids {}", s.context,
                        t.labels.defined() ? t.labels.describe() : std::string(), t.input_ids.describe());
     read_objective_keys(*s.sample, t);
-    if (t.chosen_length > 0) check_pair_positions(*s.sample, t.chosen_length, s.context);
+    if (t.chosen_length > 0) {
+      check_pair_positions(*s.sample, t.chosen_length, s.context);
+      check_pair_media(media.back(), t.chosen_length, options.merge_unit, s.context);
+    }
     tokens.push_back(t);
   }
   CollateOptions text_options;

@@ -32,7 +32,11 @@ struct NamedSample {
 // input_features + audio_feature_lengths; and the preference and rollout keys as the text collator reads them
 // (read_objective_keys; the pair's roles, token_values and sequence_values land in the batch's text). Each sample must be consistent on its own (mask counts equal to the
 // grids' merged patches and the clips' audio tokens, pixel and feature rows equal to the grids and lengths, masks
-// disjoint): otherwise an InputError naming the sample's context and the keys.
+// disjoint): otherwise an InputError naming the sample's context and the keys. A multimodal preference pair (man
+// veomni-data, PREFERENCE PAIRS) holds its prompt's media once per half, the chosen half's items first: its
+// positions must restart at 0 at chosen_length in every stream, and no image, video or audio clip may straddle the
+// two sequences.
+
 MultimodalBatch collate_multimodal(const std::vector<NamedSample>& samples, const MultimodalCollateOptions& options);
 
 }  // namespace veomni

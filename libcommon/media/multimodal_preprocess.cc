@@ -13,6 +13,8 @@
 #include "data/text_preprocess_input.h"
 #include "data/text_preprocess_parallel.h"
 #include "data/text_preprocess_record.h"
+#include "data/dataset_objective_keys.h"
+#include "media/multimodal_preference.h"
 #include "media/multimodal_sample.h"
 #include "veomni/version.h"
 
@@ -61,12 +63,20 @@ std::string media_dir_for(const MultimodalPreprocessOptions& options, const std:
   return std::filesystem::path(input).parent_path().string();
 }
 
-RecordResult encode_record(const MultimodalEncoder& encoder, const RecordRef& ref, const std::string& media_dir,
+// The conversation encoder or, for preference data, the pair encoder.
+struct Encoders {
+  const MultimodalEncoder& conversation;
+  const MultimodalPairEncoder& pair;
+  bool preference = false;
+};
+
+RecordResult encode_record(const Encoders& encoders, const RecordRef& ref, const std::string& media_dir,
                            const MultimodalPreprocessOptions& options) {
   RecordResult result;
   try {
     const nlohmann::json record = ref.value ? *ref.value : parse_record_line(ref.line);
-    result.encoded = encoder.encode(record, media_dir);
+    result.encoded = encoders.preference ? encoders.pair.encode(record, media_dir)
+                                         : encoders.conversation.encode(record, media_dir);
   } catch (const InputError& e) {
     result.error = e.what();
     return result;
@@ -82,8 +92,23 @@ RecordResult encode_record(const MultimodalEncoder& encoder, const RecordRef& re
   return result;
 }
 
+// Every pair carries reference log-probs or none: the first kept pair sets the rule; a record breaking it is bad.
+void check_ref_logps(RecordResult& result, const MultimodalPreprocessOptions& options,
+                     MultimodalPreprocessSummary& summary) {
+  if (!options.preference || result.outcome != Outcome::Kept) return;
+  const bool has = result.encoded.sample.count(kRefChosenLogpsKey) > 0;
+  if (summary.samples == 0) summary.ref_logps = has;
+  if (has == summary.ref_logps) return;
+  result.outcome = Outcome::Bad;
+  result.error = has ? "the record has \"ref_chosen_logps\" and \"ref_rejected_logps\" but earlier pairs have none "
+                       "(every pair carries them or none does)"
+                     : "the record has no \"ref_chosen_logps\" / \"ref_rejected_logps\" but earlier pairs have "
+                       "them (every pair carries them or none does)";
+}
+
 void tally(RecordResult& result, const std::string& location, const MultimodalPreprocessOptions& options,
            DatasetWriter& writer, MultimodalPreprocessSummary& summary) {
+  check_ref_logps(result, options, summary);
   switch (result.outcome) {
     case Outcome::Kept:
       writer.append(result.encoded.sample);
@@ -118,6 +143,9 @@ DatasetInfo dataset_info(const MultimodalPreprocessOptions& options, const Token
   info.producer_version = VEOMNI_VERSION_STRING;
   info.max_seq_len = options.max_seq_len;
   info.tokenizer = tokenizer.fingerprint();
+  if (options.preference)
+    info.packing = "preference pairs: chosen then rejected in one sample, each holding the prompt's media, "
+                   "position_ids restarting at the rejected";
   return info;
 }
 
@@ -131,6 +159,8 @@ MultimodalPreprocessSummary preprocess_multimodal(const MultimodalPreprocessOpti
                                            ? default_media_config(options.model)
                                            : media_config_from_json(options.processor_config, options.model);
   const MultimodalEncoder encoder(tokenizer, config, options.system_prompt);
+  const MultimodalPairEncoder pair_encoder(tokenizer, config, options.system_prompt);
+  const Encoders encoders{encoder, pair_encoder, options.preference};
   const int threads = resolve_threads(options.threads);
   MultimodalPreprocessSummary summary;
   summary.tokenizer = tokenizer.fingerprint();
@@ -157,7 +187,7 @@ MultimodalPreprocessSummary preprocess_multimodal(const MultimodalPreprocessOpti
       results.assign(count, {});
       parallel_for(count, threads, [&](size_t i) {
         const RecordRef& ref = block[first + i];
-        results[i] = encode_record(encoder, ref, media_dir_for(options, reader.path(ref.file)), options);
+        results[i] = encode_record(encoders, ref, media_dir_for(options, reader.path(ref.file)), options);
       });
       for (size_t i = 0; i < count; ++i)
         tally(results[i], reader.location(block[first + i]), options, writer, summary);

@@ -25,11 +25,14 @@ struct MultimodalPreprocessOptions {
   bool skip_bad = false;            // count and skip bad records (bad media included) instead of failing
   int compression_level = 1;
   size_t max_line_bytes = kDefaultMaxLineBytes;  // a longer JSONL line is an InputError naming it
+  // Preference pairs (veomni-preprocess preference --model-type): records as MultimodalPairEncoder reads them, one
+  // pair sample each; max_seq_len bounds the pair (chosen + rejected tokens).
+  bool preference = false;
 };
 
 struct MultimodalPreprocessSummary {
   int64_t records = 0;
-  int64_t samples = 0;
+  int64_t samples = 0;  // pairs, with options.preference
   int64_t images = 0, videos = 0, audio_clips = 0;  // in the kept samples
   int64_t tokens = 0;
   int64_t trained_tokens = 0;
@@ -38,6 +41,7 @@ struct MultimodalPreprocessSummary {
   int64_t bad = 0;
   std::vector<std::string> bad_examples;  // "file:line: reason" of the first few
   bool audio_ids_from_tokenizer = true;
+  bool ref_logps = false;  // preference: the pairs carry ref_chosen_logps / ref_rejected_logps
   double seconds = 0;        // the whole run
   double setup_seconds = 0;  // of which loading the tokenizer and the processor settings
   uint64_t output_bytes = 0;
@@ -51,7 +55,9 @@ struct MultimodalPreprocessSummary {
 // with an InputError "<file>:<line>: <reason>" (the reason names the media path for bad media) and leaves no
 // output, unless skip_bad. Samples longer than max_seq_len are dropped (or, with error_on_too_long, an InputError):
 // cutting through a media block would leave tokens without their features, so there is no truncation. Samples
-// without an assistant token are dropped and counted. InputError when no sample is left.
+// without an assistant token are dropped and counted. InputError when no sample is left. With options.preference
+// the samples are pairs (format version 2), every pair carrying reference log-probs or none (a record breaking the
+// rule set by the first kept pair is a bad record).
 MultimodalPreprocessSummary preprocess_multimodal(const MultimodalPreprocessOptions& options);
 
 }  // namespace veomni

@@ -12,10 +12,13 @@
 
 #include "data/collator.h"
 #include "data/dataset_objective_keys.h"
+#include "data/multimodal_collator.h"
 #include "data/sample.h"
 #include "io/json_file.h"
+#include "io/safetensors.h"
 #include "model/model_config.h"
 #include "model/thinker/multimodal_batch.h"
+#include "model/thinker/thinker_config.h"
 #include "objective/objective_config.h"
 #include "train/objective.h"
 #include "train/train_model.h"
@@ -32,6 +35,10 @@ struct ObjectiveModelFixture {
   ModelHead head = ModelHead::LanguageModel;
   ObjectiveSettings settings;
   bool model_reference = false;  // DPO against a frozen copy of the start weights (not dataset log-probs)
+  // Head "thinker_lm": a multimodal model (model_dir holds config.json and weights.safetensors under our names) whose
+  // samples (batch.safetensors) the multimodal collator packs; config is then its text model.
+  bool multimodal = false;
+  ThinkerConfig thinker;
 };
 
 // One stored sample as the dataset reader hands it over: every key a tensor of the stored dtype.
@@ -120,6 +127,33 @@ inline std::string packed_row_difference(const ObjectiveModelFixture& f) {
   return "";
 }
 
+// batch.safetensors of a multimodal case: sample k's keys stored as "<k>.<key>".
+inline std::vector<Sample> multimodal_samples_from(const std::string& path) {
+  SafetensorsReader reader(path);
+  std::vector<Sample> samples;
+  for (const auto& entry : reader.entries()) {
+    const size_t dot = entry.name.find('.');
+    const auto k = static_cast<size_t>(std::stoul(entry.name.substr(0, dot)));
+    if (samples.size() <= k) samples.resize(k + 1);
+    samples[k][entry.name.substr(dot + 1)] = reader.read(entry.name);
+  }
+  return samples;
+}
+
+// The multimodal collator's batch of a thinker case (one process, no SP).
+inline MultimodalBatch multimodal_fixture_batch(const ObjectiveModelFixture& f) {
+  const std::vector<Sample> samples = multimodal_samples_from(f.dir + "/batch.safetensors");
+  std::vector<NamedSample> named;
+  for (size_t k = 0; k < samples.size(); ++k) named.push_back({&samples[k], f.name + " sample " + std::to_string(k)});
+  MultimodalCollateOptions options;
+  options.max_seq_len = 4096;
+  options.merge_unit = f.thinker.vision.merge_unit();
+  options.has_audio = f.thinker.has_audio;
+  options.position_dtype = f.thinker.has_audio ? DType::F32 : DType::I64;
+  options.vocab_size = f.config.vocab_size;
+  return collate_multimodal(named, options);
+}
+
 // A missing fixture throws (the test fails: the fixtures are generated, never optional).
 inline ObjectiveModelFixture load_objective_model_fixture(const std::string& name) {
   ObjectiveModelFixture f;
@@ -131,10 +165,17 @@ inline ObjectiveModelFixture load_objective_model_fixture(const std::string& nam
                              "scripts/gen_objective_model_fixtures.py where torch and transformers are installed)");
   f.expected = read_json_file(f.dir + "/expected.json");
   f.model_dir = root + "/" + f.expected.at("model_dir").get<std::string>();
-  f.config = load_model_config(f.model_dir);
-  f.head = model_head_from_name(f.expected.at("head").get<std::string>());
+  f.multimodal = f.expected.at("head").get<std::string>() == "thinker_lm";
   f.settings = settings_of(f.expected);
   f.model_reference = f.expected.value("reference", nlohmann::json()) == "model";
+  if (f.multimodal) {
+    f.thinker = load_thinker_config(f.model_dir);
+    f.config = f.thinker.text;
+    f.batch = multimodal_fixture_batch(f);
+    return f;
+  }
+  f.config = load_model_config(f.model_dir);
+  f.head = model_head_from_name(f.expected.at("head").get<std::string>());
 
   const nlohmann::json batch = read_json_file(f.dir + "/batch.json");
   std::vector<TokenSample> samples;

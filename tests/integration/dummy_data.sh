@@ -17,6 +17,7 @@ case $case_name in
     expect_in out "qwen3omni"
     expect_in out "rollout"
     expect_in out "--ref-logps"
+    expect_in out "--media"
     expect_in out "--overwrite"
     ;;
   version)
@@ -113,6 +114,32 @@ case $case_name in
     expect_in err "--seq-len 3 is too short for preference"
     expect_exit 2 --type text --seq-len 8 --num-samples 1 --ref-logps --out t.h5
     expect_in err "--ref-logps needs --type preference"
+    ;;
+  preference_media_run)  # multimodal pairs: the prompt's media in both halves, the family's keys and kind
+    expect_exit 0 --type preference --media qwen3vl --seq-len 120 --num-samples 3 --seed 2 --out v.h5
+    expect_line "type: preference (kind vl)"
+    expect_line "pair: chosen 60, rejected 60, prompt 54 each"
+    expect_line "pair media: qwen3vl in the prompt of both halves"
+    expect_line "tokens_per_sample: 120 (text 24, image 16, audio 0, video 80)"
+    expect_line "key: position_ids i64 [3, 120]"
+    expect_line "key: pixel_values f32 [64, 1536]"
+    expect_line "key: image_grid_thw i64 [4, 3]"
+    expect_line "key: video_grid_thw i64 [2, 3]"
+    [ "$(grep -c '^key:' out)" -eq 11 ] || fail "expected 11 keys"
+    expect_exit 0 --type preference --media qwen3omni --seq-len 320 --num-samples 2 --seed 2 --ref-logps --out o.h5
+    expect_line "type: preference (kind omni)"
+    expect_line "key: position_ids f32 [3, 320]"
+    expect_line "key: audio_feature_lengths i64 [4]"
+    expect_line "key: input_features f32 [1600, 128]"
+    expect_line "key: ref_chosen_logps f32 [1]"
+    expect_exit 0 --type preference --media qwen3vl --seq-len 120 --num-samples 3 --seed 2 --out v2.h5
+    expect_exit 0 --type preference --media qwen3vl --seq-len 120 --num-samples 3 --seed 3 --out v3.h5
+    cmp -s v.h5 v2.h5 || fail "same seed, different files"
+    ! cmp -s v.h5 v3.h5 || fail "different seeds, same file"
+    expect_exit 2 --type preference --media qwen3vl --seq-len 99 --num-samples 1 --out short.h5
+    expect_in err "--seq-len 99 is too short for qwen3vl preference pairs"
+    expect_exit 2 --type text --media qwen3vl --seq-len 64 --num-samples 1 --out t.h5
+    expect_in err "--media needs --type preference"
     ;;
   rollout_run)  # rollouts carry the five per-token f32 keys
     expect_exit 0 --type rollout --seq-len 12 --num-samples 2 --seed 4 --out r.h5

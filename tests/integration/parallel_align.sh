@@ -11,7 +11,9 @@
 #   which are shorter than that, for the multimodal recipes), ALIGN_OBJECTIVE (sft; dpo or reward train on
 #   veomni-dummy-data --type preference pairs of ALIGN_SEQ_LEN tokens, value and ppo_actor on --type rollout
 #   samples; each compares its own metrics), ALIGN_EXTRA (more veomni-train arguments, e.g. an objective's keys), ALIGN_DATA_EXTRA (more
-#   veomni-dummy-data arguments, e.g. --ref-logps).
+#   veomni-dummy-data arguments, e.g. --ref-logps, or --media qwen3vl for multimodal pairs), ALIGN_VOCAB_SIZE (the
+#   model config, ALIGN_MODEL_CONFIG or the recipe's, with this vocab_size: the multimodal toys' 151936-row
+#   embedding would dominate the CPU time without changing what is tested).
 set -euo pipefail
 bin=$1 src=$2 model=$3 rtol=$4 atol=$5
 shift 5
@@ -23,10 +25,17 @@ export OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 global_batch=${ALIGN_GLOBAL_BATCH:-4} steps=${ALIGN_STEPS:-3} seq_len=${ALIGN_SEQ_LEN:-95}
 model_args=()
-[ -n "${ALIGN_MODEL_CONFIG:-}" ] && model_args+=(--model.config_path "$ALIGN_MODEL_CONFIG")
+[ -n "${ALIGN_MODEL_CONFIG:-}" ] && [ -z "${ALIGN_VOCAB_SIZE:-}" ] && model_args+=(--model.config_path "$ALIGN_MODEL_CONFIG")
 [ -n "${ALIGN_LR:-}" ] && model_args+=(--train.optimizer.lr "$ALIGN_LR")
 
 cd "$src"  # recipes name their model config relative to the repository root, as VeOmni recipes do
+if [ -n "${ALIGN_VOCAB_SIZE:-}" ]; then
+  config_dir=${ALIGN_MODEL_CONFIG:-$(sed -n 's/^ *config_path: *//p' "configs/$model.yaml")}
+  mkdir -p "$work/model_config"
+  sed -E "s/\"vocab_size\": *[0-9]+/\"vocab_size\": $ALIGN_VOCAB_SIZE/" "$config_dir/config.json" \
+    >"$work/model_config/config.json"
+  model_args+=(--model.config_path "$work/model_config")
+fi
 samples=$((global_batch * steps * 4))
 objective=${ALIGN_OBJECTIVE:-sft}
 keys=loss,foundation_loss,grad_norm

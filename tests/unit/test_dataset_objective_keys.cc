@@ -166,5 +166,59 @@ TEST_F(DatasetObjectiveKeys, DummyPreferenceAndRolloutAreDeterministicAndValid) 
   expect_input_error([] { dummy_layout(DummyType::Preference, 3); }, {"--seq-len 3 is too short for preference"});
 }
 
+// Multimodal dummy pairs: the prompt (its media included) is the same in both halves, the answers differ, the media
+// are stored once per half, and positions restart at the rejected half in every stream.
+TEST_F(DatasetObjectiveKeys, DummyMultimodalPairsHoldThePromptsMediaInBothHalves) {
+  DummyLayout layout = dummy_layout(DummyType::Preference, 120, DummyType::Qwen3VL);
+  EXPECT_STREQ(layout.dataset_kind(), "vl");
+  EXPECT_EQ(layout.chosen_tokens, 60);
+  EXPECT_EQ(layout.prompt_tokens, 54);  // a 6-token head, 8 image and 40 video tokens
+  EXPECT_EQ(layout.image_begin, 6);
+  EXPECT_EQ(layout.video_begin, 14);
+  layout.ref_logps = true;
+  const Sample p = make_dummy_sample(layout, 5, 2);
+  EXPECT_EQ(p.count(kRefRejectedLogpsKey), 1u);
+  const int64_t* ids = p.at("input_ids").data<int64_t>();
+  const int64_t* labels = p.at("labels").data<int64_t>();
+  const bool* image = p.at("image_mask").data<bool>();
+  const bool* video = p.at("video_mask").data<bool>();
+  for (int64_t i = 0; i < 54; ++i) {
+    EXPECT_EQ(ids[i], ids[60 + i]) << i;
+    EXPECT_EQ(labels[i], -100) << i;
+    EXPECT_EQ(labels[60 + i], -100) << i;
+    EXPECT_EQ(image[i], i >= 6 && i < 14) << i;
+    EXPECT_EQ(image[60 + i], image[i]) << i;
+    EXPECT_EQ(video[60 + i], video[i]) << i;
+    if (image[i] || video[i]) {
+      EXPECT_EQ(ids[i], 0) << i;
+    }
+  }
+  bool answers_differ = false;
+  for (int64_t i = 54; i < 60; ++i) {
+    EXPECT_EQ(labels[i], ids[i]);
+    answers_differ = answers_differ || ids[i] != ids[60 + i];
+  }
+  EXPECT_TRUE(answers_differ);
+  const Tensor& pixels = p.at("pixel_values");
+  ASSERT_EQ(pixels.shape(), (Shape{64, 1536}));
+  EXPECT_EQ(std::memcmp(pixels.data<float>(), pixels.data<float>() + 32 * 1536, 32 * 1536 * sizeof(float)), 0);
+  const Tensor& positions = p.at("position_ids");
+  ASSERT_EQ(positions.shape(), (Shape{3, 120}));
+  for (int64_t st = 0; st < 3; ++st) {
+    EXPECT_EQ(positions.data<int64_t>()[st * 120 + 59], 59);
+    EXPECT_EQ(positions.data<int64_t>()[st * 120 + 60], 0);
+  }
+  const Sample omni = make_dummy_sample(dummy_layout(DummyType::Preference, 320, DummyType::Qwen3Omni), 5, 2);
+  EXPECT_EQ(omni.at("position_ids").dtype(), DType::F32);
+  EXPECT_EQ(omni.at("input_features").dim(0), 1600);
+  EXPECT_EQ(omni.at("audio_feature_lengths").numel(), 4);
+  expect_input_error([] { dummy_layout(DummyType::Preference, 99, DummyType::Qwen3VL); },
+                     {"--seq-len 99 is too short for qwen3vl preference pairs", "--seq-len 100 or more"});
+  expect_input_error([] { dummy_layout(DummyType::Rollout, 200, DummyType::Qwen3VL); },
+                     {"--media needs --type preference"});
+  expect_input_error([] { dummy_layout(DummyType::Preference, 200, DummyType::Qwen2VL); },
+                     {"--media must be qwen3vl or qwen3omni"});
+}
+
 }  // namespace
 }  // namespace veomni

@@ -34,7 +34,20 @@ using veomni::testing::relative_error;
 
 double tolerance(double expected) { return kRelTol * std::max(std::fabs(expected), kScaleFloor); }
 
+// A multimodal case's weights are stored under our names (tests/fixtures/thinker/models/*/weights.safetensors).
+std::unique_ptr<TrainModel> load_multimodal_model(const Fixture& f) {
+  auto model = std::make_unique<TrainModel>(f.thinker, ModelOptions{}, false, f.head);
+  model->params().materialize_all(Device::cpu(), DType::F32);
+  SafetensorsReader weights(f.model_dir + "/weights.safetensors");
+  for (const auto& p : model->params().all()) {
+    EXPECT_TRUE(weights.contains(p->name)) << f.name << ": the fixture weights lack " << p->name;
+    if (weights.contains(p->name)) weights.read_into(p->name, p->value);
+  }
+  return model;
+}
+
 std::unique_ptr<TrainModel> load_model(const Fixture& f) {
+  if (f.multimodal) return load_multimodal_model(f);
   auto model = std::make_unique<TrainModel>(f.config, ModelOptions{}, f.head);
   model->params().materialize_all(Device::cpu(), DType::F32);
   load_hf_weights(model->params(), HfCheckpointSource(f.model_dir));
@@ -142,6 +155,9 @@ TEST(ObjectiveModelFixtures, ValueDenseMatchesTransformers) { check_loss_metrics
 TEST(ObjectiveModelFixtures, ActorDenseMatchesTransformers) { check_loss_metrics_gradients("actor_dense"); }
 TEST(ObjectiveModelFixtures, ActorMoeMatchesTransformers) { check_loss_metrics_gradients("actor_moe"); }
 
+// Multimodal pairs (an image in the prompt of both halves): the vision tower's gradients sum over both copies.
+TEST(ObjectiveModelFixtures, DpoSigmoidVlMatchesTransformers) { check_loss_metrics_gradients("dpo_sigmoid_vl"); }
+
 TEST(ObjectiveModelFixtures, DpoSigmoidDenseAdamWStepsMatchTransformers) { check_adamw_steps("dpo_sigmoid_dense"); }
 TEST(ObjectiveModelFixtures, DpoIpoMoeAdamWStepsMatchTransformers) { check_adamw_steps("dpo_ipo_moe"); }
 TEST(ObjectiveModelFixtures, RewardDenseAdamWStepsMatchTransformers) { check_adamw_steps("reward_dense"); }
@@ -149,3 +165,4 @@ TEST(ObjectiveModelFixtures, RewardMoeAdamWStepsMatchTransformers) { check_adamw
 TEST(ObjectiveModelFixtures, ValueDenseAdamWStepsMatchTransformers) { check_adamw_steps("value_dense"); }
 TEST(ObjectiveModelFixtures, ActorDenseAdamWStepsMatchTransformers) { check_adamw_steps("actor_dense"); }
 TEST(ObjectiveModelFixtures, ActorMoeAdamWStepsMatchTransformers) { check_adamw_steps("actor_moe"); }
+TEST(ObjectiveModelFixtures, DpoSigmoidVlAdamWStepsMatchTransformers) { check_adamw_steps("dpo_sigmoid_vl"); }

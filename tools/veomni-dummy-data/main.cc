@@ -18,6 +18,7 @@ constexpr const char* kTool = "veomni-dummy-data";
 
 struct Arguments {
   std::string type;
+  std::string media = "text";
   veomni::DummyDatasetOptions options;
   std::string log_level = "info";
   bool overwrite = false;
@@ -41,6 +42,10 @@ void add_options(CLI::App& app, Arguments& args) {
       ->check(CLI::Range(0, 9));
   app.add_flag("--ref-logps", args.options.ref_logps,
                "With --type preference: add ref_chosen_logps and ref_rejected_logps to every pair");
+  app.add_option("--media", args.media,
+                 "With --type preference: qwen3vl or qwen3omni puts that family's dummy media (images, video; audio "
+                 "for qwen3omni) in the prompt of every pair, held by both halves (default text: no media)")
+      ->check(CLI::IsMember({"text", "qwen3vl", "qwen3omni"}));
   app.add_option("--out", args.options.out, "Output file (.h5); with --num-shards N: <out>-0000k-of-0000N.h5")
       ->required();
   app.add_flag("--overwrite", args.overwrite, "Replace --out if it exists");
@@ -59,6 +64,8 @@ void print_summary(const veomni::DummyDatasetSummary& summary) {
     std::printf("pair: chosen %lld, rejected %lld, prompt %lld each\n", static_cast<long long>(layout.chosen_tokens),
                 static_cast<long long>(layout.length - layout.chosen_tokens),
                 static_cast<long long>(layout.prompt_tokens));
+  if (layout.media != veomni::DummyType::Text)
+    std::printf("pair media: %s in the prompt of both halves\n", veomni::dummy_type_name(layout.media));
   if (layout.type == veomni::DummyType::Rollout)
     std::printf("rollout: prompt %lld, response %lld\n", static_cast<long long>(layout.prompt_tokens),
                 static_cast<long long>(layout.length - layout.prompt_tokens));
@@ -86,6 +93,7 @@ int main(int argc, char** argv) {
     veomni::check_outputs(veomni::sharded_dataset_paths(args.options.out, args.options.num_shards), {},
                           args.overwrite, "--out");
     args.options.type = veomni::dummy_type_from_name(args.type);
+    args.options.media = veomni::dummy_type_from_name(args.media);
     print_summary(veomni::write_dummy_dataset(args.options));
     return veomni::kExitOk;
   });

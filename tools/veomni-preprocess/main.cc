@@ -33,6 +33,8 @@ struct Arguments {
   veomni::MultimodalPreprocessOptions multimodal;
   std::string model_type;
   std::string too_long = "drop";
+  // preference --model-type: multimodal pairs
+  std::string preference_model_type, preference_processor_config, preference_media_root;
 #endif
 };
 
@@ -155,13 +157,59 @@ CLI::App* add_preference(CLI::App& app, Arguments& args) {
   add_overwrite(*sub, args.overwrite);
   sub->add_option("--compression", p.compression_level, "Deflate level 0 (off) to 9 (default 1)")
       ->check(CLI::Range(0, 9));
+#ifdef VEOMNI_HAVE_MEDIA
+  sub->add_option("--model-type", args.preference_model_type,
+                  "qwen3_vl or qwen3_omni_moe: prompts with image, video and audio parts to multimodal pairs")
+      ->check(CLI::IsMember({"qwen3_vl", "qwen3_omni_moe"}));
+  sub->add_option("--processor-config", args.preference_processor_config,
+                  "With --model-type: HF preprocessor_config.json (image settings; default: the model's)")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--media-root", args.preference_media_root,
+                  "With --model-type: directory of relative media paths (default: the directory of each input)")
+      ->check(CLI::ExistingDirectory);
+#endif
   return sub;
 }
+
+#ifdef VEOMNI_HAVE_MEDIA
+void print_multimodal_summary(const veomni::MultimodalPreprocessSummary& s);
+
+// preference --model-type: the multimodal pipeline on pair records, one file.
+int run_multimodal_preference(Arguments& args, const CLI::App& sub) {
+  const veomni::PreferencePreprocessOptions& p = args.preference;
+  VEOMNI_INPUT_CHECK(p.num_shards == 1, "--num-shards {} with --model-type: multimodal pairs are written to one file",
+                     p.num_shards);
+  veomni::MultimodalPreprocessOptions m;
+  m.model = veomni::multimodal_model_from_name(args.preference_model_type);
+  m.preference = true;
+  m.tokenizer_path = p.tokenizer_path;
+  m.inputs = p.inputs;
+  m.out = p.out;
+  m.processor_config = args.preference_processor_config;
+  m.media_root = args.preference_media_root;
+  if (sub.count("--system") > 0) m.system_prompt = args.system_prompt;
+  m.max_seq_len = p.pair.max_seq_len;
+  m.threads = p.threads;
+  m.skip_bad = p.skip_bad;
+  m.compression_level = p.compression_level;
+  m.max_line_bytes = p.max_line_bytes;
+  const veomni::MultimodalPreprocessSummary s = veomni::preprocess_multimodal(m);
+  std::printf("pairs: %lld\n", static_cast<long long>(s.samples));
+  std::printf("ref_logps: %s\n", s.ref_logps ? "yes" : "no");
+  print_multimodal_summary(s);
+  return veomni::kExitOk;
+}
+#endif
 
 int run_preference(Arguments& args, const CLI::App& sub) {
   veomni::PreferencePreprocessOptions& p = args.preference;
   VEOMNI_INPUT_CHECK(p.out != "-", "--out -: a dataset is an HDF5 file, which needs a seekable file; give a path");
   veomni::check_outputs(veomni::sharded_dataset_paths(p.out, p.num_shards), p.inputs, args.overwrite, "--out");
+#ifdef VEOMNI_HAVE_MEDIA
+  if (!args.preference_model_type.empty()) return run_multimodal_preference(args, sub);
+  VEOMNI_INPUT_CHECK(sub.count("--processor-config") == 0 && sub.count("--media-root") == 0,
+                     "--processor-config and --media-root need --model-type (multimodal pairs)");
+#endif
   if (sub.count("--system") > 0) p.pair.system_prompt = args.system_prompt;
   const veomni::PreferencePreprocessSummary s = veomni::preprocess_preference(p);
   const auto count = [](const char* key, int64_t value) {
