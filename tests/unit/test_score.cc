@@ -177,8 +177,8 @@ TEST_F(ScoreDataset, WithoutLabelsIsAnInputErrorNamingFileAndKey) {
   writer.close();
   const DatasetReader reader(file);
   testing::expect_input_error([&] { check_score_dataset(reader, file, ScoreWhat::Logprobs, false); }, {file, "labels"});
-  testing::expect_input_error([&] { check_score_dataset(reader, file, ScoreWhat::Value); }, {file, "labels"});
-  check_score_dataset(reader, file, ScoreWhat::Reward);  // a reward reads the last token only
+  testing::expect_input_error([&] { check_score_dataset(reader, file, ScoreWhat::Value, false); }, {file, "labels"});
+  check_score_dataset(reader, file, ScoreWhat::Reward, false);  // a reward reads the last token only
   testing::expect_input_error([] { score_what_from_name("ppl"); }, {"--what", "ppl"});
 }
 
