@@ -1,6 +1,6 @@
 // The value head: final norm + score [1, hidden] (+ a bias [1]) giving one value per token, for reward models
 // (HF ...ForSequenceClassification: `score` without bias, read at a sequence's last token) and value models
-// (HF ...ForTokenClassification: `score` with a bias unless config.token_classification_bias is false).
+// (HF ...ForTokenClassification: `score` with a bias).
 #pragma once
 #include <string>
 
