@@ -2,6 +2,7 @@
 #include "model/causal_lm.h"
 
 #include <string>
+#include <utility>
 
 #include "kernels/ops.h"
 #include "model/decoder_layer.h"

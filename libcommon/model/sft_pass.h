@@ -21,8 +21,9 @@ struct ForwardStats {
 
 // One micro-batch's forward as a value: its statistics and, when it ran with save, what its backward needs. The
 // body and the head keep nothing of it, so passes are independent: several may be in flight and their backwards
-// run in any order. sft_backward consumes a pass; backward of a pass without saved values (a forward with
-// save = false, or a pass already consumed) is an internal error.
+// run in any order (under parallel hooks, the same order on every rank of the group). sft_backward consumes a pass;
+// backward of a pass without saved values (a forward with save = false, or a pass already consumed) is an internal
+// error.
 struct SftPass {
   ForwardStats stats;
   std::unique_ptr<BodySaved> body;  // null when forward ran with save = false or the pass was consumed
