@@ -2,6 +2,7 @@
 #include "model/causal_lm.h"
 
 #include <string>
+#include <utility>
 
 #include "kernels/ops.h"
 #include "model/decoder_layer.h"
@@ -299,21 +300,13 @@ void CausalLM::set_param_hooks(ParamHooks* hooks) {
   head_.set_param_hooks(hooks);
 }
 
-ForwardStats CausalLM::forward(const Batch& batch, bool only_loss, Tensor* logits_out) {
-  pending_.reset();
+SftPass CausalLM::forward(const Batch& batch, bool save, Tensor* logits_out) {
   MultimodalBatch text_only;
   text_only.text = batch;
-  SftPass pass = sft_forward(body_, head_, text_only, !only_loss, logits_out);
-  const ForwardStats stats = pass.stats;
-  if (!only_loss) pending_ = std::move(pass);
-  return stats;
+  return sft_forward(body_, head_, text_only, save, logits_out);
 }
 
-void CausalLM::backward(float ce_grad_scale, float aux_grad_scale) {
-  VEOMNI_CHECK(pending_.has_value(),
-               "backward without a preceding forward that kept its activations (only_loss = false)");
-  SftPass pass = std::move(*pending_);
-  pending_.reset();
+void CausalLM::backward(SftPass&& pass, float ce_grad_scale, float aux_grad_scale) {
   sft_backward(body_, head_, std::move(pass), ce_grad_scale, aux_grad_scale);
 }
 

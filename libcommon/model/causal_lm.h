@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -93,9 +92,9 @@ class TextBody final : public ModelBody {
   std::unique_ptr<Impl> impl_;
 };
 
-// Qwen3ForCausalLM: the text body with the LM head on token cross-entropy, one SFT micro-batch at a time (tests,
-// fixtures and tools; the trainer drives the body and heads through its objective). forward keeps the
-// micro-batch's saved values until backward consumes them.
+// Qwen3ForCausalLM: the text body with the LM head on token cross-entropy over SFT micro-batches (tests, fixtures
+// and tools; the trainer drives the body and heads through its objective). forward returns the pass, saved values
+// included, and backward consumes it: the model keeps nothing of a micro-batch.
 class CausalLM {
  public:
   // The body's parameters, then lm_head.weight (options.lm_head_name) in the head group, or the embedding listed
@@ -112,18 +111,17 @@ class CausalLM {
   void set_param_hooks(ParamHooks* hooks);
   void init_weights(uint64_t seed) { body_.init_weights(seed); }
 
-  // Forward of one micro-batch. Keeps what backward needs (unless only_loss). logits_out, when non-null, receives
-  // the [S, V] f32 logits (tests and fixtures; costs memory).
-  ForwardStats forward(const Batch& batch, bool only_loss = false, Tensor* logits_out = nullptr);
-  // Backward of the last forward. ce_grad_scale multiplies d(ce_sum) (the trainer passes 1/global valid tokens);
-  // aux_grad_scale multiplies d(aux_loss) (router_aux_loss_coef / micro-batches in the global batch).
-  // Parameter grads accumulate into Parameter::grad.
-  void backward(float ce_grad_scale, float aux_grad_scale);
+  // Forward of one micro-batch: the pass holds its ForwardStats and, with save, what its backward needs.
+  // logits_out, when non-null, receives the [S, V] f32 logits (tests and fixtures; costs memory).
+  SftPass forward(const Batch& batch, bool save, Tensor* logits_out = nullptr);
+  // Backward of a pass, consuming it (see SftPass: passes may be consumed in any order). ce_grad_scale multiplies
+  // d(ce_sum) (the trainer passes 1/global valid tokens); aux_grad_scale multiplies d(aux_loss)
+  // (router_aux_loss_coef / micro-batches in the global batch). Parameter grads accumulate into Parameter::grad.
+  void backward(SftPass&& pass, float ce_grad_scale, float aux_grad_scale);
 
  private:
   TextBody body_;
   LmHead head_;
-  std::optional<SftPass> pending_;
 };
 
 }  // namespace veomni

@@ -20,7 +20,8 @@ SftPass sft_forward(ModelBody& body, LmHead& head, const MultimodalBatch& batch,
 
 void sft_backward(ModelBody& body, LmHead& head, SftPass pass, float ce_grad_scale, float aux_grad_scale) {
   VEOMNI_CHECK(pass.body != nullptr,
-               "backward without a preceding forward that kept its activations (only_loss = false)");
+               "backward of a pass without saved values: its forward ran with save = false, or a backward already "
+               "consumed it");
   Tensor d_hidden = head.loss_backward(std::move(pass.head), ce_grad_scale);
   body.backward(std::move(pass.body), std::move(d_hidden), aux_grad_scale);
 }

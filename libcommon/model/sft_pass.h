@@ -19,16 +19,21 @@ struct ForwardStats {
                               // under sequence parallelism the same value on every rank of the SP group
 };
 
+// One micro-batch's forward as a value: its statistics and, when it ran with save, what its backward needs. The
+// body and the head keep nothing of it, so passes are independent: several may be in flight and their backwards
+// run in any order (under parallel hooks, the same order on every rank of the group). sft_backward consumes a pass;
+// backward of a pass without saved values (a forward with save = false, or a pass already consumed) is an internal
+// error.
 struct SftPass {
   ForwardStats stats;
-  std::unique_ptr<BodySaved> body;  // null when forward ran with save = false
+  std::unique_ptr<BodySaved> body;  // null when forward ran with save = false or the pass was consumed
   LmHead::LossSaved head;
 };
 
 // Body, then the head's cross-entropy on batch.text.target_ids. logits_out as LmHead::loss_forward.
 SftPass sft_forward(ModelBody& body, LmHead& head, const MultimodalBatch& batch, bool save,
                     Tensor* logits_out = nullptr);
-// d(ce_sum) = ce_grad_scale and d(aux_loss) = aux_grad_scale back through the head and the body.
+// d(ce_sum) = ce_grad_scale and d(aux_loss) = aux_grad_scale back through the head and the body, consuming pass.
 void sft_backward(ModelBody& body, LmHead& head, SftPass pass, float ce_grad_scale, float aux_grad_scale);
 
 }  // namespace veomni

@@ -115,7 +115,7 @@ int run(int argc, char** argv) {
   veomni::MultimodalLM model(config, veomni::MultimodalOptions{});
   veomni::load_hf_weights(model.params(), veomni::HfCheckpointSource(merged));
   Tensor logits;
-  const veomni::ForwardStats stats = model.forward(batch, true, &logits);
+  const veomni::ForwardStats stats = model.forward(batch, false, &logits).stats;
   VEOMNI_CHECK(stats.valid_tokens > 0, "{}: no valid target", context);
   const double ce_loss = stats.ce_sum / static_cast<double>(stats.valid_tokens);
 

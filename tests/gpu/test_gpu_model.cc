@@ -46,7 +46,8 @@ void check_on_gpu(const std::string& name, DType dtype, const Tolerances& tol) {
   SafetensorsReader expected(f.dir + "/expected.safetensors");
 
   Tensor logits;
-  const ForwardStats stats = model.forward(f.batch, false, &logits);
+  SftPass pass = model.forward(f.batch, true, &logits);
+  const ForwardStats stats = pass.stats;
   StepLossScale scale;
   scale.global_valid_tokens = f.batch.valid_tokens;
   scale.aux_loss_coef = f.config.is_moe() ? f.config.router_aux_loss_coef : 0.0;
@@ -57,7 +58,7 @@ void check_on_gpu(const std::string& name, DType dtype, const Tolerances& tol) {
   EXPECT_NEAR(loss, loss_ref, tol.loss * loss_ref) << name;
 
   model.params().zero_grads();
-  model.backward(scale.ce_grad_scale(), scale.aux_grad_scale());
+  model.backward(std::move(pass), scale.ce_grad_scale(), scale.aux_grad_scale());
   double worst = 0;
   std::string worst_name;
   for (const auto& p : model.params().all()) {
@@ -94,7 +95,7 @@ TEST(GpuMergedModel, DISABLED_LogitsMatchTransformers) {
   model.params().materialize_all(options.device, DType::F32);
   load_hf_weights(model.params(), HfCheckpointSource(dir + "/model"));
   Tensor logits;
-  const ForwardStats stats = model.forward(batch_fixture.batch, true, &logits);
+  const ForwardStats stats = model.forward(batch_fixture.batch, false, &logits).stats;
   const double err = relative_error(logits, SafetensorsReader(dir + "/expected.safetensors").read("logits"));
   StepLossScale scale;
   scale.global_valid_tokens = batch_fixture.batch.valid_tokens;

@@ -47,7 +47,8 @@ void check_forward_backward(const std::string& name) {
   SafetensorsReader expected(f.dir + "/expected.safetensors");
 
   Tensor logits;
-  const ForwardStats stats = model->forward(f.batch, false, &logits);
+  SftPass pass = model->forward(f.batch, true, &logits);
+  const ForwardStats stats = pass.stats;
   const StepLossScale scale = loss_scale_of(f);
   const double logits_err = relative_error(logits, expected.read("logits"));
   EXPECT_LE(logits_err, kRelTol) << name << " logits";
@@ -59,7 +60,7 @@ void check_forward_backward(const std::string& name) {
               kRelTol * f.expected["loss"].get<double>());
 
   model->params().zero_grads();
-  model->backward(scale.ce_grad_scale(), scale.aux_grad_scale());
+  model->backward(std::move(pass), scale.ce_grad_scale(), scale.aux_grad_scale());
   double worst = 0;
   std::string worst_name;
   int checked = 0;
@@ -93,12 +94,13 @@ void check_adamw_steps(const std::string& name) {
   const auto expected = f.expected["adamw_losses"].get<std::vector<double>>();
   for (size_t step = 0; step < expected.size(); ++step) {
     model->params().zero_grads();
-    const ForwardStats stats = model->forward(f.batch, step + 1 == expected.size());
+    SftPass pass = model->forward(f.batch, step + 1 < expected.size());
+    const ForwardStats stats = pass.stats;
     const double loss = scale.total_loss(stats.ce_sum, stats.aux_loss);
     EXPECT_NEAR(loss, expected[step], kRelTol * expected[step]) << name << " loss before AdamW step " << step + 1;
     std::printf("[%s] AdamW step %zu: loss %.9g vs %.9g\n", name.c_str(), step, loss, expected[step]);
     if (step + 1 == expected.size()) break;
-    model->backward(scale.ce_grad_scale(), scale.aux_grad_scale());
+    model->backward(std::move(pass), scale.ce_grad_scale(), scale.aux_grad_scale());
     adamw.step(hp["lr"].get<double>());
   }
 }

@@ -1,11 +1,14 @@
 // Unit tests of the Qwen3 / Qwen3-MoE causal LM: finite-difference gradients of every parameter group, packing,
-// recomputation, parameter and sequence hooks, the load-balancing loss and input validation.
+// recomputation, parameter and sequence hooks, the load-balancing loss, passes as values and input validation.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "core/rng.h"
@@ -13,6 +16,7 @@
 #include "model/attention.h"
 #include "model/init.h"
 #include "test_model_util.h"
+#include "tests/common/expect_error.h"
 
 using namespace veomni;
 using namespace veomni::test;
@@ -20,7 +24,7 @@ using namespace veomni::test;
 namespace {
 
 double objective(CausalLM& model, const Batch& batch, double ce_scale, double aux_scale) {
-  const ForwardStats stats = model.forward(batch, true);
+  const ForwardStats stats = model.forward(batch, false).stats;
   return stats.ce_sum * ce_scale + stats.aux_loss * aux_scale;
 }
 
@@ -58,8 +62,7 @@ void expect_gradients_match_finite_differences(ModelConfig config, float aux_sca
   const Batch batch = packed_batch({5, 4, 6}, config.vocab_size, 3, 1);
   const float ce_scale = 1.0f / static_cast<float>(batch.valid_tokens);
   model.params().zero_grads();
-  model.forward(batch);
-  model.backward(ce_scale, aux_scale);
+  model.backward(model.forward(batch, true), ce_scale, aux_scale);
 
   const double h = 3e-3;
   Rng rng(5);
@@ -122,13 +125,15 @@ TEST(ModelPacking, PackedBatchEqualsSeparateSequences) {
     together.params().zero_grads();
     apart.params().zero_grads();
 
-    const ForwardStats all = together.forward(packed);
-    together.backward(1.0f, 0.0f);
+    SftPass all_pass = together.forward(packed, true);
+    const ForwardStats all = all_pass.stats;
+    together.backward(std::move(all_pass), 1.0f, 0.0f);
     double ce_sum = 0;
     int64_t valid = 0;
     for (size_t b = 0; b + 1 < packed.cu_seqlens.size(); ++b) {
-      const ForwardStats one = apart.forward(sequence_of(packed, b));
-      apart.backward(1.0f, 0.0f);  // gradients accumulate over the three backward passes
+      SftPass one_pass = apart.forward(sequence_of(packed, b), true);
+      const ForwardStats one = one_pass.stats;
+      apart.backward(std::move(one_pass), 1.0f, 0.0f);  // gradients accumulate over the three backward passes
       ce_sum += one.ce_sum;
       valid += one.valid_tokens;
     }
@@ -152,10 +157,12 @@ TEST(ModelRecompute, GradientsAreBitwiseEqual) {
     plain.init_weights(4);
     recomputed.init_weights(4);
     const Batch batch = packed_batch({7, 3, 5}, config.vocab_size, 8);
-    const ForwardStats a = plain.forward(batch);
-    plain.backward(0.1f, 0.3f);
-    const ForwardStats b = recomputed.forward(batch);
-    recomputed.backward(0.1f, 0.3f);
+    SftPass pass_a = plain.forward(batch, true);
+    const ForwardStats a = pass_a.stats;
+    plain.backward(std::move(pass_a), 0.1f, 0.3f);
+    SftPass pass_b = recomputed.forward(batch, true);
+    const ForwardStats b = pass_b.stats;
+    recomputed.backward(std::move(pass_b), 0.1f, 0.3f);
     EXPECT_EQ(a.ce_sum, b.ce_sum);
     EXPECT_EQ(a.aux_loss, b.aux_loss);
     const auto ga = grads_of(plain), gb = grads_of(recomputed);
@@ -216,10 +223,12 @@ TEST(ModelHooks, ParameterValuesAreOnlyReadBetweenHookCalls) {
   CausalLM plain(config, ModelOptions{});
   plain.init_weights(9);
   const Batch batch = packed_batch({6, 6}, config.vocab_size, 1);
-  const ForwardStats a = plain.forward(batch);
-  plain.backward(0.5f, 0.2f);
-  const ForwardStats b = hooked.forward(batch);
-  hooked.backward(0.5f, 0.2f);
+  SftPass pass_a = plain.forward(batch, true);
+  const ForwardStats a = pass_a.stats;
+  plain.backward(std::move(pass_a), 0.5f, 0.2f);
+  SftPass pass_b = hooked.forward(batch, true);
+  const ForwardStats b = pass_b.stats;
+  hooked.backward(std::move(pass_b), 0.5f, 0.2f);
   EXPECT_EQ(a.ce_sum, b.ce_sum);
   EXPECT_EQ(a.aux_loss, b.aux_loss);
   const auto ga = grads_of(plain), gb = grads_of(hooked);
@@ -275,10 +284,12 @@ TEST(ModelHooks, RepeatedKvHeadsAreFoldedInBackward) {
   hooked.init_weights(6);
   plain.init_weights(6);
   const Batch batch = packed_batch({4, 8}, config.vocab_size, 2);
-  const ForwardStats a = plain.forward(batch);
-  plain.backward(1.0f, 1.0f);
-  const ForwardStats b = hooked.forward(batch);
-  hooked.backward(1.0f, 1.0f);
+  SftPass pass_a = plain.forward(batch, true);
+  const ForwardStats a = pass_a.stats;
+  plain.backward(std::move(pass_a), 1.0f, 1.0f);
+  SftPass pass_b = hooked.forward(batch, true);
+  const ForwardStats b = pass_b.stats;
+  hooked.backward(std::move(pass_b), 1.0f, 1.0f);
   EXPECT_EQ(sequence.allreduce_calls, 1) << "router statistics are summed over the SP group once per forward";
   EXPECT_NEAR(a.ce_sum, b.ce_sum, 1e-5 * a.ce_sum);
   EXPECT_NEAR(a.aux_loss, b.aux_loss, 1e-6);
@@ -298,9 +309,10 @@ TEST(ModelAuxLoss, UniformRouterGivesTopKAndEmptyExpertsWork) {
   for (const auto& p : model.params().all())
     if (p->name.find("mlp.gate.weight") != std::string::npos) p->value.zero_();
   const Batch batch = packed_batch({5, 5}, config.vocab_size, 4);
-  const ForwardStats stats = model.forward(batch);
+  SftPass pass = model.forward(batch, true);
+  const ForwardStats stats = pass.stats;
   EXPECT_NEAR(stats.aux_loss, static_cast<double>(config.num_experts_per_tok), 1e-6);
-  model.backward(1.0f / static_cast<float>(stats.valid_tokens), 1.0f);
+  model.backward(std::move(pass), 1.0f / static_cast<float>(stats.valid_tokens), 1.0f);
   const Parameter& gate_up = model.params().at("model.layers.0.mlp.experts.gate_up_proj");
   const std::vector<float> g = gate_up.grad.to_float_vector();
   const size_t per_expert = g.size() / 4;
@@ -315,7 +327,7 @@ TEST(ModelAuxLoss, UniformRouterGivesTopKAndEmptyExpertsWork) {
   config.output_router_logits = false;
   CausalLM no_aux(config, ModelOptions{});
   no_aux.init_weights(3);
-  EXPECT_EQ(no_aux.forward(batch, true).aux_loss, 0.0);
+  EXPECT_EQ(no_aux.forward(batch, false).stats.aux_loss, 0.0);
 }
 
 TEST(ModelForward, LossEqualsCrossEntropyOfReturnedLogits) {
@@ -324,7 +336,8 @@ TEST(ModelForward, LossEqualsCrossEntropyOfReturnedLogits) {
   model.init_weights(12);
   const Batch batch = packed_batch({6, 3, 5}, config.vocab_size, 13, 2);
   Tensor logits;
-  const ForwardStats stats = model.forward(batch, true, &logits);
+  SftPass pass = model.forward(batch, false, &logits);
+  const ForwardStats stats = pass.stats;
   ASSERT_EQ(logits.shape(), (Shape{14, config.vocab_size}));
   double expected = 0;
   int64_t valid = 0;
@@ -343,7 +356,57 @@ TEST(ModelForward, LossEqualsCrossEntropyOfReturnedLogits) {
   EXPECT_EQ(valid, batch.valid_tokens);
   EXPECT_NEAR(stats.ce_sum, expected, 1e-5 * expected);
   // A loss-only forward keeps nothing for backward.
-  EXPECT_THROW(model.backward(1.0f, 0.0f), Error);
+  EXPECT_EQ(pass.body, nullptr);
+}
+
+// forward returns the pass and backward consumes it: a pass without saved values (a loss-only forward, or one a
+// backward already consumed) is an internal error, not a crash.
+TEST(CausalLmPass, BackwardOfAnEmptyPassIsAnInternalError) {
+  const ModelConfig config = tiny_moe_config(false);
+  CausalLM model(config, ModelOptions{});
+  model.init_weights(5);
+  const Batch batch = packed_batch({5, 4}, config.vocab_size, 6);
+  const std::vector<std::string> message{"backward of a pass without saved values"};
+  SftPass loss_only = model.forward(batch, false);
+  veomni::testing::expect_internal_error([&] { model.backward(std::move(loss_only), 1.0f, 0.5f); }, message);
+  SftPass pass = model.forward(batch, true);
+  model.backward(std::move(pass), 1.0f, 0.5f);
+  EXPECT_EQ(pass.body, nullptr) << "backward consumes the pass";
+  veomni::testing::expect_internal_error([&] { model.backward(std::move(pass), 1.0f, 0.5f); }, message);
+}
+
+// Two forwards, then their backwards in reverse order: each backward gives exactly the gradients of its own
+// forward/backward pair, so the model keeps no state of a forward outside the pass. Compared one backward at a time,
+// from zero gradients.
+TEST(CausalLmPass, TwoForwardsThenReversedBackwardsMatchSeparatePairs) {
+  const ModelConfig config = tiny_moe_config(true);
+  CausalLM model(config, ModelOptions{});
+  model.init_weights(8);
+  const Batch batch_a = packed_batch({5, 4, 6}, config.vocab_size, 31, 1);
+  const Batch batch_b = packed_batch({7, 3}, config.vocab_size, 32);
+  auto pair = [&](const Batch& batch, ForwardStats& stats) {
+    model.params().zero_grads();
+    SftPass pass = model.forward(batch, true);
+    stats = pass.stats;
+    model.backward(std::move(pass), 0.1f, 0.3f);
+    return grads_of(model);
+  };
+  ForwardStats stats_a, stats_b;
+  const auto grads_a = pair(batch_a, stats_a), grads_b = pair(batch_b, stats_b);
+  ASSERT_NE(grads_a, grads_b);
+
+  SftPass pass_a = model.forward(batch_a, true);
+  SftPass pass_b = model.forward(batch_b, true);
+  EXPECT_EQ(pass_a.stats.ce_sum, stats_a.ce_sum);
+  EXPECT_EQ(pass_a.stats.aux_loss, stats_a.aux_loss);
+  EXPECT_EQ(pass_b.stats.ce_sum, stats_b.ce_sum);
+  EXPECT_EQ(pass_b.stats.aux_loss, stats_b.aux_loss);
+  model.params().zero_grads();
+  model.backward(std::move(pass_b), 0.1f, 0.3f);
+  EXPECT_EQ(grads_of(model), grads_b);
+  model.params().zero_grads();
+  model.backward(std::move(pass_a), 0.1f, 0.3f);
+  EXPECT_EQ(grads_of(model), grads_a);
 }
 
 TEST(ModelForward, RejectsBadBatches) {
@@ -353,17 +416,17 @@ TEST(ModelForward, RejectsBadBatches) {
   Batch bad_token = packed_batch({4}, config.vocab_size, 1);
   bad_token.input_ids.data<int64_t>()[2] = config.vocab_size;
   try {
-    model.forward(bad_token, true);
+    model.forward(bad_token, false);
     FAIL() << "an out-of-vocabulary id must be rejected";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("input_ids[2] = 50"), std::string::npos) << e.what();
   }
   Batch mrope = packed_batch({4}, config.vocab_size, 1);
   mrope.position_ids = Tensor::zeros({3, 4}, DType::I64);
-  EXPECT_THROW(model.forward(mrope, true), InputError);
+  EXPECT_THROW(model.forward(mrope, false), InputError);
   Batch bad_cu = packed_batch({4}, config.vocab_size, 1);
   bad_cu.cu_seqlens = {0, 3};
-  EXPECT_THROW(model.forward(bad_cu, true), InputError);
+  EXPECT_THROW(model.forward(bad_cu, false), InputError);
 }
 
 TEST(ModelParams, HfNamesShapesAndGroups) {

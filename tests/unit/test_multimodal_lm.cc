@@ -1,5 +1,6 @@
 // Unit tests of the multimodal LM (Qwen3-VL, Qwen3-VL-MoE, Qwen3-Omni thinker): names, finite-difference gradients
-// through the LM into the encoders, the text-only path, freezing, bad inputs, and the transformers fixture.
+// through the LM into the encoders, the text-only path, passes as values, freezing, bad inputs, and the transformers
+// fixture.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -192,7 +194,7 @@ std::unique_ptr<MultimodalLM> make_model(const ThinkerConfig& c, MultimodalOptio
 }
 
 double objective(MultimodalLM& model, const MultimodalBatch& batch, double ce_scale, double aux_scale) {
-  const ForwardStats stats = model.forward(batch, true);
+  const ForwardStats stats = model.forward(batch, false).stats;
   return ce_scale * stats.ce_sum + aux_scale * stats.aux_loss;
 }
 
@@ -306,8 +308,7 @@ void expect_gradients_match_finite_differences(const std::string& toy, float aux
   const MultimodalBatch batch = two_sample_batch(c);
   const double ce_scale = 1.0 / static_cast<double>(batch.text.valid_tokens);
   model->params().zero_grads();
-  model->forward(batch);
-  model->backward(static_cast<float>(ce_scale), aux_scale);
+  model->backward(model->forward(batch, true), static_cast<float>(ce_scale), aux_scale);
 
   // The media rows overwrite the token embedding of id 0: that row gets no gradient, and changing it changes nothing.
   Parameter& embed = model->params().at(c.text_prefix + "embed_tokens.weight");
@@ -390,8 +391,9 @@ TEST(MultimodalLmTextOnly, EqualsTheLanguageModelPath) {
   const MultimodalBatch batch = row.finish(true, c.vision.patch_dim(), c.audio.num_mel_bins);
 
   model->params().zero_grads();
-  const ForwardStats mm = model->forward(batch);
-  model->backward(0.1f, 0.5f);
+  SftPass mm_pass = model->forward(batch, true);
+  const ForwardStats mm = mm_pass.stats;
+  model->backward(std::move(mm_pass), 0.1f, 0.5f);
   const auto mm_grads = all_grads(*model);
 
   model->params().zero_grads();
@@ -433,8 +435,8 @@ TEST(MultimodalLmTextOnly, TextSamplePackedAfterImageKeepsItsLogits) {
   alone.text.cu_seqlens = {0, static_cast<int32_t>(s - start)};
 
   Tensor logits_packed, logits_alone;
-  model->forward(packed, true, &logits_packed);
-  model->forward(alone, true, &logits_alone);
+  model->forward(packed, false, &logits_packed);
+  model->forward(alone, false, &logits_alone);
   EXPECT_LE(testing::relative_error(logits_packed.slice(start, s), logits_alone), 1e-5);
 }
 
@@ -502,6 +504,53 @@ TEST(MultimodalBodySaved, InterleavedForwardsAndReversedBackwardsMatchSeparatePa
   EXPECT_EQ(all_grads(*model), grads_a);
 }
 
+// The LM's forward returns the pass and backward consumes it: a pass without saved values (a loss-only forward, or
+// one a backward already consumed) is an internal error.
+TEST(MultimodalLmPass, BackwardOfAnEmptyPassIsAnInternalError) {
+  const ThinkerConfig c = small_vocab_config("qwen3_omni_moe_toy");
+  auto model = make_model(c);
+  const MultimodalBatch batch = two_sample_batch(c);
+  const std::vector<std::string> message{"backward of a pass without saved values"};
+  SftPass loss_only = model->forward(batch, false);
+  EXPECT_EQ(loss_only.body, nullptr);
+  testing::expect_internal_error([&] { model->backward(std::move(loss_only), 0.1f, 0.5f); }, message);
+  SftPass pass = model->forward(batch, true);
+  model->backward(std::move(pass), 0.1f, 0.5f);
+  EXPECT_EQ(pass.body, nullptr) << "backward consumes the pass";
+  testing::expect_internal_error([&] { model->backward(std::move(pass), 0.1f, 0.5f); }, message);
+}
+
+// The same through the LM (head included): two forwards, then their backwards in reverse order, each giving exactly
+// its own pair's gradients and statistics. Compared one backward at a time, from zero gradients.
+TEST(MultimodalLmPass, TwoForwardsThenReversedBackwardsMatchSeparatePairs) {
+  const ThinkerConfig c = small_vocab_config("qwen3_omni_moe_toy");
+  auto model = make_model(c);
+  const MultimodalBatch batch_a = two_sample_batch(c), batch_b = other_batch(c);
+  auto pair = [&](const MultimodalBatch& batch, ForwardStats& stats) {
+    model->params().zero_grads();
+    SftPass pass = model->forward(batch, true);
+    stats = pass.stats;
+    model->backward(std::move(pass), 0.1f, 0.5f);
+    return all_grads(*model);
+  };
+  ForwardStats stats_a, stats_b;
+  const auto grads_a = pair(batch_a, stats_a), grads_b = pair(batch_b, stats_b);
+  ASSERT_NE(grads_a, grads_b);
+
+  SftPass pass_a = model->forward(batch_a, true);
+  SftPass pass_b = model->forward(batch_b, true);
+  EXPECT_EQ(pass_a.stats.ce_sum, stats_a.ce_sum);
+  EXPECT_EQ(pass_a.stats.aux_loss, stats_a.aux_loss);
+  EXPECT_EQ(pass_b.stats.ce_sum, stats_b.ce_sum);
+  EXPECT_EQ(pass_b.stats.aux_loss, stats_b.aux_loss);
+  model->params().zero_grads();
+  model->backward(std::move(pass_b), 0.1f, 0.5f);
+  EXPECT_EQ(all_grads(*model), grads_b);
+  model->params().zero_grads();
+  model->backward(std::move(pass_a), 0.1f, 0.5f);
+  EXPECT_EQ(all_grads(*model), grads_a);
+}
+
 // ------------------------------------------------------------------------------------------ freezing
 
 void expect_freezing_drops_exactly_the_tower(bool freeze_vit, bool freeze_audio) {
@@ -509,8 +558,9 @@ void expect_freezing_drops_exactly_the_tower(bool freeze_vit, bool freeze_audio)
   const MultimodalBatch batch = two_sample_batch(c);
   auto free_model = make_model(c);
   free_model->params().zero_grads();
-  const ForwardStats a = free_model->forward(batch);
-  free_model->backward(0.1f, 0.5f);
+  SftPass pass_a = free_model->forward(batch, true);
+  const ForwardStats a = pass_a.stats;
+  free_model->backward(std::move(pass_a), 0.1f, 0.5f);
   const auto free_grads = all_grads(*free_model);
 
   MultimodalOptions options;
@@ -518,8 +568,9 @@ void expect_freezing_drops_exactly_the_tower(bool freeze_vit, bool freeze_audio)
   options.freeze_audio_tower = freeze_audio;
   auto frozen = make_model(c, options);
   frozen->params().zero_grads();
-  const ForwardStats b = frozen->forward(batch);
-  frozen->backward(0.1f, 0.5f);
+  SftPass pass_b = frozen->forward(batch, true);
+  const ForwardStats b = pass_b.stats;
+  frozen->backward(std::move(pass_b), 0.1f, 0.5f);
   EXPECT_EQ(a.ce_sum, b.ce_sum);
   for (const auto& [name, grad] : all_grads(*frozen)) {
     const bool vision = name.rfind("thinker.visual.", 0) == 0, audio = name.rfind("thinker.audio_tower.", 0) == 0;
@@ -555,24 +606,24 @@ TEST(MultimodalLmInputs, MaskCountsMustMatchTheEncoders) {
   };
   MultimodalBatch b = good;
   b.image_mask = without_first(good.image_mask);
-  EXPECT_THROW(model->forward(b), InputError);
+  EXPECT_THROW(model->forward(b, true), InputError);
   b = good;
   b.audio_mask = without_first(good.audio_mask);
-  EXPECT_THROW(model->forward(b), InputError);
+  EXPECT_THROW(model->forward(b, true), InputError);
   b = good;
   b.audio_feature_lengths.back() += 100;  // more frames than input_features holds, and more tokens than the mask
-  EXPECT_THROW(model->forward(b), InputError);
+  EXPECT_THROW(model->forward(b, true), InputError);
   b = good;
   b.video_mask = good.image_mask;  // video tokens without video grids
-  EXPECT_THROW(model->forward(b), InputError);
+  EXPECT_THROW(model->forward(b, true), InputError);
   b = good;
   b.image_mask = good.image_mask.to_dtype(DType::F32);
-  EXPECT_THROW(model->forward(b), InputError);
+  EXPECT_THROW(model->forward(b, true), InputError);
   b = good;
   b.image_grids = {{1, 4, 8}};  // 8 merged tokens for a mask of 4
-  EXPECT_THROW(model->forward(b), InputError);
+  EXPECT_THROW(model->forward(b, true), InputError);
   // The good batch still runs after the rejected ones.
-  EXPECT_NO_THROW(model->forward(good));
+  EXPECT_NO_THROW(model->forward(good, true));
 }
 
 TEST(MultimodalLmInputs, OverlappingMasksAndAudioWithoutEncoder) {
@@ -583,13 +634,13 @@ TEST(MultimodalLmInputs, OverlappingMasksAndAudioWithoutEncoder) {
   static_cast<uint8_t*>(both.raw_data())[static_cast<size_t>(mask_positions(b.image_mask, both.numel(), "m")[0])] = 1;
   b.image_mask = both;
   b.audio_mask = both;
-  EXPECT_THROW(model->forward(b), InputError);
+  EXPECT_THROW(model->forward(b, true), InputError);
 
   const ThinkerConfig vl = small_vocab_config("qwen3_vl_toy");
   auto vl_model = make_model(vl);
   MultimodalBatch with_audio = two_sample_batch(omni);
   with_audio.text.position_ids = with_audio.text.position_ids.to_dtype(DType::I64);
-  EXPECT_THROW(vl_model->forward(with_audio), InputError);
+  EXPECT_THROW(vl_model->forward(with_audio, true), InputError);
 }
 
 }  // namespace

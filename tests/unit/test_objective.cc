@@ -111,8 +111,9 @@ TEST(SftObjective, EqualsTheCausalLmSftPassBitwise) {
     CausalLM lm(config, ModelOptions{});
     lm.init_weights(7);
     lm.params().zero_grads();
-    const ForwardStats stats = lm.forward(batch.text);
-    lm.backward(scale.ce_grad_scale(), scale.aux_grad_scale());
+    SftPass pass = lm.forward(batch.text, true);
+    const ForwardStats stats = pass.stats;
+    lm.backward(std::move(pass), scale.ce_grad_scale(), scale.aux_grad_scale());
 
     TrainModel model(config, ModelOptions{});
     model.init_weights(7);

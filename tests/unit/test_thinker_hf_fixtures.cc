@@ -121,12 +121,13 @@ void check_forward_backward(const CaseName& name) {
 
   model->params().zero_grads();
   Tensor logits;
-  const ForwardStats stats = model->forward(batch, false, &logits);
+  SftPass pass = model->forward(batch, true, &logits);
+  const ForwardStats stats = pass.stats;
   const double loss = mean_loss(stats), expected_loss = c.expected["loss"].get<double>();
   EXPECT_NEAR(loss, expected_loss, kRelTol * std::fabs(expected_loss)) << name.name() << " loss";
   const double logits_err = testing::relative_error(logits, outputs.read("logits"));
   EXPECT_LE(logits_err, kRelTol) << name.name() << " logits";
-  model->backward(1.0f / static_cast<float>(stats.valid_tokens), 0.0f);
+  model->backward(std::move(pass), 1.0f / static_cast<float>(stats.valid_tokens), 0.0f);
   double worst = 0;
   std::string worst_name;
   for (const auto& p : model->params().all()) {
@@ -170,11 +171,12 @@ void check_adamw_steps(const CaseName& name) {
   for (size_t step = 0; step < expected.size(); ++step) {
     const bool last = step + 1 == expected.size();
     model->params().zero_grads();
-    const double loss = mean_loss(model->forward(batch, last));
+    SftPass pass = model->forward(batch, !last);
+    const double loss = mean_loss(pass.stats);
     EXPECT_NEAR(loss, expected[step], kRelTol * expected[step]) << name.name() << " loss before AdamW step " << step + 1;
     std::printf("[%s] AdamW step %zu: loss %.9g vs %.9g\n", name.name().c_str(), step, loss, expected[step]);
     if (last) break;
-    model->backward(1.0f / static_cast<float>(batch.text.valid_tokens), 0.0f);
+    model->backward(std::move(pass), 1.0f / static_cast<float>(batch.text.valid_tokens), 0.0f);
     adamw.step(hp["lr"].get<double>());
   }
   const nlohmann::json& final_params = c.expected["final_params"];

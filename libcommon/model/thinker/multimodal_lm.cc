@@ -334,19 +334,11 @@ void MultimodalLM::set_param_hooks(ParamHooks* hooks) {
   head_.set_param_hooks(hooks);
 }
 
-ForwardStats MultimodalLM::forward(const MultimodalBatch& batch, bool only_loss, Tensor* logits_out) {
-  pending_.reset();
-  SftPass pass = sft_forward(body_, head_, batch, !only_loss, logits_out);
-  const ForwardStats stats = pass.stats;
-  if (!only_loss) pending_ = std::move(pass);
-  return stats;
+SftPass MultimodalLM::forward(const MultimodalBatch& batch, bool save, Tensor* logits_out) {
+  return sft_forward(body_, head_, batch, save, logits_out);
 }
 
-void MultimodalLM::backward(float ce_grad_scale, float aux_grad_scale) {
-  VEOMNI_CHECK(pending_.has_value(),
-               "backward without a preceding forward that kept its activations (only_loss = false)");
-  SftPass pass = std::move(*pending_);
-  pending_.reset();
+void MultimodalLM::backward(SftPass&& pass, float ce_grad_scale, float aux_grad_scale) {
   sft_backward(body_, head_, std::move(pass), ce_grad_scale, aux_grad_scale);
 }
 

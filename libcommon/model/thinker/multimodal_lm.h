@@ -3,7 +3,6 @@
 #pragma once
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -79,8 +78,9 @@ class MultimodalBody final : public ModelBody {
 };
 
 // Qwen3-VL / Qwen3-Omni thinker for conditional generation: the multimodal body with the LM head
-// (lm_head.weight for Qwen3-VL, thinker.lm_head.weight for Omni) on token cross-entropy, one SFT micro-batch at a
-// time (tests, fixtures and tools). forward keeps the micro-batch's saved values until backward consumes them.
+// (lm_head.weight for Qwen3-VL, thinker.lm_head.weight for Omni) on token cross-entropy over SFT micro-batches
+// (tests, fixtures and tools). forward returns the pass, saved values included, and backward consumes it: the
+// model keeps nothing of a micro-batch.
 class MultimodalLM {
  public:
   MultimodalLM(const ThinkerConfig& config, const MultimodalOptions& options);
@@ -99,16 +99,15 @@ class MultimodalLM {
   void init_weights(uint64_t seed) { body_.init_weights(seed); }
   void set_param_hooks(ParamHooks* hooks);
 
-  // The body, then the loss. Keeps what backward needs unless only_loss; logits_out, when non-null, receives the
-  // [S, V] f32 logits.
-  ForwardStats forward(const MultimodalBatch& batch, bool only_loss = false, Tensor* logits_out = nullptr);
-  // Backward of the last forward (scales as CausalLM::backward). Parameter grads accumulate.
-  void backward(float ce_grad_scale, float aux_grad_scale);
+  // The body, then the loss: the pass holds its ForwardStats and, with save, what its backward needs. logits_out,
+  // when non-null, receives the [S, V] f32 logits.
+  SftPass forward(const MultimodalBatch& batch, bool save, Tensor* logits_out = nullptr);
+  // Backward of a pass, consuming it (scales as CausalLM::backward). Parameter grads accumulate.
+  void backward(SftPass&& pass, float ce_grad_scale, float aux_grad_scale);
 
  private:
   MultimodalBody body_;
   LmHead head_;
-  std::optional<SftPass> pending_;
 };
 
 }  // namespace veomni
