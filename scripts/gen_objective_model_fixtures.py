@@ -23,6 +23,8 @@ Cases
   reward_moe         Qwen3MoeForSequenceClassification from the qwen3_moe_toy config, made here
   value_dense        Qwen3ForTokenClassification (num_labels 1, score with bias, classifier_dropout 0), made here;
                      critic cliprange_value 0.5 against random returns / old_values
+  value_moe          the same with Qwen3MoeForTokenClassification from the qwen3_moe_toy config (router aux loss
+                     added, as output_router_logits is on)
   actor_dense        qwen3_toy policy, verl vanilla PPO loss: clip_ratio 0.2, clip_ratio_c 3.0, entropy_coeff 0.01,
   actor_moe          use_kl_loss, kl_loss_coef 0.05, kl_loss_type low_var_kl (qwen3_moe_toy for actor_moe)
   dpo_sigmoid_vl     the Qwen3-VL toy of tests/fixtures/thinker/models/qwen3_vl_toy (its weights.safetensors, our
@@ -128,6 +130,7 @@ CASES = {
     "actor_moe": dict(objective="ppo_actor", base="qwen3_moe_toy", head="causal_lm", config={"actor": ACTOR}),
     "dpo_sigmoid_vl": dict(objective="dpo", base="qwen3_vl_toy", head="thinker_lm",
                            config={"dpo_config": DPO_SIGMOID}, reference="model"),
+    "value_moe": dict(objective="value", base="qwen3_moe_toy", head="token_value", config={"critic": CRITIC}),
 }
 # dpo_sigmoid_vl: (chosen answer tokens, rejected answer tokens, image grid (t, h, w) in patches) of the 2 pairs.
 VL_PAIR_SHAPES = [(4, 3, (1, 4, 4)), (2, 5, (1, 8, 4))]

@@ -152,6 +152,7 @@ TEST(ObjectiveModelFixtures, DpoIpoMoeMatchesTransformers) { check_loss_metrics_
 TEST(ObjectiveModelFixtures, RewardDenseMatchesTransformers) { check_loss_metrics_gradients("reward_dense"); }
 TEST(ObjectiveModelFixtures, RewardMoeMatchesTransformers) { check_loss_metrics_gradients("reward_moe"); }
 TEST(ObjectiveModelFixtures, ValueDenseMatchesTransformers) { check_loss_metrics_gradients("value_dense"); }
+TEST(ObjectiveModelFixtures, ValueMoeMatchesTransformers) { check_loss_metrics_gradients("value_moe"); }
 TEST(ObjectiveModelFixtures, ActorDenseMatchesTransformers) { check_loss_metrics_gradients("actor_dense"); }
 TEST(ObjectiveModelFixtures, ActorMoeMatchesTransformers) { check_loss_metrics_gradients("actor_moe"); }
 
@@ -163,6 +164,7 @@ TEST(ObjectiveModelFixtures, DpoIpoMoeAdamWStepsMatchTransformers) { check_adamw
 TEST(ObjectiveModelFixtures, RewardDenseAdamWStepsMatchTransformers) { check_adamw_steps("reward_dense"); }
 TEST(ObjectiveModelFixtures, RewardMoeAdamWStepsMatchTransformers) { check_adamw_steps("reward_moe"); }
 TEST(ObjectiveModelFixtures, ValueDenseAdamWStepsMatchTransformers) { check_adamw_steps("value_dense"); }
+TEST(ObjectiveModelFixtures, ValueMoeAdamWStepsMatchTransformers) { check_adamw_steps("value_moe"); }
 TEST(ObjectiveModelFixtures, ActorDenseAdamWStepsMatchTransformers) { check_adamw_steps("actor_dense"); }
 TEST(ObjectiveModelFixtures, ActorMoeAdamWStepsMatchTransformers) { check_adamw_steps("actor_moe"); }
 TEST(ObjectiveModelFixtures, DpoSigmoidVlAdamWStepsMatchTransformers) { check_adamw_steps("dpo_sigmoid_vl"); }
