@@ -252,6 +252,52 @@ void pair_media_layout(DummyLayout& layout) {
   layout.video_tokens *= 2;
 }
 
+// A multimodal rollout: the family's dummy sample (its media where that sample has them); the response is the
+// second half of its text tokens.
+void rollout_media_layout(DummyLayout& layout) {
+  VEOMNI_INPUT_CHECK(layout.media == DummyType::Qwen3VL || layout.media == DummyType::Qwen3Omni,
+                     "--media must be qwen3vl or qwen3omni, got {}", dummy_type_name(layout.media));
+  if (layout.media == DummyType::Qwen3VL) vl_layout(layout, 16);
+  else omni_layout(layout, 16);
+}
+
+// Per-token rollout values where labels predict something, 0 elsewhere.
+void add_rollout_values(Sample& sample, const Tensor& labels, Rng& rng) {
+  const int64_t length = labels.numel();
+  for (const char* key : kRolloutKeys) {
+    const bool log_prob = std::string_view(key).find("log_prob") != std::string_view::npos;
+    Tensor values = Tensor::zeros({length}, DType::F32);
+    for (int64_t i = 0; i < length; ++i)
+      if (labels.data<int64_t>()[i] != kIgnoreIndex)
+        values.data<float>()[i] = log_prob ? -4.0f * uniform24(rng) : 2.0f * uniform24(rng) - 1.0f;
+    sample[key] = values;
+  }
+}
+
+// The family's sample with labels -100 on media tokens and on the first half of its text tokens (the prompt), and
+// rollout values on the response.
+void add_media_rollout_keys(Sample& sample, const DummyLayout& layout, Rng& rng) {
+  DummyLayout family = layout;
+  family.type = layout.media;
+  add_text_keys(sample, family, rng);
+  add_vision_keys(sample, family, rng);
+  if (layout.media == DummyType::Qwen3Omni) add_audio_keys(sample, family, rng);
+  Tensor& labels = sample["labels"];
+  int64_t* label = labels.data<int64_t>();
+  std::vector<bool> media(static_cast<size_t>(layout.length), false);
+  for (const char* mask : {"image_mask", "video_mask", "audio_mask"})
+    if (const auto found = sample.find(mask); found != sample.end())
+      for (int64_t i = 0; i < layout.length; ++i)
+        if (found->second.data<bool>()[i]) media[static_cast<size_t>(i)] = true;
+  // The first half of the text tokens is the prompt (the families put their text before, after or between media).
+  int64_t text_seen = 0;
+  for (int64_t i = 0; i < layout.length; ++i) {
+    if (media[static_cast<size_t>(i)]) label[i] = kIgnoreIndex;
+    else if (text_seen++ < layout.text_tokens / 2) label[i] = kIgnoreIndex;
+  }
+  add_rollout_values(sample, labels, rng);
+}
+
 // A prompt and its response with per-token values on the response (0 on the prompt).
 void add_rollout_keys(Sample& sample, const DummyLayout& layout, Rng& rng) {
   const int64_t length = layout.length, prompt = layout.prompt_tokens;
@@ -261,13 +307,7 @@ void add_rollout_keys(Sample& sample, const DummyLayout& layout, Rng& rng) {
   sample["labels"] = labels;
   sample["attention_mask"] = Tensor::full<int64_t>({length}, 1);
   sample["position_ids"] = arange_rows(1, length);
-  for (const char* key : kRolloutKeys) {
-    const bool log_prob = std::string_view(key).find("log_prob") != std::string_view::npos;
-    Tensor values = Tensor::zeros({length}, DType::F32);
-    for (int64_t i = prompt; i < length; ++i)
-      values.data<float>()[i] = log_prob ? -4.0f * uniform24(rng) : 2.0f * uniform24(rng) - 1.0f;
-    sample[key] = values;
-  }
+  add_rollout_values(sample, labels, rng);
 }
 
 // Logs "wrote n/N samples" at most every few seconds, with the rate and the time left.
@@ -316,8 +356,8 @@ const char* dummy_type_name(DummyType type) {
 }
 
 const char* DummyLayout::dataset_kind() const {
-  // A multimodal pair's file is of its media family's kind.
-  const DummyType family = type == DummyType::Preference ? media : type;
+  // A multimodal pair's or rollout's file is of its media family's kind.
+  const DummyType family = type == DummyType::Preference || type == DummyType::Rollout ? media : type;
   switch (family) {
     case DummyType::Text:
     case DummyType::Preference:
@@ -337,8 +377,8 @@ DummyLayout dummy_layout(DummyType type, int64_t seq_len, DummyType media) {
   layout.type = type;
   layout.seq_len = seq_len;
   layout.media = media;
-  VEOMNI_INPUT_CHECK(media == DummyType::Text || type == DummyType::Preference,
-                     "--media needs --type preference (it puts media in the prompt of preference pairs)");
+  VEOMNI_INPUT_CHECK(media == DummyType::Text || type == DummyType::Preference || type == DummyType::Rollout,
+                     "--media needs --type preference or rollout (it puts media in the prompt of pairs and rollouts)");
   switch (type) {
     case DummyType::Text: layout.length = layout.text_tokens = seq_len; break;
     case DummyType::Qwen2VL: vl_layout(layout, 14); break;
@@ -355,7 +395,8 @@ DummyLayout dummy_layout(DummyType type, int64_t seq_len, DummyType media) {
     case DummyType::Rollout:
       VEOMNI_INPUT_CHECK(seq_len >= 2, "--seq-len {} is too short for rollout: a prompt and a response token", seq_len);
       layout.length = layout.text_tokens = seq_len;
-      layout.prompt_tokens = seq_len / 2;
+      if (media != DummyType::Text) rollout_media_layout(layout);
+      layout.prompt_tokens = layout.length / 2;
       break;
   }
   return layout;
@@ -370,7 +411,8 @@ Sample make_dummy_sample(const DummyLayout& layout, uint64_t seed, int64_t index
     return sample;
   }
   if (layout.type == DummyType::Rollout) {
-    add_rollout_keys(sample, layout, rng);
+    if (layout.media != DummyType::Text) add_media_rollout_keys(sample, layout, rng);
+    else add_rollout_keys(sample, layout, rng);
     return sample;
   }
   add_text_keys(sample, layout, rng);

@@ -75,7 +75,7 @@ struct DummyDatasetOptions {
   int64_t num_shards = 1;
   uint64_t seed = 0;
   bool ref_logps = false;  // preference only
-  DummyType media = DummyType::Text;  // preference only: Qwen3VL or Qwen3Omni for multimodal pairs
+  DummyType media = DummyType::Text;  // preference or rollout: Qwen3VL or Qwen3Omni for multimodal samples
   std::string out;  // file path; with several shards "<out without .h5>-NNNNN-of-MMMMM.h5"
   int compression_level = 1;
 };

@@ -20,3 +20,24 @@ if(VEOMNI_MPIEXEC)
       LABELS "integration;mpi" RESOURCE_LOCK mpi TIMEOUT 300)
   endforeach()
 endif()
+
+# The value model and the PPO actor on multimodal rollouts (veomni-dummy-data --type rollout --media: the family's
+# dummy sample, its second half's text the response), aligned the same way.
+if(VEOMNI_MPIEXEC)
+  foreach(objective value ppo_actor)
+    add_test(NAME parallel_align_${objective}_vl_rollouts
+      COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/parallel_align.sh ${VEOMNI_BIN_DIR} ${CMAKE_SOURCE_DIR}
+              qwen3_vl_toy 1e-4 1e-5 1:1:1 2:1:1 2:2:1)
+    set_tests_properties(parallel_align_${objective}_vl_rollouts PROPERTIES
+      ENVIRONMENT
+      "ALIGN_OBJECTIVE=${objective};ALIGN_DATA_EXTRA=--media qwen3vl;ALIGN_SEQ_LEN=128;ALIGN_VOCAB_SIZE=2048;ALIGN_STEPS=2"
+      LABELS "integration;mpi" RESOURCE_LOCK mpi TIMEOUT 300)
+    add_test(NAME parallel_align_${objective}_omni_rollouts
+      COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/parallel_align.sh ${VEOMNI_BIN_DIR} ${CMAKE_SOURCE_DIR}
+              qwen3_omni_moe_toy 1e-4 1e-5 1:1:1 2:1:2 2:2:1 4:2:2)
+    set_tests_properties(parallel_align_${objective}_omni_rollouts PROPERTIES
+      ENVIRONMENT
+      "ALIGN_OBJECTIVE=${objective};ALIGN_DATA_EXTRA=--media qwen3omni;ALIGN_SEQ_LEN=336;ALIGN_VOCAB_SIZE=2048;ALIGN_STEPS=2"
+      LABELS "integration;mpi" RESOURCE_LOCK mpi TIMEOUT 300)
+  endforeach()
+endif()

@@ -78,3 +78,6 @@ for layout in "$@"; do
   runs+=("$run")
 done
 "$bin/veomni-align-check" --rtol "$rtol" --atol "$atol" --keys "$keys" "${runs[@]}"
+# An objective whose data give it nothing to learn (no pairs, no response tokens) would align trivially at zero.
+python3 -c "import json, sys; sys.exit(0 if any(v != 0 for v in json.load(open(sys.argv[1]))['loss']) else 1)" \
+  "${runs[0]}/log_dict.json" || { echo "the first layout's loss is 0 at every step: nothing was trained" >&2; exit 1; }

@@ -214,11 +214,44 @@ TEST_F(DatasetObjectiveKeys, DummyMultimodalPairsHoldThePromptsMediaInBothHalves
   EXPECT_EQ(omni.at("audio_feature_lengths").numel(), 4);
   expect_input_error([] { dummy_layout(DummyType::Preference, 99, DummyType::Qwen3VL); },
                      {"--seq-len 99 is too short for qwen3vl preference pairs", "--seq-len 100 or more"});
-  expect_input_error([] { dummy_layout(DummyType::Rollout, 200, DummyType::Qwen3VL); },
-                     {"--media needs --type preference"});
+  expect_input_error([] { dummy_layout(DummyType::Text, 200, DummyType::Qwen3VL); },
+                     {"--media needs --type preference or rollout"});
   expect_input_error([] { dummy_layout(DummyType::Preference, 200, DummyType::Qwen2VL); },
                      {"--media must be qwen3vl or qwen3omni"});
 }
+
+// A multimodal rollout is the family's dummy sample: labels -100 on its media and on the first half of its text
+// tokens, the rollout values on the other text tokens and 0 wherever nothing is predicted.
+TEST_F(DatasetObjectiveKeys, DummyMultimodalRolloutsHoldValuesOnTheResponseTextOnly) {
+  for (DummyType family : {DummyType::Qwen3VL, DummyType::Qwen3Omni}) {
+    const DummyLayout layout = dummy_layout(DummyType::Rollout, 336, family);
+    EXPECT_STREQ(layout.dataset_kind(), family == DummyType::Qwen3VL ? "vl" : "omni");
+    const Sample s = make_dummy_sample(layout, 3, 1);
+    const int64_t length = s.at("input_ids").numel();
+    const int64_t* labels = s.at("labels").data<int64_t>();
+    std::vector<bool> media(static_cast<size_t>(length), false);
+    for (const char* mask : {"image_mask", "video_mask", "audio_mask"})
+      if (s.count(mask))
+        for (int64_t i = 0; i < length; ++i) media[static_cast<size_t>(i)] = media[static_cast<size_t>(i)] || s.at(mask).data<bool>()[i];
+    int64_t response = 0, text = 0;
+    for (int64_t i = 0; i < length; ++i) {
+      const bool predicted = labels[i] != -100;  // the ignore index
+      if (media[static_cast<size_t>(i)]) {
+        EXPECT_FALSE(predicted) << i;
+      }
+      text += !media[static_cast<size_t>(i)];
+      response += predicted;
+      for (const char* key : kRolloutKeys) {
+        if (!predicted) {
+          EXPECT_EQ(s.at(key).data<float>()[i], 0.0f) << key << " " << i;
+        }
+      }
+    }
+    EXPECT_EQ(response, text - text / 2);
+    EXPECT_GT(response, 0);
+  }
+}
+
 
 }  // namespace
 }  // namespace veomni

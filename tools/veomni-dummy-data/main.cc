@@ -44,7 +44,8 @@ void add_options(CLI::App& app, Arguments& args) {
                "With --type preference: add ref_chosen_logps and ref_rejected_logps to every pair");
   app.add_option("--media", args.media,
                  "With --type preference: qwen3vl or qwen3omni puts that family's dummy media (images, video; audio "
-                 "for qwen3omni) in the prompt of every pair, held by both halves (default text: no media)")
+                 "for qwen3omni) in the prompt of every pair, held by both halves; with --type rollout: the family's "
+                 "dummy sample, the second half of its text tokens the response (default text: no media)")
       ->check(CLI::IsMember({"text", "qwen3vl", "qwen3omni"}));
   app.add_option("--out", args.options.out, "Output file (.h5); with --num-shards N: <out>-0000k-of-0000N.h5")
       ->required();
@@ -65,7 +66,9 @@ void print_summary(const veomni::DummyDatasetSummary& summary) {
                 static_cast<long long>(layout.length - layout.chosen_tokens),
                 static_cast<long long>(layout.prompt_tokens));
   if (layout.media != veomni::DummyType::Text)
-    std::printf("pair media: %s in the prompt of both halves\n", veomni::dummy_type_name(layout.media));
+    std::printf(layout.type == veomni::DummyType::Preference ? "pair media: %s in the prompt of both halves\n"
+                                                             : "rollout media: %s\n",
+                veomni::dummy_type_name(layout.media));
   if (layout.type == veomni::DummyType::Rollout)
     std::printf("rollout: prompt %lld, response %lld\n", static_cast<long long>(layout.prompt_tokens),
                 static_cast<long long>(layout.length - layout.prompt_tokens));
