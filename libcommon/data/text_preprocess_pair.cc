@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/preference_record.h"
 #include "data/text_preprocess_record.h"
 
 namespace veomni {
@@ -79,14 +80,6 @@ PairMessages shared_prompt(const json& record, const std::optional<std::string>&
   return out;
 }
 
-float ref_logps(const json& record, const char* key) {
-  const json& value = record[key];
-  VEOMNI_INPUT_CHECK(value.is_number(), "\"{}\" is {}, expected a number", key, value.type_name());
-  const auto f = static_cast<float>(value.get<double>());
-  VEOMNI_INPUT_CHECK(std::isfinite(f), "\"{}\" is {}, which is not finite as a 32-bit float", key, value.dump());
-  return f;
-}
-
 }  // namespace
 
 PairEncoder::PairEncoder(const Tokenizer& tokenizer, PairOptions options)
@@ -112,8 +105,8 @@ EncodedPair PairEncoder::encode_record(const json& record) const {
                      ref_chosen ? "ref_rejected_logps" : "ref_chosen_logps");
   if (ref_chosen) {
     pair.has_ref_logps = true;
-    pair.ref_chosen_logps = ref_logps(record, "ref_chosen_logps");
-    pair.ref_rejected_logps = ref_logps(record, "ref_rejected_logps");
+    pair.ref_chosen_logps = record_ref_logps(record, "ref_chosen_logps");
+    pair.ref_rejected_logps = record_ref_logps(record, "ref_rejected_logps");
   }
   // Every message starts with an added token, so a conversation's ids are its prompt's ids followed by its answer's.
   const int64_t prompt_tokens = chat_.encode(messages.prompt).size();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/preference_record.h"
 #include "data/dataset_objective_keys.h"
 #include "media/multimodal_record.h"
 
@@ -71,14 +72,6 @@ PairMessages split_shared_prompt(std::vector<MultimodalMessage> chosen, std::vec
   check_answer(out.chosen, "chosen", shared);
   check_answer(out.rejected, "rejected", shared);
   return out;
-}
-
-float ref_logps(const json& record, const char* key) {
-  const json& value = record[key];
-  VEOMNI_INPUT_CHECK(value.is_number(), "\"{}\" is {}, expected a number", key, value.type_name());
-  const auto f = static_cast<float>(value.get<double>());
-  VEOMNI_INPUT_CHECK(std::isfinite(f), "\"{}\" is {}, which is not finite as a 32-bit float", key, value.dump());
-  return f;
 }
 
 // a then b along `axis` (0, or 1 of a 2-D tensor); the other sizes must agree.
@@ -183,9 +176,9 @@ EncodedMultimodal MultimodalPairEncoder::encode(const json& record, const std::s
   out.sample = concat_pair_halves(chosen, half(messages.rejected));
   if (ref_chosen) {
     out.sample[kRefChosenLogpsKey] =
-        Tensor::from_vector(std::vector<float>{ref_logps(record, "ref_chosen_logps")}, {1});
+        Tensor::from_vector(std::vector<float>{record_ref_logps(record, "ref_chosen_logps")}, {1});
     out.sample[kRefRejectedLogpsKey] =
-        Tensor::from_vector(std::vector<float>{ref_logps(record, "ref_rejected_logps")}, {1});
+        Tensor::from_vector(std::vector<float>{record_ref_logps(record, "ref_rejected_logps")}, {1});
   }
   return out;
 }
