@@ -86,6 +86,22 @@ std::string attribute_where(const std::string& file, const std::vector<uint8_t>&
   return fmt::format("{} attribute '{}'", file, name);
 }
 
+// A number's datatype (fixed-point class 0, floating-point class 1): its bits must lie inside its element, which
+// HDF5's conversions assume when they walk the bits (a damaged precision or offset reads past the value).
+void check_number_layout(const std::vector<uint8_t>& d, uint64_t type_at, uint64_t type_size, unsigned type_class,
+                         uint64_t element_bytes, const std::string& where) {
+  if (type_class != 0 && type_class != 1) return;
+  const uint64_t properties = type_class == 0 ? 4 : 12;
+  const auto damaged = [&where] {
+    return InputError(fmt::format("{}: its number type is damaged (bits outside the element; a damaged file?)", where));
+  };
+  if (type_size < 8 + properties || element_bytes == 0 || element_bytes > 16) throw damaged();
+  const uint8_t* p = &d[type_at + 8];
+  const uint64_t bits = 8 * element_bytes, offset = decode_le(p, 2), precision = decode_le(p + 2, 2);
+  if (precision == 0 || offset + precision > bits) throw damaged();
+  if (type_class == 1 && (uint64_t{p[4]} + p[5] > precision || uint64_t{p[6]} + p[7] > precision)) throw damaged();
+}
+
 // An attribute message's parts (name, datatype, dataspace, value) must each lie inside the message.
 void check_attribute_message(const HeaderMessage& message, const RawFile& file) {
   const std::vector<uint8_t>& d = message.data;
@@ -112,6 +128,7 @@ void check_attribute_message(const HeaderMessage& message, const RawFile& file) 
   if (type_class != 0 && type_class != 1 && type_class != 3 && type_class != 9)
     throw InputError(fmt::format("{}: of HDF5 type class {} (veomni reads numbers and strings)", where, type_class));
   const uint64_t element_bytes = decode_le(&d[type_at + 4], 4);
+  check_number_layout(d, type_at, type_size, type_class, element_bytes, where);
   const std::optional<uint64_t> elements = dataspace_elements(&d[space_at], space_size, file.length_bytes());
   uint64_t value_bytes = 0;
   if (!elements || __builtin_mul_overflow(*elements, element_bytes, &value_bytes) || value_bytes > d.size() - value_at)

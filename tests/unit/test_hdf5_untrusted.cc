@@ -200,6 +200,28 @@ TEST_F(Hdf5UntrustedTest, AttributeMessageLargerThanItselfIsAnInputError) {
   EXPECT_NE(error.find("larger than itself"), std::string::npos) << error;
 }
 
+// HDF5's integer conversion walked the bits a damaged precision names, past the attribute's value (a SEGV in
+// H5T__bit_find, found by fuzz_rank_file); a number type whose bits leave its element is now an InputError.
+TEST_F(Hdf5UntrustedTest, NumberTypeWithBitsOutsideItsElementIsAnInputError) {
+  {
+    h5::File file = h5::File::create(path("bits.h5"));
+    file.set_int_attribute("num_shards", 1);
+  }
+  std::string bytes = file_bytes(path("bits.h5"));
+  const size_t name = bytes.find("num_shards");
+  ASSERT_NE(name, std::string::npos);
+  // Version-1 message: the name (11 bytes, padded to 16) after 8 header bytes, then the datatype: class and bit
+  // fields (4), element size (4), bit offset (2), precision (2).
+  const size_t type = name + 16;
+  ASSERT_EQ(bytes[type] & 0x0F, 0);  // fixed-point
+  ASSERT_EQ(static_cast<uint8_t>(bytes[type + 10]), 64);  // a 64-bit integer's precision
+  bytes[type + 11] = '\x0f';  // precision 0x0f40 bits in an 8-byte element
+  put_file_bytes(path("bits.h5"), bytes);
+  const std::string error = input_error_of([&] { (void)h5::File::open(path("bits.h5")).int_attribute("num_shards"); });
+  EXPECT_NE(error.find(path("bits.h5") + " attribute 'num_shards'"), std::string::npos) << error;
+  EXPECT_NE(error.find("number type is damaged"), std::string::npos) << error;
+}
+
 // H5Fopen loaded the root group's header and allocated the length of a damaged continuation message, up to 2^63
 // bytes (found by fuzz_dataset); the root header is now checked against the file size before HDF5 opens the file.
 TEST_F(Hdf5UntrustedTest, HeaderContinuationBeyondTheFileIsAnInputError) {
