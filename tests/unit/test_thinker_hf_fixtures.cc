@@ -217,8 +217,7 @@ const CaseName kCases[] = {
     {"qwen3_omni_moe_toy", "qwen3omni", "dummy"},  {"qwen3_omni_moe_toy", "qwen3omni", "preprocess"},
 };
 
-// Disabled until the lead has run scripts/gen_thinker_fixtures.py on the GPU machine and committed
-// tests/fixtures/thinker/models/*/weights.safetensors and cases/; enabling is this line without "DISABLED_".
+// The cases of tests/fixtures/thinker/cases/, made by scripts/gen_thinker_fixtures.py with transformers.
 INSTANTIATE_TEST_SUITE_P(Transformers, ThinkerHfFixture, ::testing::ValuesIn(kCases),
                          [](const ::testing::TestParamInfo<CaseName>& param_info) { return param_info.param.name(); });
 
