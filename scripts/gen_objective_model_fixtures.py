@@ -30,8 +30,19 @@ Cases
   dpo_sigmoid_vl     the Qwen3-VL toy of tests/fixtures/thinker/models/qwen3_vl_toy (its weights.safetensors, our
                      names = transformers' Qwen3VLForConditionalGeneration names), DPO sigmoid as dpo_sigmoid_dense
                      against a frozen reference copy, on 2 multimodal pairs with an image in the prompt (below)
+  reward_vl          the same toy's Qwen3VLModel with a reward head (score, no bias, made here: normal(0,
+  value_vl           initializer_range) as transformers initialises a classification head; value_vl's has a bias,
+                     0); model/ holds config.json and weights.safetensors under transformers' names (model.*,
+                     score.*); transformers has no Qwen3-VL classification class, so the value is score(the
+                     base model's last_hidden_state), as ...ForSequenceClassification / ...ForTokenClassification
+                     compute it; on 2 multimodal pairs (reward) or 2 multimodal rollouts (value, critic as value_dense)
+  actor_vl           the Qwen3-VL toy as dpo_sigmoid_vl, PPO actor as actor_dense, on 2 multimodal rollouts
+  Multimodal cases have "multimodal": true in expected.json.
 
-Multimodal pairs (dpo_sigmoid_vl; man veomni-data(5), PREFERENCE PAIRS)
+Multimodal rollouts (value_vl, actor_vl): one sequence per sample, the prompt as a pair's (below), then the response
+  (labels -100 on the prompt); the rollout keys as the text rollouts'; transformers runs each sample alone.
+
+Multimodal pairs (dpo_sigmoid_vl, reward_vl; man veomni-data(5), PREFERENCE PAIRS)
   Each half holds the whole prompt: 3 text tokens, <|vision_start|>, the image's merged tokens, <|vision_end|>, 2
   text tokens; then its answer. The image's patches are stored twice (the chosen half's copy, then the rejected
   half's), image_grid_thw has one row per copy, image_mask marks both runs, input_ids are 0 under the mask, and
@@ -128,12 +139,19 @@ CASES = {
     "value_dense": dict(objective="value", base="qwen3_toy", head="token_value", config={"critic": CRITIC}),
     "actor_dense": dict(objective="ppo_actor", base="qwen3_toy", head="causal_lm", config={"actor": ACTOR}),
     "actor_moe": dict(objective="ppo_actor", base="qwen3_moe_toy", head="causal_lm", config={"actor": ACTOR}),
-    "dpo_sigmoid_vl": dict(objective="dpo", base="qwen3_vl_toy", head="thinker_lm",
+    "dpo_sigmoid_vl": dict(objective="dpo", base="qwen3_vl_toy", head="causal_lm", multimodal=True,
                            config={"dpo_config": DPO_SIGMOID}, reference="model"),
     "value_moe": dict(objective="value", base="qwen3_moe_toy", head="token_value", config={"critic": CRITIC}),
+    "reward_vl": dict(objective="reward", base="qwen3_vl_toy", head="sequence_reward", multimodal=True, config={}),
+    "value_vl": dict(objective="value", base="qwen3_vl_toy", head="token_value", multimodal=True,
+                     config={"critic": CRITIC}),
+    "actor_vl": dict(objective="ppo_actor", base="qwen3_vl_toy", head="causal_lm", multimodal=True,
+                     config={"actor": ACTOR}),
 }
-# dpo_sigmoid_vl: (chosen answer tokens, rejected answer tokens, image grid (t, h, w) in patches) of the 2 pairs.
+# Multimodal pairs: (chosen answer tokens, rejected answer tokens, image grid (t, h, w) in patches) of the 2 pairs.
 VL_PAIR_SHAPES = [(4, 3, (1, 4, 4)), (2, 5, (1, 8, 4))]
+# Multimodal rollouts: (response tokens, image grid) of the 2 samples.
+VL_ROLLOUT_SHAPES = [(6, (1, 4, 4)), (9, (1, 8, 4))]
 VL_TEXT_VOCAB = 240  # random text ids stay below the special ids (248..254) of the toy's 256-token vocabulary
 
 
@@ -273,9 +291,10 @@ def check_packing_is_block_diagonal(model, head, row, packed):
             sys.exit(f"packed forward differs from the per-sequence forward by {diff}: packing not detected")
 
 
-def load_model(head, model_dir):
-    if head == "thinker_lm":
-        return load_vl_model(model_dir)
+def load_model(spec, model_dir):
+    head = spec["head"]
+    if spec.get("multimodal"):
+        return load_vl_model(model_dir, head)
     cls = {"causal_lm": AutoModelForCausalLM, "sequence_reward": AutoModelForSequenceClassification,
            "token_value": AutoModelForTokenClassification}[head]
     model = cls.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
@@ -296,19 +315,55 @@ def make_head_model(case, configs_root, model_dir, seed):
     model.save_pretrained(model_dir)
 
 
-def load_vl_model(model_dir):
-    """The Qwen3-VL toy with the thinker fixture's weights (our names are transformers' for Qwen3-VL)."""
-    from safetensors.torch import load_file
+class VlValueModel(torch.nn.Module):
+    """Qwen3VLModel with a value head: what Qwen3ForSequenceClassification / ...ForTokenClassification are for text
+    (transformers has no such class for Qwen3-VL); parameter names model.* and score.*."""
+
+    def __init__(self, vl, bias):
+        super().__init__()
+        self.config = vl.config
+        self.model = vl.model
+        self.score = torch.nn.Linear(vl.config.text_config.hidden_size, 1, bias=bias)
+
+
+def vl_model(model_dir, head):
     from hf_thinker_util import model_class, set_eager
     config = AutoConfig.from_pretrained(model_dir)
     set_eager(config)
-    model = model_class("Qwen3VLForConditionalGeneration")._from_config(config, attn_implementation="eager").float()
+    vl = model_class("Qwen3VLForConditionalGeneration")._from_config(config, attn_implementation="eager").float()
+    return vl if head == "causal_lm" else VlValueModel(vl, bias=head == "token_value")
+
+
+def load_vl_model(model_dir, head):
+    """A Qwen3-VL model with the weights of model_dir/weights.safetensors (our names are transformers' names)."""
+    from safetensors.torch import load_file
+    model = vl_model(model_dir, head)
     model.load_state_dict(load_file(os.path.join(model_dir, "weights.safetensors")), strict=True)
     model.train()
     return model
 
 
-# ---------------------------------------------------------------- multimodal pairs (dpo_sigmoid_vl)
+def make_vl_head_model(spec, toy_dir, model_dir, seed):
+    """The VL toy's weights with a value head initialised as transformers initialises one: config.json and
+    weights.safetensors in model_dir."""
+    from safetensors.torch import load_file
+    model = vl_model(toy_dir, spec["head"])
+    toy = load_file(os.path.join(toy_dir, "weights.safetensors"))
+    model.load_state_dict({k: v for k, v in toy.items() if k.startswith("model.")}, strict=False)
+    torch.manual_seed(seed)
+    torch.nn.init.normal_(model.score.weight, mean=0.0, std=model.config.text_config.initializer_range)
+    if model.score.bias is not None:
+        torch.nn.init.zeros_(model.score.bias)
+    state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+    missing = set(state) - set(toy) - {k for k in state if k.startswith("score.")}
+    if missing:
+        sys.exit(f"the VL toy's weights lack {sorted(missing)}")
+    os.makedirs(model_dir)
+    shutil.copy(os.path.join(toy_dir, "config.json"), os.path.join(model_dir, "config.json"))
+    save_file(state, os.path.join(model_dir, "weights.safetensors"))
+
+
+# ---------------------------------------------------------------- multimodal samples (the *_vl cases)
 
 def mrope_positions(ids, image_token, grids, merge):
     """Qwen3-VL's M-RoPE positions [3, L] of one sequence whose image runs (ids == image_token) follow `grids`."""
@@ -335,105 +390,99 @@ def mrope_positions(ids, image_token, grids, merge):
     return streams
 
 
-def make_vl_pairs(config, generator):
-    """The stored samples (tensors, our layout) and, per half, transformers' inputs."""
+def vl_prompt(config, grid, generator):
+    """3 text tokens, <|vision_start|>, the image's merged tokens, <|vision_end|>, 2 text tokens; the image's patches."""
     vision = config.vision_config
     merge = vision.spatial_merge_size
     patch_dim = vision.in_channels * vision.temporal_patch_size * vision.patch_size ** 2
-    image_token = config.image_token_id
-    samples, halves = [], []
+    t, h, w = grid
+    image_tokens = t * h * w // (merge * merge)
+    prompt = (random_tokens(VL_TEXT_VOCAB, 3, generator) + [config.vision_start_token_id] +
+              [config.image_token_id] * image_tokens + [config.vision_end_token_id] +
+              random_tokens(VL_TEXT_VOCAB, 2, generator))
+    pixels = torch.randn(t * h * w, patch_dim, generator=generator, dtype=torch.float32)
+    return prompt, pixels
+
+
+def vl_unit(config, ids, pixels, grid):
+    """transformers' inputs of one sequence run alone (its own copy of the image)."""
+    positions = mrope_positions(ids, config.image_token_id, [grid], config.vision_config.spatial_merge_size)
+    return {"hf_input_ids": torch.tensor(ids), "position_ids": torch.tensor(positions), "pixel_values": pixels,
+            "image_grid_thw": torch.tensor([grid])}
+
+
+def vl_sample(config, ids, labels, units, pixels, grids):
+    """The stored sample (our layout): ids 0 under the image mask, [3, L] positions of its sequences in a row."""
+    is_image = [x == config.image_token_id for x in ids]
+    return {"input_ids": torch.tensor([0 if m else x for x, m in zip(ids, is_image)]), "labels": torch.tensor(labels),
+            "position_ids": torch.cat([u["position_ids"] for u in units], dim=1),
+            "image_mask": torch.tensor(is_image, dtype=torch.uint8), "pixel_values": torch.cat(pixels),
+            "image_grid_thw": torch.tensor(grids)}
+
+
+def make_vl_pairs(config, generator):
+    """The stored pairs (tensors, our layout) and, per half, transformers' inputs."""
+    samples, units = [], []
     for chosen_answer, rejected_answer, grid in VL_PAIR_SHAPES:
-        t, h, w = grid
-        image_tokens = t * h * w // (merge * merge)
-        prompt = (random_tokens(VL_TEXT_VOCAB, 3, generator) + [config.vision_start_token_id] +
-                  [image_token] * image_tokens + [config.vision_end_token_id] +
-                  random_tokens(VL_TEXT_VOCAB, 2, generator))
-        pixels = torch.randn(t * h * w, patch_dim, generator=generator, dtype=torch.float32)
-        hf_ids, labels, positions = [], [], [[], [], []]
+        prompt, pixels = vl_prompt(config, grid, generator)
+        ids, labels, pair_units = [], [], []
         for n in (chosen_answer, rejected_answer):
             answer = random_tokens(VL_TEXT_VOCAB, n, generator)
-            half_ids = prompt + answer
-            half_positions = mrope_positions(half_ids, image_token, [grid], merge)
-            halves.append({"hf_input_ids": torch.tensor(half_ids), "position_ids": torch.tensor(half_positions),
-                           "pixel_values": pixels, "image_grid_thw": torch.tensor([grid])})
-            hf_ids += half_ids
+            pair_units.append(vl_unit(config, prompt + answer, pixels, grid))
+            ids += prompt + answer
             labels += [IGNORE] * len(prompt) + answer
-            for st in range(3):
-                positions[st] += half_positions[st]
-        is_image = [x == image_token for x in hf_ids]
-        samples.append({
-            "input_ids": torch.tensor([0 if m else x for x, m in zip(hf_ids, is_image)]),
-            "labels": torch.tensor(labels), "position_ids": torch.tensor(positions),
-            "image_mask": torch.tensor(is_image, dtype=torch.uint8),
-            "pixel_values": torch.cat([pixels, pixels]), "image_grid_thw": torch.tensor([grid, grid]),
-            "chosen_length": torch.tensor([len(prompt) + chosen_answer])})
-    return samples, halves
+        sample = vl_sample(config, ids, labels, pair_units, [pixels, pixels], [grid, grid])
+        sample["chosen_length"] = torch.tensor([len(prompt) + chosen_answer])
+        samples.append(sample)
+        units += pair_units
+    return samples, units
+
+
+def make_vl_rollouts(config, generator):
+    """The stored rollouts (tensors, our layout; the rollout keys are added later) and transformers' inputs."""
+    samples, units = [], []
+    for response_tokens, grid in VL_ROLLOUT_SHAPES:
+        prompt, pixels = vl_prompt(config, grid, generator)
+        response = random_tokens(VL_TEXT_VOCAB, response_tokens, generator)
+        unit = vl_unit(config, prompt + response, pixels, grid)
+        samples.append(vl_sample(config, prompt + response, [IGNORE] * len(prompt) + response, [unit], [pixels],
+                                 [grid]))
+        units.append(unit)
+    return samples, units
 
 
 def pack_vl(samples):
-    """The multimodal collator's row of these pairs: ours ids, [3, S] positions, shifted targets, sequences."""
-    ids, labels, positions, cu, roles = [], [], [[], [], []], [0], []
+    """The multimodal collator's row: ours ids, [3, S] positions, shifted targets, sequences, sample starts."""
+    ids, labels, positions, cu, roles, starts = [], [], [[], [], []], [0], [], []
     for k, s in enumerate(samples):
-        at, chosen = len(ids), int(s["chosen_length"][0])
+        at = len(ids)
+        starts.append(at)
         sample_labels = s["labels"].tolist()
         if k > 0:
             sample_labels[0] = IGNORE
-        sample_labels[chosen] = IGNORE
         ids += s["input_ids"].tolist()
+        if "chosen_length" in s:
+            chosen = int(s["chosen_length"][0])
+            sample_labels[chosen] = IGNORE
+            cu += [at + chosen, len(ids)]
+            roles += ["chosen", "rejected"]
+        else:
+            cu.append(len(ids))
+            roles.append("plain")
         labels += sample_labels
         for st in range(3):
             positions[st] += s["position_ids"][st].tolist()
-        cu += [at + chosen, len(ids)]
-        roles += ["chosen", "rejected"]
     return {"input_ids": ids, "position_ids": positions, "targets": labels[1:] + [IGNORE], "cu_seqlens": cu,
-            "roles": roles}
+            "roles": roles, "starts": starts}
 
 
-def run_vl_halves(model, halves):
-    """Each half alone through transformers; the logits [S, V] in the packed row's order."""
+def run_vl_units(model, head, units):
+    """Each sequence alone through transformers, in the packed row's order: {'logits' [S, V] | 'values' [S]}."""
     from hf_thinker_util import thinker_kwargs
-    return torch.cat([model(**thinker_kwargs(half)).logits[0] for half in halves])
-
-
-class VlPairCase:
-    """dpo_sigmoid_vl: DPO against a frozen reference copy on multimodal pairs (interface of Case)."""
-
-    def __init__(self, name, spec, model_dir, data_seed):
-        self.name, self.spec, self.model_dir, self.data_seed = name, spec, model_dir, data_seed
-        self.head, self.objective = spec["head"], spec["objective"]
-        self.aux_coef = 0.0
-        start = load_model(self.head, model_dir)
-        generator = torch.Generator().manual_seed(data_seed)
-        self.samples, self.halves = make_vl_pairs(start.config, generator)
-        self.row = pack_vl(self.samples)
-        self.reference = copy.deepcopy(start)
-        for p in self.reference.parameters():
-            p.requires_grad_(False)
-
-    def config(self):
-        return self.spec["config"]["dpo_config"]
-
-    def _sums(self, model):
-        logp, _ = token_logprobs(run_vl_halves(model, self.halves), self.row["targets"])
-        return sequence_sums(logp, self.row["cu_seqlens"]).double()
-
-    def loss(self, policy, with_metrics):
-        policy_logps = self._sums(policy)
-        with torch.no_grad():
-            ref_logps = self._sums(self.reference)
-        return dpo_objective(self.config(), policy_logps, ref_logps, pair_sequences(self.row), with_metrics)
-
-    def normaliser(self):
-        return {"global_pairs": len(pair_sequences(self.row))}
-
-    def write_batch(self, out_dir):
-        tensors = {f"{k}.{key}": value.contiguous() for k, s in enumerate(self.samples) for key, value in s.items()}
-        save_file(tensors, os.path.join(out_dir, "batch.safetensors"))
-
-    def packed_row(self):
-        return {"input_ids": self.row["input_ids"], "position_ids": [p for st in self.row["position_ids"] for p in st],
-                "target_ids": self.row["targets"], "cu_seqlens": self.row["cu_seqlens"],
-                "sequence_roles": self.row["roles"], "token_values": {}, "samples": len(self.samples)}
+    if head == "causal_lm":
+        return {"logits": torch.cat([model(**thinker_kwargs(u)).logits[0] for u in units])}
+    values = [model.score(model.model(**thinker_kwargs(u)).last_hidden_state)[0, :, 0] for u in units]
+    return {"values": torch.cat(values)}
 
 
 # ---------------------------------------------------------------- per-token values of a forward
@@ -580,17 +629,14 @@ class Case:
     def __init__(self, name, spec, model_dir, data_seed):
         self.name, self.spec, self.model_dir, self.data_seed = name, spec, model_dir, data_seed
         self.head, self.objective = spec["head"], spec["objective"]
-        start = load_model(self.head, model_dir)
+        start = load_model(spec, model_dir)
         self.aux_coef = start.config.router_aux_loss_coef if uses_aux(start) else 0.0
         generator = torch.Generator().manual_seed(data_seed)
-        vocab = start.config.vocab_size
-        pairs = self.objective in ("dpo", "reward")
-        self.samples = make_pairs(vocab, generator) if pairs else make_rollouts(vocab, generator)
-        self.row = pack(self.samples)
+        self._make_samples(start, generator)
         self.mask = torch.tensor(self.row["targets"]) != IGNORE
         with torch.no_grad():
-            packed = run_model(start, self.head, self.row["input_ids"], self.row["position_ids"])
-        check_packing_is_block_diagonal(start, self.head, self.row, packed)
+            packed = self.forward(start)
+        self._check_packing(start, packed)
         self.reference = None
         self.ref_logps = None
         self.inputs = {}
@@ -601,6 +647,19 @@ class Case:
         elif self.objective == "ppo_actor":
             self._actor_data(packed, generator)
 
+    def _make_samples(self, start, generator):
+        vocab = start.config.vocab_size
+        pairs = self.objective in ("dpo", "reward")
+        self.samples = make_pairs(vocab, generator) if pairs else make_rollouts(vocab, generator)
+        self.row = pack(self.samples)
+
+    def forward(self, model):
+        """One forward of the packed row: {'logits' [S, V] | 'values' [S], 'aux' (MoE)}."""
+        return run_model(model, self.head, self.row["input_ids"], self.row["position_ids"])
+
+    def _check_packing(self, start, packed):
+        check_packing_is_block_diagonal(start, self.head, self.row, packed)
+
     # -- the dataset keys that depend on the start model
 
     def _per_sample(self, shifted_values, noise, overrides=None):
@@ -609,7 +668,8 @@ class Case:
         for k, s in enumerate(self.samples):
             at = self.row["starts"][k]
             entries = []
-            for i, label in enumerate(s["labels"]):
+            labels = s["labels"].tolist() if torch.is_tensor(s["labels"]) else s["labels"]
+            for i, label in enumerate(labels):
                 t = at + i - 1  # entry i predicts labels[i]: target t = at + i - 1 of the row
                 if label == IGNORE or t < at or self.row["targets"][t] == IGNORE:
                     entries.append(0.0)
@@ -670,14 +730,14 @@ class Case:
 
     def loss(self, policy, with_metrics):
         """The loss (a scalar with autograd to the policy) and, with_metrics, the metrics dict."""
-        out = run_model(policy, self.head, self.row["input_ids"], self.row["position_ids"])
+        out = self.forward(policy)
         if self.objective == "dpo":
             logp, _ = token_logprobs(out["logits"], self.row["targets"])
             policy_logps = sequence_sums(logp, self.row["cu_seqlens"]).double()
             ref_logps = self.ref_logps
             if self.reference is not None:
                 with torch.no_grad():
-                    ref_out = run_model(self.reference, self.head, self.row["input_ids"], self.row["position_ids"])
+                    ref_out = self.forward(self.reference)
                     ref_logp, _ = token_logprobs(ref_out["logits"], self.row["targets"])
                     ref_logps = sequence_sums(ref_logp, self.row["cu_seqlens"]).double()
             loss, metrics = dpo_objective(self.config(), policy_logps, ref_logps, pair_sequences(self.row),
@@ -714,8 +774,38 @@ class Case:
         return row
 
 
+class VlCase(Case):
+    """A case on the Qwen3-VL toy: multimodal pairs or rollouts (tensors, batch.safetensors), every sequence run alone
+    through transformers (the packed row's block-diagonal mask makes them independent)."""
+
+    def _make_samples(self, start, generator):
+        pairs = self.objective in ("dpo", "reward")
+        self.samples, self.units = (make_vl_pairs if pairs else make_vl_rollouts)(start.config, generator)
+        self.row = pack_vl(self.samples)
+
+    def forward(self, model):
+        return run_vl_units(model, self.head, self.units)
+
+    def _check_packing(self, start, packed):
+        pass  # nothing is packed on this side: each sequence ran alone
+
+    def write_batch(self, out_dir):
+        tensors = {}
+        for k, s in enumerate(self.samples):
+            for key, value in s.items():
+                value = value if torch.is_tensor(value) else torch.tensor(value, dtype=torch.float32)
+                tensors[f"{k}.{key}"] = value.contiguous()
+        save_file(tensors, os.path.join(out_dir, "batch.safetensors"))
+
+    def packed_row(self):
+        row = super().packed_row()
+        row["position_ids"] = [p for st in self.row["position_ids"] for p in st]
+        row["samples"] = len(self.samples)
+        return row
+
+
 def gradients_and_metrics(case):
-    policy = load_model(case.head, case.model_dir)
+    policy = load_model(case.spec, case.model_dir)
     loss, metrics = case.loss(policy, True)
     loss.backward()
     grads = {}
@@ -729,7 +819,7 @@ def gradients_and_metrics(case):
 
 def adamw_losses(case):
     """The loss before each of 3 AdamW steps on the same batch, and after the third."""
-    policy = load_model(case.head, case.model_dir)
+    policy = load_model(case.spec, case.model_dir)
     named = [(n, p) for n, p in policy.named_parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(
         [{"params": [p for n, p in named if not no_decay(n)], "weight_decay": ADAMW["weight_decay"]},
@@ -752,12 +842,18 @@ def write_case(name, spec, args, index):
     tmp_dir = out_dir + ".tmp"
     shutil.rmtree(tmp_dir, ignore_errors=True)
     os.makedirs(tmp_dir)
-    if spec["head"] == "causal_lm":
+    multimodal = bool(spec.get("multimodal"))
+    toy_dir = os.path.join(args.thinker_fixtures, "models", spec["base"])
+    if multimodal and spec["head"] == "causal_lm":
+        model_dir = toy_dir
+        model_dir_entry = f"thinker/models/{spec['base']}"
+    elif multimodal:
+        make_vl_head_model(spec, toy_dir, os.path.join(tmp_dir, "model"), args.seed + index)
+        model_dir = os.path.join(tmp_dir, "model")
+        model_dir_entry = f"objective_models/{name}/model"
+    elif spec["head"] == "causal_lm":
         model_dir = os.path.join(args.hf_fixtures, spec["base"], "model")
         model_dir_entry = f"hf/{spec['base']}/model"
-    elif spec["head"] == "thinker_lm":
-        model_dir = os.path.join(args.thinker_fixtures, "models", spec["base"])
-        model_dir_entry = f"thinker/models/{spec['base']}"
     else:
         make_head_model(spec, args.configs, os.path.join(tmp_dir, "model"), args.seed + index)
         model_dir = os.path.join(tmp_dir, "model")
@@ -766,7 +862,7 @@ def write_case(name, spec, args, index):
     for attempt in range(DATA_ATTEMPTS):
         data_seed = args.seed + 101 * (index + 1) + 100003 * attempt
         try:
-            case = (VlPairCase if spec["head"] == "thinker_lm" else Case)(name, spec, model_dir, data_seed)
+            case = (VlCase if multimodal else Case)(name, spec, model_dir, data_seed)
             loss, metrics, grads = gradients_and_metrics(case)
             losses = adamw_losses(case)
             break
@@ -782,7 +878,7 @@ def write_case(name, spec, args, index):
         with open(os.path.join(tmp_dir, "batch.json"), "w") as f:
             json.dump(case.batch(), f)
     expected = dict(
-        case=name, objective=spec["objective"], head=spec["head"], config=spec["config"],
+        case=name, objective=spec["objective"], head=spec["head"], multimodal=multimodal, config=spec["config"],
         reference=spec.get("reference"), loss=loss, metrics=metrics,
         aux_loss_coef=case.aux_coef, packed_row=case.packed_row(),
         adamw=dict(ADAMW, no_decay="parameters whose name contains 'norm' or ends with '.bias'"),

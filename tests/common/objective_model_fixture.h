@@ -35,7 +35,7 @@ struct ObjectiveModelFixture {
   ModelHead head = ModelHead::LanguageModel;
   ObjectiveSettings settings;
   bool model_reference = false;  // DPO against a frozen copy of the start weights (not dataset log-probs)
-  // Head "thinker_lm": a multimodal model (model_dir holds config.json and weights.safetensors under our names) whose
+  // "multimodal": true: a Qwen3-VL model (model_dir holds config.json and weights.safetensors under our names) whose
   // samples (batch.safetensors) the multimodal collator packs; config is then its text model.
   bool multimodal = false;
   ThinkerConfig thinker;
@@ -165,7 +165,8 @@ inline ObjectiveModelFixture load_objective_model_fixture(const std::string& nam
                              "scripts/gen_objective_model_fixtures.py where torch and transformers are installed)");
   f.expected = read_json_file(f.dir + "/expected.json");
   f.model_dir = root + "/" + f.expected.at("model_dir").get<std::string>();
-  f.multimodal = f.expected.at("head").get<std::string>() == "thinker_lm";
+  f.multimodal = f.expected.at("multimodal").get<bool>();
+  f.head = model_head_from_name(f.expected.at("head").get<std::string>());
   f.settings = settings_of(f.expected);
   f.model_reference = f.expected.value("reference", nlohmann::json()) == "model";
   if (f.multimodal) {
@@ -175,7 +176,6 @@ inline ObjectiveModelFixture load_objective_model_fixture(const std::string& nam
     return f;
   }
   f.config = load_model_config(f.model_dir);
-  f.head = model_head_from_name(f.expected.at("head").get<std::string>());
 
   const nlohmann::json batch = read_json_file(f.dir + "/batch.json");
   std::vector<TokenSample> samples;

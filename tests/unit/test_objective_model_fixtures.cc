@@ -156,8 +156,12 @@ TEST(ObjectiveModelFixtures, ValueMoeMatchesTransformers) { check_loss_metrics_g
 TEST(ObjectiveModelFixtures, ActorDenseMatchesTransformers) { check_loss_metrics_gradients("actor_dense"); }
 TEST(ObjectiveModelFixtures, ActorMoeMatchesTransformers) { check_loss_metrics_gradients("actor_moe"); }
 
-// Multimodal pairs (an image in the prompt of both halves): the vision tower's gradients sum over both copies.
+// The Qwen3-VL toy on multimodal pairs (an image in the prompt of both halves: the vision tower's gradients sum over
+// both copies) and rollouts: DPO, a reward head, a value head and the PPO actor.
 TEST(ObjectiveModelFixtures, DpoSigmoidVlMatchesTransformers) { check_loss_metrics_gradients("dpo_sigmoid_vl"); }
+TEST(ObjectiveModelFixtures, RewardVlMatchesTransformers) { check_loss_metrics_gradients("reward_vl"); }
+TEST(ObjectiveModelFixtures, ValueVlMatchesTransformers) { check_loss_metrics_gradients("value_vl"); }
+TEST(ObjectiveModelFixtures, ActorVlMatchesTransformers) { check_loss_metrics_gradients("actor_vl"); }
 
 TEST(ObjectiveModelFixtures, DpoSigmoidDenseAdamWStepsMatchTransformers) { check_adamw_steps("dpo_sigmoid_dense"); }
 TEST(ObjectiveModelFixtures, DpoIpoMoeAdamWStepsMatchTransformers) { check_adamw_steps("dpo_ipo_moe"); }
@@ -168,3 +172,6 @@ TEST(ObjectiveModelFixtures, ValueMoeAdamWStepsMatchTransformers) { check_adamw_
 TEST(ObjectiveModelFixtures, ActorDenseAdamWStepsMatchTransformers) { check_adamw_steps("actor_dense"); }
 TEST(ObjectiveModelFixtures, ActorMoeAdamWStepsMatchTransformers) { check_adamw_steps("actor_moe"); }
 TEST(ObjectiveModelFixtures, DpoSigmoidVlAdamWStepsMatchTransformers) { check_adamw_steps("dpo_sigmoid_vl"); }
+TEST(ObjectiveModelFixtures, RewardVlAdamWStepsMatchTransformers) { check_adamw_steps("reward_vl"); }
+TEST(ObjectiveModelFixtures, ValueVlAdamWStepsMatchTransformers) { check_adamw_steps("value_vl"); }
+TEST(ObjectiveModelFixtures, ActorVlAdamWStepsMatchTransformers) { check_adamw_steps("actor_vl"); }
