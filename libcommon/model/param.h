@@ -19,6 +19,9 @@ struct Parameter {
   // only those rows; local_end == -1 means all rows.
   int64_t local_begin = 0;
   int64_t local_end = -1;
+  // false: a frozen weight (the base model under LoRA). It gets no gradient (backward skips its weight-gradient
+  // GEMM), no float32 master copy and no optimizer state; it is held in the compute dtype only.
+  bool trainable = true;
   // The full tensor used by compute while materialised (the compute dtype; f32 on the CPU reference path).
   // Without FSDP it is always materialised; under FSDP it is only between gather and release.
   Tensor value;

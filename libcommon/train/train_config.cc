@@ -28,6 +28,12 @@ ConfigSchema<TrainConfig> build_schema() {
   VEOMNI_CONFIG_FIELD(s, model.config_path, "HF config.json of the model, or a directory holding one. Empty: model.model_path.");
   VEOMNI_CONFIG_FIELD(s, model.model_path, "HF checkpoint directory (config.json + safetensors) to start from. Empty: random initialisation.");
   VEOMNI_CONFIG_FIELD(s, model.tokenizer_path, "Tokenizer directory. Empty: the directory of the model config.");
+  VEOMNI_CONFIG_FIELD(s, model.lora_config.rank, "LoRA: rank r of the adapters; > 0 trains adapters on the frozen model (held in the compute dtype only: no float32 master, no gradient, no optimizer state). 0: full fine-tuning.");
+  VEOMNI_CONFIG_FIELD(s, model.lora_config.alpha, "LoRA: the adapters' output is scaled by alpha / rank (alpha / sqrt(rank) with use_rslora).");
+  VEOMNI_CONFIG_FIELD(s, model.lora_config.use_rslora, "LoRA: rank-stabilised scale alpha / sqrt(rank).");
+  VEOMNI_CONFIG_FIELD(s, model.lora_config.lora_modules, "LoRA: the projections that get adapters, matched as PEFT matches a list: an entry names a module or its last name components (q_proj matches every layer's self_attn.q_proj, and in Qwen3-Omni the audio encoder's too). In MoE layers gate_proj and up_proj (both) select the experts' fused gate_up_proj, down_proj the experts' down_proj. Vision tower: attn.qkv, attn.proj, mlp.linear_fc1, mlp.linear_fc2. An entry that matches no module is an error.");
+  VEOMNI_CONFIG_FIELD(s, model.lora_config.exclude_modules, "LoRA: a regular expression (full match) of module names left without adapters, e.g. '.*(visual|audio_tower).*' for the language model only. Empty: none.");
+  VEOMNI_CONFIG_FIELD(s, model.lora_config.share_expert_lora, "LoRA on MoE experts: one adapter per layer shared by all its experts (false: one per expert).");
 
   VEOMNI_CONFIG_FIELD(s, data.train_path, "Training dataset (HDF5, from veomni-preprocess or veomni-dummy-data).");
   VEOMNI_CONFIG_FIELD(s, data.max_seq_len, "Maximum tokens of one packed micro-batch sequence.");
@@ -102,6 +108,7 @@ void validate_model_and_data(const TrainConfig& c) {
         "model.config_path and model.model_path are both empty; set one of them");
   check(!c.data.train_path.empty(), "data.train_path is empty; set it in the YAML or with --data.train_path PATH");
   check(c.data.max_seq_len > 0, fmt::format("data.max_seq_len must be positive, got {}", c.data.max_seq_len));
+  c.model.lora_config.validate("model.lora_config");
 }
 
 void validate_steps_and_batch(const TrainArgs& t) {

@@ -7,6 +7,7 @@
 
 #include "core/dtype.h"
 #include "io/yaml_config.h"
+#include "model/lora_config.h"
 #include "objective/objective_config.h"
 
 namespace veomni {
@@ -17,6 +18,7 @@ struct ModelArgs {
   std::string config_path;     // HF config.json or a directory holding one; "" = model_path
   std::string model_path;      // HF checkpoint directory (config.json + safetensors); "" = random init
   std::string tokenizer_path;  // "" = config_path's directory (datasets are usually tokenized beforehand)
+  LoraConfig lora_config;      // rank > 0: train LoRA adapters on the frozen model (VeOmni's model.lora_config)
   bool operator==(const ModelArgs&) const = default;
 };
 

@@ -157,6 +157,7 @@ TEST(TrainConfig, LoadsEveryKeyFixture) {
   EXPECT_EQ(c.train.checkpoint.output_dir, "runs/every key");
   EXPECT_EQ(c.train.checkpoint.save_total_limit, 3);
   EXPECT_EQ(c.train.checkpoint.load_path, "runs/every key/checkpoints/global_step_50");
+  EXPECT_EQ(c.model.lora_config.lora_modules, (std::vector<std::string>{"q_proj", "v_proj", "experts.down_proj"}));
   EXPECT_NO_THROW(validate_train_config(c));
   // The fixture moves every key off its default, so it exercises the whole table.
   const auto& schema = train_config_schema();
@@ -338,9 +339,10 @@ TEST(TrainConfig, ToYamlListsEveryKeyBySection) {
       << text;
   // One line per key plus one per section header and the blank lines between the three top sections.
   const size_t lines = static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
-  const size_t sections = 3 + 1 + 3 + 1 + 1 + 1 + 1 + 1 + 1;  // model data train, dataloader, dpo_config actor
-                                                              // critic, gradient_checkpointing, optimizer,
-                                                              // accelerator, fsdp_config, mixed_precision, checkpoint
+  const size_t sections = 3 + 1 + 1 + 3 + 1 + 1 + 1 + 1 + 1 + 1;  // model data train, lora_config, dataloader,
+                                                                  // dpo_config actor critic,
+                                                                  // gradient_checkpointing, optimizer, accelerator,
+                                                                  // fsdp_config, mixed_precision, checkpoint
   EXPECT_EQ(lines, train_config_schema().fields().size() + sections + 2);
 }
 
