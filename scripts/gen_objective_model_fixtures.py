@@ -38,6 +38,21 @@ Cases
                      compute it; on 2 multimodal pairs (reward) or 2 multimodal rollouts (value, critic as value_dense)
   actor_vl           the Qwen3-VL toy as dpo_sigmoid_vl, PPO actor as actor_dense, on 2 multimodal rollouts
   Multimodal cases have "multimodal": true in expected.json.
+  lora_sft_dense     LoRA (model.lora_config in expected.json "lora") on the qwen3_toy causal LM, SFT cross-entropy:
+                     PEFT's LoraConfig on q/k/v/o/gate/up/down_proj, rank 4, alpha 8; the base frozen
+  lora_sft_moe       the same on qwen3_moe_toy with use_rslora, alpha 4: PEFT on the attention projections, and the
+                     experts' fused gate_up_proj / down_proj adapted per expert (A [E, r, in], B [E, out, r]): the
+                     experts run on W + scale * B A and dA, dB follow from the merged tensor's gradient by the chain
+                     rule (PEFT's target_parameters layout varies between its versions)
+  lora_sft_moe_shared  the same with share_expert_lora: one A [r, in], B [out, r] per layer shared by its experts
+  lora_sft_vl        the Qwen3-VL toy with adapters on the language model's q/v/down_proj and the vision tower's
+                     attn.qkv and mlp.linear_fc1, on 2 multimodal rollouts (labels on the responses)
+  lora_dpo_dense     DPO (as dpo_sigmoid_dense) with a LoRA policy whose reference is the policy with its adapters off
+  LoRA cases start from adapter values drawn from LORA_SEED (A uniform in +-1/sqrt(in), B normal(0, 0.02): a zero B,
+  PEFT's init, would make every dA zero) and write them to adapters.safetensors under our names (PEFT's saved names
+  without base_model.model.); expected.safetensors holds the gradients of the adapters only (the base is frozen)
+  and "logits" [S, V] of the start model; AdamW steps update the adapters only. sft: loss = mean cross-entropy over
+  the label tokens (+ router_aux_loss_coef * aux for the MoE toy), metric foundation_loss.
 
 Multimodal rollouts (value_vl, actor_vl): one sequence per sample, the prompt as a pair's (below), then the response
   (labels -100 on the prompt); the rollout keys as the text rollouts'; transformers runs each sample alone.
@@ -96,10 +111,12 @@ Kinks: a token whose PPO ratio or value sits within KINK_MARGIN of a clip bounda
 tie) would make the fp32 comparison depend on rounding, so such data is redrawn (data_seed in expected.json).
 """
 import argparse
+import contextlib
 import copy
 import json
 import math
 import os
+import re
 import shutil
 import sys
 
@@ -126,6 +143,19 @@ DPO_IPO = {"beta": 0.3, "label_smoothing": 0.0, "loss_type": "ipo", "reference_f
 ACTOR = {"clip_ratio": 0.2, "clip_ratio_c": 3.0, "entropy_coeff": 0.01, "use_kl_loss": True, "kl_loss_coef": 0.05,
          "kl_loss_type": "low_var_kl", "loss_agg_mode": "token-mean"}
 CRITIC = {"cliprange_value": 0.5, "loss_agg_mode": "token-mean"}
+# model.lora_config of the LoRA cases (our keys; exclude_modules "" = none).
+LORA_ALL = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+LORA_DENSE = {"rank": 4, "alpha": 8.0, "use_rslora": False, "lora_modules": LORA_ALL, "exclude_modules": "",
+              "share_expert_lora": False}
+LORA_MOE = {"rank": 4, "alpha": 4.0, "use_rslora": True, "lora_modules": LORA_ALL, "exclude_modules": "",
+            "share_expert_lora": False}
+LORA_VL = {"rank": 4, "alpha": 8.0, "use_rslora": False,
+           "lora_modules": ["q_proj", "v_proj", "down_proj", "attn.qkv", "mlp.linear_fc1"], "exclude_modules": "",
+           "share_expert_lora": False}
+LORA_SEED = 4321
+# The adapters' start values change the weights by about a third of their init scale: large enough to matter, small
+# enough that the MoE routing keeps the margins of the toy's init (a near-tie would flip with rounding).
+LORA_B_STD = 0.02
 
 # head, as train/train_model.h names it: causal_lm (the HF causal LM of tests/fixtures/hf/<base>), sequence_reward
 # or token_value (made here from configs/model_configs/<base>).
@@ -147,6 +177,14 @@ CASES = {
                      config={"critic": CRITIC}),
     "actor_vl": dict(objective="ppo_actor", base="qwen3_vl_toy", head="causal_lm", multimodal=True,
                      config={"actor": ACTOR}),
+    "lora_sft_dense": dict(objective="sft", base="qwen3_toy", head="causal_lm", config={}, lora=LORA_DENSE),
+    "lora_sft_moe": dict(objective="sft", base="qwen3_moe_toy", head="causal_lm", config={}, lora=LORA_MOE),
+    "lora_sft_moe_shared": dict(objective="sft", base="qwen3_moe_toy", head="causal_lm", config={},
+                                lora=dict(LORA_MOE, share_expert_lora=True)),
+    "lora_sft_vl": dict(objective="sft", base="qwen3_vl_toy", head="causal_lm", multimodal=True, config={},
+                        lora=LORA_VL),
+    "lora_dpo_dense": dict(objective="dpo", base="qwen3_toy", head="causal_lm", config={"dpo_config": DPO_SIGMOID},
+                           reference="adapters_off", lora=LORA_DENSE),
 }
 # Multimodal pairs: (chosen answer tokens, rejected answer tokens, image grid (t, h, w) in patches) of the 2 pairs.
 VL_PAIR_SHAPES = [(4, 3, (1, 4, 4)), (2, 5, (1, 8, 4))]
@@ -287,11 +325,20 @@ def check_packing_is_block_diagonal(model, head, row, packed):
         with torch.no_grad():
             alone = run_model(model, head, row["input_ids"][begin:end], list(range(end - begin)))[key]
         diff = (alone - packed[key][begin:end]).abs().max().item()
+        if diff > 1e-4 and is_moe(model):
+            # Rounding differs between the packed and the per-sequence forward; a token whose top-k experts nearly
+            # tie can then route differently, which no fp32 comparison survives.
+            raise KinkTooClose(f"packed and per-sequence forwards differ by {diff:.3g} (an MoE routing near-tie)")
         if diff > 1e-4:
             sys.exit(f"packed forward differs from the per-sequence forward by {diff}: packing not detected")
 
 
 def load_model(spec, model_dir):
+    model = load_base_model(spec, model_dir)
+    return apply_lora(model, spec["lora"]) if spec.get("lora") else model
+
+
+def load_base_model(spec, model_dir):
     head = spec["head"]
     if spec.get("multimodal"):
         return load_vl_model(model_dir, head)
@@ -361,6 +408,140 @@ def make_vl_head_model(spec, toy_dir, model_dir, seed):
     os.makedirs(model_dir)
     shutil.copy(os.path.join(toy_dir, "config.json"), os.path.join(model_dir, "config.json"))
     save_file(state, os.path.join(model_dir, "weights.safetensors"))
+
+
+
+# ---------------------------------------------------------------- LoRA (the lora_* cases)
+
+class ExpertAdapter:
+    """LoRA on a fused expert tensor W [E, out, in]: W + scale * B A per expert (A [E, r, in], B [E, out, r]), as
+    PEFT's target_parameters adapter, or shared by the experts (A [r, in], B [out, r]). The experts run on the merged
+    tensor (a plain transformers forward); the adapters' gradients follow from the merged tensor's by the chain rule,
+    dA = scale * B^T dW and dB = scale * dW A^T (summed over the experts when shared), which is exact."""
+
+    def __init__(self, module, tensor, name, rank, scale, shared):
+        weight = getattr(module, tensor)
+        experts, out_features, in_features = weight.shape
+        lead = () if shared else (experts,)
+        self.module, self.tensor, self.name, self.scale = module, tensor, name, scale
+        self.base = weight.detach().clone()
+        self.lora_A = torch.zeros(*lead, rank, in_features, requires_grad=True)
+        self.lora_B = torch.zeros(*lead, out_features, rank, requires_grad=True)
+        weight.requires_grad_(True)  # its gradient is what the chain rule reads
+
+    def merge(self, enabled=True):
+        with torch.no_grad():
+            delta = self.scale * torch.matmul(self.lora_B, self.lora_A) if enabled else 0.0
+            getattr(self.module, self.tensor).copy_(self.base + delta)
+
+    def take_gradients(self):
+        """The adapters' gradients from the merged tensor's (which is then cleared)."""
+        weight = getattr(self.module, self.tensor)
+        d = weight.grad if weight.grad is not None else torch.zeros_like(weight)
+        grad_a = self.scale * torch.matmul(self.lora_B.detach().transpose(-1, -2), d)
+        grad_b = self.scale * torch.matmul(d, self.lora_A.detach().transpose(-1, -2))
+        if self.lora_A.dim() == 2:
+            grad_a, grad_b = grad_a.sum(0), grad_b.sum(0)
+        self.lora_A.grad, self.lora_B.grad = grad_a, grad_b
+        weight.grad = None
+
+    def named_tensors(self):
+        return [(f"{self.name}.lora_A.weight", self.lora_A), (f"{self.name}.lora_B.weight", self.lora_B)]
+
+
+def expert_adapters(model):
+    return getattr(model, "expert_adapters", [])
+
+
+def lora_scale(cfg):
+    return cfg["alpha"] / (math.sqrt(cfg["rank"]) if cfg["use_rslora"] else cfg["rank"])
+
+
+def entry_matches(module, entry):
+    """PEFT's list semantics (as model.lora_config.lora_modules): the whole name or its last components."""
+    return module == entry or module.endswith("." + entry)
+
+
+def targets(cfg, module):
+    """Whether `module` (our name) gets an adapter; an experts' gate_up_proj needs gate_proj and up_proj."""
+    if cfg["exclude_modules"] and re.fullmatch(cfg["exclude_modules"], module):
+        return False
+    if any(entry_matches(module, e) for e in cfg["lora_modules"]):
+        return True
+    if module.endswith(".experts.gate_up_proj"):
+        experts = module[:-len("gate_up_proj")]
+        gate = any(entry_matches(experts + "gate_proj", e) for e in cfg["lora_modules"])
+        up = any(entry_matches(experts + "up_proj", e) for e in cfg["lora_modules"])
+        if gate != up:
+            sys.exit(f"{module}: lora_modules lists only one of gate_proj and up_proj")
+        return gate
+    return False
+
+
+def our_param_name(torch_name):
+    """PEFT's parameter names as ours (PEFT's saved names without base_model.model.)."""
+    name = torch_name.removeprefix("base_model.model.")
+    return name.replace(".lora_A.default.weight", ".lora_A.weight").replace(".lora_B.default.weight", ".lora_B.weight")
+
+
+def apply_lora(model, cfg):
+    """PEFT's LoRA on the linear modules, ExpertAdapter on the MoE experts' tensors; adapter values drawn from LORA_SEED
+    (A uniform in +-1/sqrt(in) as PEFT's kaiming init, B normal(0, LORA_B_STD): a zero B would hide errors in dA)."""
+    from peft import LoraConfig, get_peft_model
+    peft_config = LoraConfig(r=cfg["rank"], lora_alpha=cfg["alpha"], use_rslora=cfg["use_rslora"],
+                             target_modules=list(cfg["lora_modules"]), exclude_modules=cfg["exclude_modules"] or None,
+                             lora_dropout=0.0, bias="none")
+    model = get_peft_model(model, peft_config)
+    adapters = []
+    for name, module in list(model.named_modules()):
+        if not type(module).__name__.endswith("Experts"):
+            continue
+        for tensor in ("gate_up_proj", "down_proj"):
+            ours = our_param_name(name) + "." + tensor
+            if targets(cfg, ours):
+                adapters.append(ExpertAdapter(module, tensor, ours, cfg["rank"], lora_scale(cfg),
+                                              cfg["share_expert_lora"]))
+    model.expert_adapters = adapters
+    generator = torch.Generator().manual_seed(LORA_SEED)
+    with torch.no_grad():
+        for name, p in sorted(adapter_named_tensors(model)):
+            if ".lora_A" in name:
+                bound = 1.0 / math.sqrt(p.shape[-1])
+                p.uniform_(-bound, bound, generator=generator)
+            elif ".lora_B" in name:
+                p.normal_(0.0, LORA_B_STD, generator=generator)
+            else:
+                sys.exit(f"{name} is trainable under LoRA but is no adapter")
+    for adapter in adapters:
+        adapter.merge()
+    model.train()
+    return model
+
+
+def adapter_named_tensors(model):
+    """(our name, tensor) of every adapter: PEFT's trainable parameters and the experts' adapters."""
+    merged = {id(getattr(a.module, a.tensor)) for a in expert_adapters(model)}
+    named = [(our_param_name(n), p) for n, p in model.named_parameters() if p.requires_grad and id(p) not in merged]
+    for adapter in expert_adapters(model):
+        named += adapter.named_tensors()
+    return named
+
+
+@contextlib.contextmanager
+def adapters_disabled(model):
+    """The base model: PEFT's adapters off and the experts' tensors unmerged."""
+    with model.disable_adapter():
+        for adapter in expert_adapters(model):
+            adapter.merge(enabled=False)
+        try:
+            yield
+        finally:
+            for adapter in expert_adapters(model):
+                adapter.merge()
+
+
+def adapter_tensors(model):
+    return {name: t.detach().float().contiguous() for name, t in adapter_named_tensors(model)}
 
 
 # ---------------------------------------------------------------- multimodal samples (the *_vl cases)
@@ -686,6 +867,8 @@ class Case:
     def _dpo_data(self, start, packed, generator):
         logp, _ = token_logprobs(packed["logits"], self.row["targets"])
         sums = sequence_sums(logp, self.row["cu_seqlens"]).double()
+        if self.spec["reference"] == "adapters_off":
+            return  # the policy itself with its adapters off (a LoRA policy needs no reference copy)
         if self.spec["reference"] == "model":
             # Same mode as the policy, so that at the start both give bit-identical log-probs (rewards exactly 0).
             self.reference = copy.deepcopy(start)
@@ -735,9 +918,11 @@ class Case:
             logp, _ = token_logprobs(out["logits"], self.row["targets"])
             policy_logps = sequence_sums(logp, self.row["cu_seqlens"]).double()
             ref_logps = self.ref_logps
-            if self.reference is not None:
-                with torch.no_grad():
-                    ref_out = self.forward(self.reference)
+            if self.reference is not None or self.spec.get("reference") == "adapters_off":
+                reference = self.reference if self.reference is not None else policy
+                off = adapters_disabled(policy) if self.reference is None else contextlib.nullcontext()
+                with torch.no_grad(), off:
+                    ref_out = self.forward(reference)
                     ref_logp, _ = token_logprobs(ref_out["logits"], self.row["targets"])
                     ref_logps = sequence_sums(ref_logp, self.row["cu_seqlens"]).double()
             loss, metrics = dpo_objective(self.config(), policy_logps, ref_logps, pair_sequences(self.row),
@@ -746,6 +931,10 @@ class Case:
             loss, metrics = reward_objective(out["values"], self.row, with_metrics)
         elif self.objective == "value":
             loss, metrics = value_objective(self.config(), out["values"], self.inputs, self.mask)
+        elif self.objective == "sft":
+            logp, _ = token_logprobs(out["logits"], self.row["targets"])
+            loss = -logp.double().sum() / self.mask.sum()
+            metrics = {"foundation_loss": loss.item()} if with_metrics else {}
         else:
             logp, _ = token_logprobs(out["logits"], self.row["targets"])
             loss, metrics = actor_objective(self.config(), logp, softmax_entropy(out["logits"]), self.inputs,
@@ -808,30 +997,41 @@ def gradients_and_metrics(case):
     policy = load_model(case.spec, case.model_dir)
     loss, metrics = case.loss(policy, True)
     loss.backward()
+    for adapter in expert_adapters(policy):
+        adapter.take_gradients()
     grads = {}
-    for name, p in policy.named_parameters():
-        if not p.requires_grad:
-            continue
+    for name, p in trainable_named(case, policy):
         grad = p.grad if p.grad is not None else torch.zeros_like(p)
         grads["grad." + name] = grad.detach().float().contiguous()
     return loss.item(), metrics, grads
 
 
+def trainable_named(case, policy):
+    """(our name, tensor) of what the optimizer steps: the adapters under LoRA, else every trainable parameter."""
+    if case.spec.get("lora"):
+        return adapter_named_tensors(policy)
+    return [(n, p) for n, p in policy.named_parameters() if p.requires_grad]
+
+
 def adamw_losses(case):
     """The loss before each of 3 AdamW steps on the same batch, and after the third."""
     policy = load_model(case.spec, case.model_dir)
-    named = [(n, p) for n, p in policy.named_parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(
-        [{"params": [p for n, p in named if not no_decay(n)], "weight_decay": ADAMW["weight_decay"]},
-         {"params": [p for n, p in named if no_decay(n)], "weight_decay": 0.0}],
-        lr=ADAMW["lr"], betas=tuple(ADAMW["betas"]), eps=ADAMW["eps"], foreach=False)
+    named = trainable_named(case, policy)
+    groups = [{"params": [p for n, p in named if not no_decay(n)], "weight_decay": ADAMW["weight_decay"]},
+              {"params": [p for n, p in named if no_decay(n)], "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=ADAMW["lr"], betas=tuple(ADAMW["betas"]),
+                                  eps=ADAMW["eps"], foreach=False)
     losses = []
     for _ in range(3):
         optimizer.zero_grad()
         loss, _ = case.loss(policy, False)
         losses.append(loss.item())
         loss.backward()
+        for adapter in expert_adapters(policy):
+            adapter.take_gradients()
         optimizer.step()
+        for adapter in expert_adapters(policy):
+            adapter.merge()
     with torch.no_grad():
         losses.append(case.loss(policy, False)[0].item())
     return losses
@@ -871,6 +1071,11 @@ def write_case(name, spec, args, index):
     else:
         sys.exit(f"{name}: no data without near-kinks in {DATA_ATTEMPTS} attempts")
 
+    if spec.get("lora"):
+        start = load_model(spec, model_dir)
+        save_file(adapter_tensors(start), os.path.join(tmp_dir, "adapters.safetensors"))
+        with torch.no_grad():
+            grads["logits"] = case.forward(start)["logits"].float().contiguous()
     save_file(grads, os.path.join(tmp_dir, "expected.safetensors"))
     if hasattr(case, "write_batch"):
         case.write_batch(tmp_dir)
@@ -879,6 +1084,7 @@ def write_case(name, spec, args, index):
             json.dump(case.batch(), f)
     expected = dict(
         case=name, objective=spec["objective"], head=spec["head"], multimodal=multimodal, config=spec["config"],
+        lora=spec.get("lora"),
         reference=spec.get("reference"), loss=loss, metrics=metrics,
         aux_loss_coef=case.aux_coef, packed_row=case.packed_row(),
         adamw=dict(ADAMW, no_decay="parameters whose name contains 'norm' or ends with '.bias'"),
