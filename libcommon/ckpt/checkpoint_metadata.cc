@@ -284,7 +284,7 @@ nlohmann::ordered_json checkpoint_metadata_to_json(const CheckpointMetadata& m) 
   out["mesh"] = {{"world", m.mesh.world}, {"ulysses", m.mesh.ulysses}, {"ep", m.mesh.ep}, {"dp", m.mesh.dp()}};
   out["position"] = position_to_json(m.position);
   out["data_plan"] = m.data_plan ? data_plan_to_json(*m.data_plan) : nlohmann::ordered_json(nullptr);
-  if (m.head != ModelHead::LanguageModel) out["model_head"] = model_head_name(m.head);
+  if (m.head != ModelHead::LanguageModel || m.adapter) out["model_head"] = model_head_name(m.head);  // version >= 2
   out["model_config"] = nlohmann::ordered_json::parse(model_config_to_json(m.model_config, m.head).dump());
   if (!m.hf_config_json.empty()) out["hf_config"] = nlohmann::ordered_json::parse(m.hf_config_json);
   out["train_config"] =

@@ -694,8 +694,10 @@ std::string Trainer::save_checkpoint_at(int64_t global_step, int64_t epoch, int6
   request.output_dir = config_.train.checkpoint.output_dir;
   request.save_total_limit = config_.train.checkpoint.save_total_limit;
   request.mesh = mesh_.shape;
-  request.position = {global_step, optimizers_.front().adamw->steps_taken(), epoch, next_step_in_epoch, config_.train.seed,
-                      total_steps_, last_lr};
+  // Under LoRA the language model's group may hold no adapter (exclude_modules): the groups that step agree.
+  int64_t optimizer_steps = 0;
+  for (const OptimizerGroup& g : optimizers_) optimizer_steps = std::max(optimizer_steps, g.adamw->steps_taken());
+  request.position = {global_step, optimizer_steps, epoch, next_step_in_epoch, config_.train.seed, total_steps_, last_lr};
   request.data_plan = data_plan_info();
   request.model_config = model_config_;
   request.head = model_->head();

@@ -512,8 +512,10 @@ void expect_frozen_shards_exact(const DeviceMesh& mesh, const Precision& precisi
     }
   }
   size_t k = 0;
-  for (const ParamShard& s : frozen.fsdp().shards())
-    if (s.frozen()) EXPECT_EQ(first_difference({host_floats(s.frozen_values)}, {initial[k++]}), "") << s.param->name;
+  for (const ParamShard& s : frozen.fsdp().shards()) {
+    if (!s.frozen()) continue;
+    EXPECT_EQ(first_difference({host_floats(s.frozen_values)}, {initial[k++]}), "") << s.param->name;
+  }
 
   // Every request of a frozen parameter handed out the same bits, equal to the first step's of the run without
   // frozen parameters (the same initial values in the compute dtype).
@@ -540,15 +542,15 @@ TEST_P(FsdpFrozen, TwoRanksHoldFrozenShardsInComputeDtypeWithoutGradients) {
   if (precision.reduce != DType::F32 && !on_cuda()) GTEST_SKIP() << "MPI reduces float32 only";
   const DeviceMesh mesh = test_mesh(world, precision.ep);
   expect_frozen_shards_exact(mesh, precision);
-  // Frozen shards take part in no reduce-scatter: per micro-batch only the trainable ones' (ep 1: the head's norm,
-  // layers.0's experts and norm, layers.1's w).
-  if (precision.ep == 1) {
-    SyntheticRun frozen(mesh, precision.compute, precision.reduce, false, kFrozenNames);
-    frozen.step(0, 1);
-    int64_t reduced = 0;
-    for (const ParamShard& s : frozen.fsdp().shards()) reduced += s.frozen() ? 0 : 1;
-    EXPECT_EQ(reduced, 4);
-  }
+  // Frozen shards take part in no reduce-scatter: per micro-batch only the trainable ones' (the head's norm,
+  // layers.0's experts and norm, layers.1's w), against eight with nothing frozen. Under ep 2 each rank holds its
+  // experts alone (a group of one): they are not reduced either way.
+  SyntheticRun frozen(mesh, precision.compute, precision.reduce, true, kFrozenNames);
+  SyntheticRun all(mesh, precision.compute, precision.reduce, true);
+  frozen.step(0, 2);
+  all.step(0, 2);
+  EXPECT_EQ(frozen.fsdp().overlap_stats().deferred_reductions, 2 * (precision.ep == 1 ? 4 : 3));
+  EXPECT_EQ(all.fsdp().overlap_stats().deferred_reductions, 2 * (precision.ep == 1 ? 8 : 6));
 }
 
 TEST_P(FsdpFrozen, OneRankHoldsFrozenShardsInComputeDtypeWithoutGradients) {
@@ -610,7 +612,9 @@ void expect_toy_model_frozen_exact(const DeviceMesh& mesh) {
         grads[r].push_back(host_floats(s.grad));
       }
     }
-    if (step == 0) EXPECT_EQ(first_difference(grads[1], grads[0]), "");
+    if (step == 0) {
+      EXPECT_EQ(first_difference(grads[1], grads[0]), "");
+    }
   }
   size_t k = 0;
   for (const ParamShard& s : fsdps[1]->shards()) {
