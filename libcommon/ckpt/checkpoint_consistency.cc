@@ -42,6 +42,7 @@ std::map<std::string, ImpliedParam> implied_params(const CheckpointMetadata& m, 
 }  // namespace
 
 void check_params_match_model_config(const CheckpointReader& reader) {
+  reader.require_full_model("a check against the whole model's parameters");
   const CheckpointMetadata& m = reader.metadata();
   const std::string file = (std::filesystem::path(reader.dir()) / kCheckpointMetadataFile).string();
   const char* config_key = m.hf_config_json.empty() ? "model_config" : "hf_config";

@@ -198,6 +198,75 @@ ModelHead head_from_json(const JsonFields& f, int64_t version) {
   }
 }
 
+nlohmann::ordered_json lora_to_json(const LoraConfig& l) {
+  return {{"rank", l.rank},
+          {"alpha", l.alpha},
+          {"use_rslora", l.use_rslora},
+          {"lora_modules", l.lora_modules},
+          {"exclude_modules", l.exclude_modules},
+          {"share_expert_lora", l.share_expert_lora}};
+}
+
+LoraConfig lora_from_json(const JsonFields& f) {
+  LoraConfig l;
+  l.rank = f.integer("rank", 1);
+  l.alpha = f.number("alpha");
+  l.use_rslora = f.boolean("use_rslora");
+  l.lora_modules.clear();
+  for (const json& m : f.array("lora_modules")) {
+    VEOMNI_INPUT_CHECK(m.is_string(), "{}: key '{}' must list strings, found {}", f.source(), f.key("lora_modules"),
+                       m.dump());
+    l.lora_modules.push_back(m.get<std::string>());
+  }
+  l.exclude_modules = f.string("exclude_modules");
+  l.share_expert_lora = f.boolean("share_expert_lora");
+  try {
+    l.validate("lora");
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", f.source(), e.what()));
+  }
+  return l;
+}
+
+nlohmann::ordered_json base_to_json(const BaseModelIdentity& b) {
+  nlohmann::ordered_json files = nlohmann::ordered_json::array();
+  for (const BaseWeightFile& w : b.weight_files)
+    files.push_back({{"file", w.file}, {"checksum", format_checksum(w.checksum)}});
+  return {{"model_path", b.model_path},
+          {"weight_files", files},
+          {"seed", b.random_init() ? nlohmann::ordered_json(b.seed) : nlohmann::ordered_json(nullptr)}};
+}
+
+BaseModelIdentity base_from_json(const JsonFields& f) {
+  BaseModelIdentity b;
+  b.model_path = f.string("model_path");
+  const json& files = f.array("weight_files");
+  for (size_t i = 0; i < files.size(); ++i) {
+    const JsonFields entry(files[i], f.source(), fmt::format("{}[{}]", f.key("weight_files"), i));
+    const std::optional<uint64_t> checksum = parse_checksum(entry.string("checksum"));
+    VEOMNI_INPUT_CHECK(checksum.has_value(), "{}: key '{}' is '{}', not of the form fnv1a64w:<16 hex digits>",
+                       f.source(), entry.key("checksum"), entry.string("checksum"));
+    b.weight_files.push_back({entry.string("file"), *checksum});
+  }
+  if (b.random_init()) {
+    VEOMNI_INPUT_CHECK(files.empty(), "{}: key '{}' lists weight files but model_path is empty (a random init)",
+                       f.source(), f.key("weight_files"));
+    b.seed = f.integer("seed", INT64_MIN);
+  } else {
+    VEOMNI_INPUT_CHECK(!files.empty(), "{}: key '{}' is empty: the base model's weight files are not identified",
+                       f.source(), f.key("weight_files"));
+  }
+  return b;
+}
+
+// Keys 'lora' and 'base_model' come together, from format version 3 on.
+std::optional<AdapterCheckpointInfo> adapter_from_json(const JsonFields& f, int64_t version) {
+  if (!f.has("lora") && !f.has("base_model")) return std::nullopt;
+  VEOMNI_INPUT_CHECK(version >= 3, "{}: keys 'lora' and 'base_model' need format_version 3, the file says {}",
+                     f.source(), version);
+  return AdapterCheckpointInfo{lora_from_json(f.object("lora")), base_from_json(f.object("base_model"))};
+}
+
 }  // namespace
 
 std::string rank_file_name(int64_t rank, int64_t world) { return fmt::format("rank-{:05d}-of-{:05d}.h5", rank, world); }
@@ -209,18 +278,22 @@ CheckpointParam checkpoint_param(const std::string& name, const Shape& shape, bo
 nlohmann::ordered_json checkpoint_metadata_to_json(const CheckpointMetadata& m) {
   nlohmann::ordered_json out;
   out["format"] = kCheckpointFormat;
-  out["format_version"] = m.head == ModelHead::LanguageModel ? 1 : kCheckpointFormatVersion;
+  out["format_version"] = m.adapter ? 3 : m.head == ModelHead::LanguageModel ? 1 : 2;
   out["producer"] = m.producer;
   out["global_step"] = m.position.global_step;
   out["mesh"] = {{"world", m.mesh.world}, {"ulysses", m.mesh.ulysses}, {"ep", m.mesh.ep}, {"dp", m.mesh.dp()}};
   out["position"] = position_to_json(m.position);
   out["data_plan"] = m.data_plan ? data_plan_to_json(*m.data_plan) : nlohmann::ordered_json(nullptr);
-  if (m.head != ModelHead::LanguageModel) out["model_head"] = model_head_name(m.head);
+  if (m.head != ModelHead::LanguageModel || m.adapter) out["model_head"] = model_head_name(m.head);  // version >= 2
   out["model_config"] = nlohmann::ordered_json::parse(model_config_to_json(m.model_config, m.head).dump());
   if (!m.hf_config_json.empty()) out["hf_config"] = nlohmann::ordered_json::parse(m.hf_config_json);
   out["train_config"] =
       m.train_config_yaml.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(m.train_config_yaml);
   out["tokenizer_path"] = m.tokenizer_path;
+  if (m.adapter) {
+    out["lora"] = lora_to_json(m.adapter->lora);
+    out["base_model"] = base_to_json(m.adapter->base);
+  }
   out["metrics_log"] = m.has_metrics ? nlohmann::ordered_json(kCheckpointMetricsFile) : nlohmann::ordered_json(nullptr);
   out["parameters"] = nlohmann::ordered_json::array();
   for (const CheckpointParam& p : m.params) out["parameters"].push_back(param_to_json(p, m.mesh));
@@ -255,6 +328,7 @@ CheckpointMetadata checkpoint_metadata_from_json(const json& root, const std::st
   }
   if (f.has("train_config")) m.train_config_yaml = f.string("train_config");
   m.tokenizer_path = f.string("tokenizer_path");
+  m.adapter = adapter_from_json(f, version);
   if (f.has("metrics_log")) {
     VEOMNI_INPUT_CHECK(f.string("metrics_log") == kCheckpointMetricsFile, "{}: key 'metrics_log' must be \"{}\"",
                        source, kCheckpointMetricsFile);

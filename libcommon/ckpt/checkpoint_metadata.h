@@ -8,16 +8,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ckpt/base_model_identity.h"
 #include "core/tensor.h"
 #include "dist/device_mesh.h"
+#include "model/lora_config.h"
 #include "model/model_config.h"
 
 namespace veomni {
 
 inline constexpr const char* kCheckpointFormat = "veomni-checkpoint";
-// metadata.json's newest format version. Version 2 added key 'model_head'; a writer uses the oldest version that
-// describes the checkpoint (1 for the LM head), so older readers keep reading causal-LM checkpoints.
-inline constexpr int64_t kCheckpointFormatVersion = 2;
+// metadata.json's newest format version. Version 2 added key 'model_head', version 3 the adapter checkpoint (keys
+// 'lora' and 'base_model'); a writer uses the oldest version that describes the checkpoint (1 for the LM head), so
+// older readers keep reading the checkpoints they understand.
+inline constexpr int64_t kCheckpointFormatVersion = 3;
 // The rank files' format version (unchanged by metadata.json's).
 inline constexpr int64_t kRankFileFormatVersion = 1;
 inline constexpr const char* kCheckpointMetadataFile = "metadata.json";
@@ -63,6 +66,14 @@ struct RankFileInfo {
   uint64_t checksum = 0; // file_checksum when written (any damaged byte changes it)
 };
 
+// An adapter checkpoint (model.lora_config enabled): its parameters are the trainable ones only (the adapters, and
+// score.* when the head has one); the frozen base is named, not stored.
+struct AdapterCheckpointInfo {
+  LoraConfig lora;
+  BaseModelIdentity base;
+  bool operator==(const AdapterCheckpointInfo&) const = default;
+};
+
 struct CheckpointMetadata {
   std::string producer;  // version_text of the writing tool
   MeshShape mesh;
@@ -79,6 +90,8 @@ struct CheckpointMetadata {
   std::vector<CheckpointParam> params;
   std::vector<RankFileInfo> rank_files;  // one per rank, in rank order
   bool has_metrics = false;              // log_dict.json beside metadata.json
+  // Set for an adapter checkpoint (keys 'lora' and 'base_model', format version 3); absent for a full model's.
+  std::optional<AdapterCheckpointInfo> adapter;
 };
 
 // "rank-00002-of-00004.h5".

@@ -67,6 +67,17 @@ size_t CheckpointReader::param_index(const std::string& name) const {
   throw InputError(fmt::format("{}: the checkpoint has no parameter '{}'", dir_, name));
 }
 
+void CheckpointReader::require_full_model(const std::string& purpose) const {
+  if (!metadata_.adapter) return;
+  const BaseModelIdentity& base = metadata_.adapter->base;
+  throw InputError(fmt::format(
+      "{}: an adapter checkpoint (LoRA rank {}: {} trainable tensors; the base model, {}, is not in it); {} needs a "
+      "whole model (hint: read its adapters with read_adapter_checkpoint, or train without model.lora_config)",
+      dir_, metadata_.adapter->lora.rank, metadata_.params.size(),
+      base.random_init() ? fmt::format("a random initialisation with seed {}", base.seed) : "'" + base.model_path + "'",
+      purpose));
+}
+
 const RankShardReader& CheckpointReader::rank_file(int64_t rank) const {
   std::unique_ptr<RankShardReader>& file = files_.at(static_cast<size_t>(rank));
   if (!file) {

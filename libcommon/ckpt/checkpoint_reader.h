@@ -36,6 +36,11 @@ class CheckpointReader {
 
   const std::string& dir() const { return dir_; }
   const CheckpointMetadata& metadata() const { return metadata_; }
+  // An adapter (LoRA) checkpoint: it holds the trainable parameters only, not a whole model.
+  bool is_adapter() const { return metadata_.adapter.has_value(); }
+  // InputError when the checkpoint is an adapter checkpoint, for a use (`purpose`, e.g. "merging to HuggingFace")
+  // that needs every weight of the model; the message names the base it was trained on.
+  void require_full_model(const std::string& purpose) const;
   // Index into metadata().params; InputError naming the checkpoint when absent.
   size_t param_index(const std::string& name) const;
   // Elements [begin, end) of the flattened full tensor of parameter `index` into out (f32).

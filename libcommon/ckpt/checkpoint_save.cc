@@ -62,6 +62,7 @@ CheckpointMetadata metadata_for(const CheckpointSaveRequest& request, const std:
   m.hf_config_json = request.hf_config_json;
   m.train_config_yaml = request.train_config_yaml;
   m.tokenizer_path = request.tokenizer_path;
+  m.adapter = request.adapter;
   for (const ParamShardState& s : shards) {
     m.params.push_back(checkpoint_param(s.name, s.shape, s.expert, request.mesh));
     VEOMNI_CHECK(m.params.back().shard_numel == s.master.numel(), "'{}': shard of {} elements, the spec says {}",

@@ -84,6 +84,7 @@ MergeSummary merge_checkpoint_to_hf(const std::string& checkpoint, const std::st
   CheckpointReader reader(resolve_checkpoint_path(checkpoint));
   std::error_code ec;
   VEOMNI_INPUT_CHECK(!fs::equivalent(out_dir, reader.dir(), ec), "--out '{}' is the checkpoint being read", out_dir);
+  reader.require_full_model("merging to a HuggingFace model");
   check_params_match_model_config(reader);
   check_rank_files_match_params(reader);
   MergeSummary summary;

@@ -38,11 +38,17 @@ Fsdp::Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType
                  p->local_begin, p->local_row_end(), spec.rows_begin, spec.rows_end);
     s.local_numel = spec.local_numel;
     s.shard_numel = spec.shard_numel;
-    const Device device = p->value.defined() ? p->value.device() : Device::cpu();
-    s.master = Tensor::zeros({s.shard_numel}, DType::F32, device);
-    s.grad = Tensor::zeros({s.shard_numel}, DType::F32, device);  // released by zero_grads() unless aliased
     VEOMNI_CHECK(p->value.defined() && p->value.numel() == s.local_numel, "FSDP: parameter {} is not materialised ({})",
                  p->name, p->value.describe());
+    if (!p->trainable) {
+      take_frozen_values(s, spec);
+      shard_index_.emplace(p, shards_.size());
+      shards_.push_back(std::move(s));
+      continue;
+    }
+    const Device device = p->value.device();
+    s.master = Tensor::zeros({s.shard_numel}, DType::F32, device);
+    s.grad = Tensor::zeros({s.shard_numel}, DType::F32, device);  // released by zero_grads() unless aliased
     Tensor mine = flat_prefix(s.master, spec.flat_end - spec.flat_begin);
     Tensor full = p->value.dtype() == DType::F32 ? p->value : p->value.to_dtype(DType::F32);
     mine.copy_from(full.view({s.local_numel}).slice(spec.flat_begin, spec.flat_end));
@@ -57,6 +63,18 @@ Fsdp::Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType
     shard_index_.emplace(p, shards_.size());
     shards_.push_back(std::move(s));
   }
+}
+
+void Fsdp::take_frozen_values(ParamShard& s, const ShardSpec& spec) const {
+  Parameter* p = s.param;
+  s.frozen_values = Tensor::zeros({s.shard_numel}, compute_dtype_, p->value.device());
+  Tensor full = p->value.dtype() == compute_dtype_ ? p->value : p->value.to_dtype(compute_dtype_);
+  flat_prefix(s.frozen_values, spec.flat_end - spec.flat_begin)
+      .copy_from(full.view({s.local_numel}).slice(spec.flat_begin, spec.flat_end));
+  // Already in the compute dtype: a group of one computes straight from the slice (its padding is empty).
+  s.aliased = spec.group_size == 1;
+  p->value = s.aliased ? flat_prefix(s.frozen_values, s.local_numel).view(p->local_shape()) : Tensor();
+  p->grad = Tensor();
 }
 
 ParamShard& Fsdp::shard_of(const Parameter* p) {
@@ -79,8 +97,9 @@ bool Fsdp::owns(const ParamGroup& group, const Parameter* p) const {
 
 Tensor Fsdp::gather_rows(const ParamShard& s) const {
   const int64_t n = s.group->size();
-  Tensor buffer = Tensor::empty({s.shard_numel * n}, DType::F32, s.master.device());
-  s.group->allgather(s.master, buffer);
+  const Tensor& stored = s.stored();
+  Tensor buffer = Tensor::empty({s.shard_numel * n}, stored.dtype(), stored.device());
+  s.group->allgather(stored, buffer);
   return flat_prefix(buffer, s.local_numel).view(s.param->local_shape());
 }
 
@@ -127,25 +146,29 @@ void Fsdp::request(ParamGroup& group) {
 }
 
 std::vector<Tensor> Fsdp::shards_in_compute_dtype(const std::vector<ParamShard*>& shards) const {
-  std::vector<Tensor> out;
-  if (compute_dtype_ == DType::F32) {
-    for (const ParamShard* s : shards) out.push_back(s->master);
-    return out;
+  std::vector<Tensor> out(shards.size());
+  // Frozen slices are in the compute dtype already, and so are f32 masters under f32 compute.
+  std::vector<size_t> to_cast;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    if (shards[i]->frozen() || compute_dtype_ == DType::F32)
+      out[i] = shards[i]->stored();
+    else
+      to_cast.push_back(i);
   }
-  if (shards.empty()) return out;
+  if (to_cast.empty()) return out;
   // One buffer, one launch for the whole group; every shard starts 256-byte aligned, as NCCL likes its buffers.
   const auto aligned = [](int64_t n) { return (n + kShardAlign - 1) / kShardAlign * kShardAlign; };
   int64_t total = 0;
-  for (const ParamShard* s : shards) total += aligned(s->shard_numel);
-  const Tensor flat = Tensor::empty({total}, compute_dtype_, shards.front()->master.device());
+  for (size_t i : to_cast) total += aligned(shards[i]->shard_numel);
+  const Tensor flat = Tensor::empty({total}, compute_dtype_, shards[to_cast.front()]->master.device());
   int64_t offset = 0;
-  for (const ParamShard* s : shards) {
-    out.push_back(flat.slice(offset, offset + s->shard_numel));
-    offset += aligned(s->shard_numel);
+  for (size_t i : to_cast) {
+    out[i] = flat.slice(offset, offset + shards[i]->shard_numel);
+    offset += aligned(shards[i]->shard_numel);
   }
   std::vector<const Tensor*> src;
   std::vector<Tensor*> dst;
-  for (size_t i = 0; i < shards.size(); ++i) {
+  for (size_t i : to_cast) {
     src.push_back(&shards[i]->master);
     dst.push_back(&out[i]);
   }
@@ -180,7 +203,7 @@ Fsdp::GroupGather Fsdp::issue_gather(const ParamGroup& group) {
       gather.values.emplace_back(p, flat_prefix(locals[i], s.local_numel).view(p->local_shape()));
       continue;
     }
-    Tensor buffer = Tensor::empty({s.shard_numel * s.group->size()}, compute_dtype_, s.master.device());
+    Tensor buffer = Tensor::empty({s.shard_numel * s.group->size()}, compute_dtype_, s.stored().device());
     gather.values.emplace_back(p, flat_prefix(buffer, s.local_numel).view(p->local_shape()));
     const size_t k = static_cast<size_t>(std::find(comms.begin(), comms.end(), s.group) - comms.begin());
     if (k == comms.size()) {
@@ -222,6 +245,8 @@ void Fsdp::release(ParamGroup& group, bool reduce_grads) {
                     predicted_next() == requests_.back();
   for (Parameter* p : group.params) {
     ParamShard& s = shard_of(p);
+    // A gradient computed by a backward that does not skip frozen weights: nothing keeps it.
+    if (reduce_grads && s.frozen()) p->grad = Tensor();
     if (s.aliased) continue;
     // A tied parameter listed in a later group keeps its gradient until its owner group finishes backward, since
     // the owner's backward (the embedding, first layer) runs last and adds its own part.
@@ -314,7 +339,7 @@ void Fsdp::release_kept_values() {
 void Fsdp::attach_unsharded_grads(ParamGroup& group) {
   for (Parameter* p : group.params) {
     ParamShard& s = shard_of(p);
-    if (s.aliased || s.group->size() != 1 || p->grad.defined()) continue;
+    if (s.aliased || s.frozen() || s.group->size() != 1 || p->grad.defined()) continue;
     if (!s.grad.defined()) s.grad = Tensor::zeros({s.shard_numel}, DType::F32, s.master.device());
     p->grad = flat_prefix(s.grad, s.local_numel).view(p->local_shape());
   }
@@ -330,8 +355,9 @@ void Fsdp::wait_for_gradients() {
   // the optimizer is about to change the masters they came from.
   for (ParamShard& s : shards_) {
     if (!s.aliased) s.param->value = Tensor();
-    // A parameter nothing added to this step (unused, frozen) has a zero gradient, as before zero_grads().
-    if (!s.grad.defined()) s.grad = Tensor::zeros({s.shard_numel}, DType::F32, s.master.device());
+    // A parameter nothing added to this step (unused, or in a group the optimizer does not step) has a zero
+    // gradient, as before zero_grads(); a frozen one has none.
+    if (!s.grad.defined() && !s.frozen()) s.grad = Tensor::zeros({s.shard_numel}, DType::F32, s.master.device());
   }
   if (!requests_.empty()) predicted_ = std::move(requests_);
   requests_.clear();
@@ -350,6 +376,10 @@ void Fsdp::set_predicted_requests(std::vector<size_t> order) {
 void Fsdp::zero_grads() {
   wait_for_gradients();
   for (ParamShard& s : shards_) {
+    if (s.frozen()) {
+      s.param->grad = Tensor();
+      continue;
+    }
     if (s.aliased) {
       s.grad.zero_();  // the parameter's gradient is a view of it
       continue;
@@ -362,9 +392,17 @@ void Fsdp::zero_grads() {
 }
 
 int64_t Fsdp::shard_bytes() const {
+  int64_t bytes = frozen_shard_bytes();
+  for (const ParamShard& s : shards_)
+    if (!s.frozen())
+      bytes += static_cast<int64_t>(s.master.nbytes() + s.shard_numel * static_cast<int64_t>(sizeof(float)));
+  return bytes;
+}
+
+int64_t Fsdp::frozen_shard_bytes() const {
   int64_t bytes = 0;
   for (const ParamShard& s : shards_)
-    bytes += static_cast<int64_t>(s.master.nbytes() + s.shard_numel * static_cast<int64_t>(sizeof(float)));
+    if (s.frozen()) bytes += static_cast<int64_t>(s.frozen_values.nbytes());
   return bytes;
 }
 

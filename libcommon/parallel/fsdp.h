@@ -14,6 +14,11 @@
 // prediction only costs time. Every rank must make the same sequence of hook calls (their collectives pair up anyway),
 // so every rank predicts the same and issues the same collectives in the same order; nothing is decided from timing.
 //
+// Frozen parameters (Parameter::trainable false: the base model under LoRA) are held in the compute dtype only: their
+// shard is that dtype's slice (bf16 under mixed precision, f32 on the CPU reference), with no f32 master, no
+// gradient and no reduce-scatter; a gradient the model computes for one anyway is dropped at after_backward. Gathers
+// move them as they move the others, without the cast.
+//
 // Memory of overlap: at most one group's gathered parameters (compute dtype, full size, plus their cast shards) ahead
 // of the group in use, and in backward one group's reduce-scatter buffers (its gradients in reduce_dtype padded to
 // full size, and the reduced shard) until the next after_backward.
@@ -29,6 +34,7 @@
 #include "dist/device_mesh.h"
 #include "model/param.h"
 #include "model/parallel_hooks.h"
+#include "parallel/shard_spec.h"
 
 namespace veomni {
 
@@ -40,6 +46,13 @@ struct ParamShard {
   Tensor master;                  // f32 [shard_numel]: this rank's slice of the flattened rows, zero padded
   Tensor grad;                    // f32 [shard_numel]; undefined (zero) from zero_grads() until backward adds to it
   bool aliased = false;           // group of one rank: value and grad are views of master/grad (no copies)
+  // A frozen parameter (!param->trainable): its slice in the compute dtype, zero padded; master and grad stay
+  // undefined. Undefined for a trainable one.
+  Tensor frozen_values;
+
+  bool frozen() const { return frozen_values.defined(); }
+  // What this rank stores of the parameter's values: the f32 master, or the compute-dtype frozen slice.
+  const Tensor& stored() const { return frozen() ? frozen_values : master; }
 };
 
 // What overlap did since construction (tests check that prefetches are issued and used).
@@ -84,9 +97,11 @@ class Fsdp final : public ParamHooks {
   void zero_grads();
   // The full tensor of this rank's rows of a parameter, gathered (collective over the parameter's group).
   Tensor gather_rows(const ParamShard& shard) const;
-  // Bytes this rank holds from backward to the optimizer step: master + grad (the optimizer adds two more f32 tensors
-  // per shard).
+  // Bytes this rank holds from backward to the optimizer step: master + grad of the trainable shards (the optimizer
+  // adds two more f32 tensors per trainable shard) and the compute-dtype slices of the frozen ones.
   int64_t shard_bytes() const;
+  // The frozen shards' part of shard_bytes(): their compute-dtype slices.
+  int64_t frozen_shard_bytes() const;
 
   bool overlap() const { return overlap_; }
   const FsdpOverlapStats& overlap_stats() const { return stats_; }
@@ -130,6 +145,8 @@ class Fsdp final : public ParamHooks {
   size_t predicted_next() const;
   // A parameter sharded over a group of one: backward accumulates straight into its shard's gradient.
   void attach_unsharded_grads(ParamGroup& group);
+  // A frozen parameter's shard: its slice cast to the compute dtype (a view of it as the value when aliased).
+  void take_frozen_values(ParamShard& s, const ShardSpec& spec) const;
   ParamShard& shard_of(const Parameter* p);
   size_t index_of(const ParamGroup& group) const;
   bool owns(const ParamGroup& group, const Parameter* p) const;

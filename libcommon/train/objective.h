@@ -53,8 +53,9 @@ struct ObjectiveSettings {
 };
 
 // The objective settings.name names, for a model whose language model has text_config. reference: DPO's frozen
-// reference model (the start weights, sharded like the policy), or null when the batches carry the reference
-// log-probs (dataset keys ref_chosen_logps / ref_rejected_logps) or dpo.reference_free needs none.
+// reference model (the start weights, sharded like the policy; under LoRA the policy model itself, run with its
+// adapters disabled), or null when the batches carry the reference log-probs (dataset keys ref_chosen_logps /
+// ref_rejected_logps) or dpo.reference_free needs none.
 std::unique_ptr<Objective> make_objective(const ObjectiveSettings& settings, const ModelConfig& text_config,
                                           TrainModel* reference = nullptr);
 

@@ -1,6 +1,8 @@
 // DPO and reward-model micro-batches: body -> head -> per-sequence values -> pair loss, and back.
 #include "train/objective_preference.h"
 
+#include <optional>
+
 #include "core/error.h"
 #include "objective/preference_losses.h"
 #include "train/objective_batch_views.h"
@@ -37,6 +39,18 @@ std::vector<double> join_pairs(const std::vector<PairIndex>& pairs, size_t seque
 
 const std::vector<std::string> kDpoMetrics{"dpo_loss", "chosen_rewards", "rejected_rewards", "reward_accuracy",
                                            "reward_margin"};
+// The policy with its LoRA adapters off while it serves as its own reference (the frozen base), on again after.
+class AdaptersDisabled {
+ public:
+  explicit AdaptersDisabled(TrainModel& model) : model_(model) { model_.set_adapters_enabled(false); }
+  ~AdaptersDisabled() { model_.set_adapters_enabled(true); }
+  AdaptersDisabled(const AdaptersDisabled&) = delete;
+  AdaptersDisabled& operator=(const AdaptersDisabled&) = delete;
+
+ private:
+  TrainModel& model_;
+};
+
 const std::vector<std::string> kRewardMetrics{"rm_loss", "reward_accuracy", "chosen_reward", "rejected_reward"};
 
 }  // namespace
@@ -46,7 +60,8 @@ DpoObjective::DpoObjective(const ModelConfig& text_config, const objective::DpoC
   config_.validate("train.dpo_config");
 }
 
-std::vector<double> DpoObjective::reference_logps(const MultimodalBatch& batch, SequenceHooks* sequence) {
+std::vector<double> DpoObjective::reference_logps(TrainModel& model, const MultimodalBatch& batch,
+                                                  SequenceHooks* sequence) {
   const Batch& text = batch.text;
   if (const auto found = text.sequence_values.find("ref_logps"); found != text.sequence_values.end())
     return std::vector<double>(found->second.begin(), found->second.end());
@@ -54,6 +69,8 @@ std::vector<double> DpoObjective::reference_logps(const MultimodalBatch& batch, 
     VEOMNI_CHECK(config_.reference_free, "DPO without reference log-probs needs a reference model");
     return std::vector<double>(text.cu_seqlens.size() - 1, 0.0);
   }
+  std::optional<AdaptersDisabled> base_only;
+  if (reference_ == &model) base_only.emplace(model);
   BodyOutput body = reference_->body().forward(batch, false);
   const LmHead::LogprobOutput lp = reference_->lm_head().logprobs_forward(body.hidden, text.target_ids, false);
   return sequence_sums(text, lp.logprobs, sequence);
@@ -64,7 +81,7 @@ void DpoObjective::micro_batch(TrainModel& model, const MultimodalBatch& batch, 
   const Batch& text = batch.text;
   SequenceHooks* sequence = model.body().sequence_hooks();
   const std::vector<PairIndex> pairs = preference_pairs(text);
-  const PairValues ref = split_pairs(pairs, reference_logps(batch, sequence));
+  const PairValues ref = split_pairs(pairs, reference_logps(model, batch, sequence));
 
   BodyOutput body = model.body().forward(batch, true);
   LmHead::LogprobOutput lp = model.lm_head().logprobs_forward(body.hidden, text.target_ids, true);

@@ -9,14 +9,15 @@ namespace veomni {
 
 class DpoObjective final : public ReportingObjective {
  public:
-  // reference: the frozen reference model, or null (the batch carries ref log-probs, or reference_free).
+  // reference: the frozen reference model, or null (the batch carries ref log-probs, or reference_free). Under LoRA
+  // it is the policy itself: its reference pass runs with the adapters disabled (the frozen base).
   DpoObjective(const ModelConfig& text_config, const objective::DpoConfig& config, TrainModel* reference);
   void micro_batch(TrainModel& model, const MultimodalBatch& batch, const StepLossScale& scale, bool reports_shared,
                    std::vector<double>& sums) override;
 
  private:
   // Per packed sequence: the reference's log-prob sums (the batch's, the reference model's, or zeros).
-  std::vector<double> reference_logps(const MultimodalBatch& batch, SequenceHooks* sequence);
+  std::vector<double> reference_logps(TrainModel& model, const MultimodalBatch& batch, SequenceHooks* sequence);
 
   objective::DpoConfig config_;
   TrainModel* reference_;

@@ -26,6 +26,7 @@ ModelConfig checkpoint_text_model(const std::string& checkpoint_dir, ModelHead h
 void load_checkpoint_masters(const std::string& checkpoint_dir, const ModelConfig& model, ModelHead head,
                              const DeviceMesh& mesh, Fsdp& fsdp) {
   const CheckpointReader reader(resolve_checkpoint_path(checkpoint_dir));
+  reader.require_full_model("scoring with veomni-score");
   std::vector<ParamShardState> states;
   for (ParamShard& s : fsdp.shards())
     states.push_back({s.param->name, s.param->shape, s.param->is_expert, s.master, Tensor(), Tensor()});

@@ -1,6 +1,7 @@
 // The step loop: plan the global batch, collate this rank's micro-batches, forward/backward, reduce, clip, update.
 #include "train/trainer.h"
 
+#include <spdlog/fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <charconv>
@@ -78,6 +79,14 @@ double seconds_since(std::chrono::steady_clock::time_point& mark) {
 }
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+// shard_slots_ entry of a frozen shard: it has no optimizer state.
+constexpr size_t kNoSlot = SIZE_MAX;
+
+bool any_frozen_parameter(ParamStore& params) {
+  for (const auto& p : params.all())
+    if (!p->trainable) return true;
+  return false;
+}
 
 // VEOMNI_FAULT_INJECT="rank=R,step=S[,kill=step|save|commit|term]": the failure-path tests make one rank fail
 // (throw), die (SIGKILL) at a chosen point while the others wait, or receive SIGTERM at a step's start (term).
@@ -141,9 +150,12 @@ class Trainer {
   void build_objective();
   std::unique_ptr<TrainModel> make_model(const ModelOptions& options, ModelHead head) const;
   void load_start_weights(TrainModel& model) const;
+  void load_lora_base();
+  void check_adapter_checkpoint(const CheckpointMetadata& saved) const;
   void report_untrained_data();
   void refuse_long_pairs() const;
   void build_optimizer();
+  void log_trainable_parameters(double frozen_bytes, double frozen_bytes_max) const;
   std::vector<MultimodalBatch> collate_my_micro_batches(const StepPlan& step);
   MultimodalBatch collate_micro_batch(const std::vector<int64_t>& sample_indices);
   OptimizerGroup& optimizer_group_of(const Parameter& p);
@@ -187,8 +199,10 @@ class Trainer {
   std::unique_ptr<TrainModel> reference_;
   std::unique_ptr<Fsdp> reference_fsdp_;
   std::unique_ptr<Fsdp> fsdp_;
+  // LoRA: the settings and the frozen base saved in adapter checkpoints (the base's identity on rank 0 only).
+  std::optional<AdapterCheckpointInfo> adapter_;
   std::vector<OptimizerGroup> optimizers_;   // LM first
-  // The (group, slot) of each FSDP shard, in shard order.
+  // The (group, slot) of each FSDP shard, in shard order; kNoSlot for a frozen shard (no optimizer state).
   std::vector<std::pair<size_t, size_t>> shard_slots_;
   std::vector<bool> shard_frozen_;
   std::unique_ptr<LrSchedule> schedule_;
@@ -212,9 +226,6 @@ void Trainer::build_mesh_and_model() {
   hf_config_json_ = std::move(run_model.hf_config_json);
   layout_ = resolve_batch_layout(config_, world_->size());
   validate_parallel_layout(config_, model_config_);
-  VEOMNI_INPUT_CHECK(!config_.model.lora_config.enabled(),
-                     "model.lora_config.rank {}: LoRA training is not built into veomni-train yet (hint: rank 0)",
-                     config_.model.lora_config.rank);
   device_ = select_device();
   const auto& acc = config_.train.accelerator;
   RunParallel parallel = build_run_parallel(world_, acc, model_config_, device_);
@@ -232,7 +243,9 @@ void Trainer::build_mesh_and_model() {
   model_options_ = options;
   model_ = make_model(options, model_head_for_objective(config_.train.objective));
   const std::string model_type = thinker_ ? thinker_->model_type : model_config_.model_type;
-  if (resume_dir_) {
+  if (config_.model.lora_config.enabled()) {
+    load_lora_base();
+  } else if (resume_dir_) {
     // The checkpoint overwrites every master and moment once FSDP and AdamW exist: no init, no HF read.
     spdlog::info("model: {} with {} parameters, from checkpoint {}", model_type,
                  format_count(static_cast<double>(model_->params().num_elements())), *resume_dir_);
@@ -245,6 +258,56 @@ void Trainer::build_mesh_and_model() {
   }
   fsdp_ = std::make_unique<Fsdp>(model_->params(), mesh_, options.compute_dtype, reduce_dtype, acc.fsdp_config.overlap);
   model_->set_param_hooks(fsdp_.get());
+}
+
+// LoRA: the frozen base comes from model.model_path (or the random initialisation) also when resuming, since an
+// adapter checkpoint holds only the trainable parameters; the checkpoint then overwrites them. A resumed base must be
+// the one the adapters were trained on (rank 0 compares checksums of its weight files; a random base reuses the
+// checkpoint's seed).
+void Trainer::load_lora_base() {
+  const LoraConfig& lora = config_.model.lora_config;
+  VEOMNI_INPUT_CHECK(any_frozen_parameter(model_->params()),
+                     "model.lora_config.rank {}: this model has no LoRA adapters (every parameter trains) (hint: rank 0 "
+                     "for full fine-tuning)",
+                     lora.rank);
+  int64_t seed = config_.train.seed;
+  std::optional<CheckpointMetadata> saved;
+  if (resume_dir_) {
+    saved = read_checkpoint_metadata(*resume_dir_);
+    check_adapter_checkpoint(*saved);
+    if (saved->adapter->base.random_init()) seed = saved->adapter->base.seed;
+  }
+  veomni::load_start_weights(*model_, config_.model.model_path, static_cast<uint64_t>(seed));
+  if (world_->rank() == 0) {
+    adapter_ = AdapterCheckpointInfo{lora, identify_base_model(config_.model.model_path, seed)};
+    if (saved) check_same_base_model(saved->adapter->base, adapter_->base, *resume_dir_);
+  } else {
+    adapter_ = AdapterCheckpointInfo{lora, {}};  // rank 0 alone writes metadata.json
+  }
+  spdlog::info("model: LoRA rank {} (alpha {:g}) on the frozen base {}{}", lora.rank, lora.alpha,
+               config_.model.model_path.empty() ? fmt::format("random init (seed {})", seed)
+                                                : "from " + config_.model.model_path,
+               resume_dir_ ? "; adapters from checkpoint " + *resume_dir_ : std::string());
+}
+
+// An adapter checkpoint resumes a LoRA run with the same LoRA settings; a whole model's checkpoint does not.
+void Trainer::check_adapter_checkpoint(const CheckpointMetadata& saved) const {
+  const std::string file = (fs::path(*resume_dir_) / kCheckpointMetadataFile).string();
+  VEOMNI_INPUT_CHECK(saved.adapter.has_value(),
+                     "{}: a whole model's checkpoint (no key 'lora') but this run trains LoRA adapters "
+                     "(model.lora_config.rank {}) (hint: merge it with veomni-ckpt-merge and name the result in "
+                     "model.model_path, without train.checkpoint.load_path)",
+                     file, config_.model.lora_config.rank);
+  const LoraConfig& was = saved.adapter->lora;
+  const LoraConfig& is = config_.model.lora_config;
+  VEOMNI_INPUT_CHECK(was == is,
+                     "{}: the adapters were trained with model.lora_config rank {}, alpha {:g}, use_rslora {}, "
+                     "lora_modules [{}], exclude_modules '{}', share_expert_lora {}; this run sets rank {}, alpha {:g}, "
+                     "use_rslora {}, lora_modules [{}], exclude_modules '{}', share_expert_lora {} (hint: resume with "
+                     "the checkpoint's settings)",
+                     file, was.rank, was.alpha, was.use_rslora, fmt::join(was.lora_modules, ", "), was.exclude_modules,
+                     was.share_expert_lora, is.rank, is.alpha, is.use_rslora, fmt::join(is.lora_modules, ", "),
+                     is.exclude_modules, is.share_expert_lora);
 }
 
 // Initialised or loaded values go into the fp32 masters: they are staged in fp32 whatever the compute dtype.
@@ -268,6 +331,12 @@ void Trainer::build_objective() {
     if (t.actor.use_kl_loss) require_dataset_keys(*dataset_, {"ref_log_probs"}, "train.actor.use_kl_loss");
   }
   const bool data_has_reference = dataset_->has_key(kRefChosenLogpsKey) && dataset_->has_key(kRefRejectedLogpsKey);
+  if (t.objective == "dpo" && !data_has_reference && !t.dpo_config.reference_free && adapter_) {
+    // LoRA: the reference is the frozen base, i.e. the policy itself with its adapters off: no second model.
+    spdlog::info("dpo: reference model = the frozen base (the policy with its LoRA adapters disabled)");
+    objective_ = make_objective(settings, model_config_, model_.get());
+    return;
+  }
   if (t.objective == "dpo" && !data_has_reference && !t.dpo_config.reference_free) {
     ModelOptions options = model_options_;
     // A float32 run (the CPU, train.precision fp32, mixed precision off) keeps its reference in float32 too.
@@ -362,6 +431,11 @@ void Trainer::build_optimizer() {
     add_group("frozen", 0.0, true);
   }
   for (ParamShard& s : fsdp_->shards()) {
+    if (s.frozen()) {  // held in the compute dtype only: no master, gradient or moments
+      shard_slots_.emplace_back(kNoSlot, kNoSlot);
+      shard_frozen_.push_back(true);
+      continue;
+    }
     OptimizerGroup& group = optimizer_group_of(*s.param);
     group.adamw->add_slot(s.param->name, s.master, &s.grad);
     shard_slots_.emplace_back(static_cast<size_t>(&group - optimizers_.data()), group.adamw->slots().size() - 1);
@@ -380,13 +454,35 @@ void Trainer::build_optimizer() {
   sched.total_steps = total_steps_;
   schedule_ = std::make_unique<LrSchedule>(sched);
 
-  // Persistent per-rank state: master + grad (Fsdp) + two AdamW moments: 16 bytes per local element.
-  const double bytes = static_cast<double>(fsdp_->shard_bytes()) * 2.0;
-  std::vector<double> all{bytes};
+  // Persistent per-rank state: master + grad (Fsdp) + two AdamW moments: 16 bytes per trainable local element; the
+  // frozen shards' compute-dtype slices.
+  const double frozen_bytes = static_cast<double>(fsdp_->frozen_shard_bytes());
+  const double bytes = static_cast<double>(fsdp_->shard_bytes() - fsdp_->frozen_shard_bytes()) * 2.0 + frozen_bytes;
+  std::vector<double> all{bytes, frozen_bytes};
   world_->allreduce_max(all);
   state_bytes_max_ = all[0];
   spdlog::info("memory: parameters + gradients + optimizer state {} bytes on this rank (max over ranks {})",
                format_count(bytes), format_count(all[0]));
+  if (adapter_) log_trainable_parameters(frozen_bytes, all[1]);
+}
+
+// LoRA: how much of the model trains, and what the frozen base costs each rank.
+void Trainer::log_trainable_parameters(double frozen_bytes, double frozen_bytes_max) const {
+  int64_t trainable = 0, total = 0, tensors = 0;
+  for (const auto& p : model_->params().all()) {
+    const int64_t n = shape_numel(p->shape);
+    total += n;
+    if (p->trainable) {
+      trainable += n;
+      ++tensors;
+    }
+  }
+  spdlog::info("LoRA: {} trainable parameters in {} tensors, {:.4f}% of {}; frozen base {} bytes on this rank (max "
+               "over ranks {}), in {}",
+               format_count(static_cast<double>(trainable)), tensors,
+               100.0 * static_cast<double>(trainable) / static_cast<double>(std::max<int64_t>(total, 1)),
+               format_count(static_cast<double>(total)), format_count(frozen_bytes), format_count(frozen_bytes_max),
+               dtype_name(model_options_.compute_dtype));
 }
 
 OptimizerGroup& Trainer::optimizer_group_of(const Parameter& p) {
@@ -485,7 +581,8 @@ std::optional<std::string> Trainer::agree_on_resume_checkpoint() {
   return dir;
 }
 
-// FSDP shards and AdamW slots were created in the same parameter order.
+// FSDP shards and AdamW slots were created in the same parameter order. The trainable shards only: with LoRA the
+// frozen base is reloaded from model.model_path.
 std::vector<ParamShardState> Trainer::shard_states() {
   std::vector<ParamShardState> states;
   std::vector<ParamShard>& shards = fsdp_->shards();
@@ -494,6 +591,7 @@ std::vector<ParamShardState> Trainer::shard_states() {
   for (size_t i = 0; i < shards.size(); ++i) {
     const Parameter& p = *shards[i].param;
     const auto [group, index] = shard_slots_[i];
+    if (shards[i].frozen()) continue;  // the base under LoRA: named in the metadata, not stored
     const OptimizerSlot& slot = optimizers_[group].adamw->slots()[index];
     VEOMNI_CHECK(slot.name == p.name, "optimizer slot {} is '{}', FSDP shard '{}'", i, slot.name, p.name);
     states.push_back({p.name, p.shape, p.is_expert, shards[i].master, slot.exp_avg, slot.exp_avg_sq});
@@ -509,6 +607,10 @@ DataPlanInfo Trainer::data_plan_info() const {
 void Trainer::resume_from(const std::string& dir) {
   const CheckpointReader reader(dir);
   const CheckpointMetadata& saved = reader.metadata();
+  VEOMNI_INPUT_CHECK(!saved.adapter || adapter_,
+                     "{}: an adapter (LoRA rank {}) checkpoint, which holds the adapters only, but this run trains the "
+                     "whole model (hint: resume with the checkpoint's model.lora_config)",
+                     (fs::path(dir) / kCheckpointMetadataFile).string(), saved.adapter ? saved.adapter->lora.rank : 0);
   std::vector<ParamShardState> states = shard_states();
   check_checkpoint_model(reader, model_config_, model_->head(), states);
   check_resume_position(dir, saved);
@@ -592,8 +694,10 @@ std::string Trainer::save_checkpoint_at(int64_t global_step, int64_t epoch, int6
   request.output_dir = config_.train.checkpoint.output_dir;
   request.save_total_limit = config_.train.checkpoint.save_total_limit;
   request.mesh = mesh_.shape;
-  request.position = {global_step, optimizers_.front().adamw->steps_taken(), epoch, next_step_in_epoch, config_.train.seed,
-                      total_steps_, last_lr};
+  // Under LoRA the language model's group may hold no adapter (exclude_modules): the groups that step agree.
+  int64_t optimizer_steps = 0;
+  for (const OptimizerGroup& g : optimizers_) optimizer_steps = std::max(optimizer_steps, g.adamw->steps_taken());
+  request.position = {global_step, optimizer_steps, epoch, next_step_in_epoch, config_.train.seed, total_steps_, last_lr};
   request.data_plan = data_plan_info();
   request.model_config = model_config_;
   request.head = model_->head();
@@ -601,6 +705,7 @@ std::string Trainer::save_checkpoint_at(int64_t global_step, int64_t epoch, int6
   request.train_config_yaml = train_config_to_yaml(config_);
   request.tokenizer_path = config_.model.tokenizer_path;
   request.producer = version_text("veomni-train");
+  request.adapter = adapter_;
   request.metrics = &metrics_;
   if (fault_) {
     request.fault_point = [this, global_step](const std::string& point) {

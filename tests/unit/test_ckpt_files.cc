@@ -198,8 +198,8 @@ TEST_F(CheckpointFiles, MetadataValidationNamesFileAndKey) {
     edit(j);
     write_json_file(file, j);
   };
-  with([](nlohmann::json& j) { j["format_version"] = 3; });
-  expect_input_error([&] { read_checkpoint_metadata(path("ck")); }, {"metadata.json", "format version 3"});
+  with([](nlohmann::json& j) { j["format_version"] = 4; });
+  expect_input_error([&] { read_checkpoint_metadata(path("ck")); }, {"metadata.json", "format version 4"});
   with([](nlohmann::json& j) { j["parameters"][0]["shard"]["shard_numel"] = 5; });
   expect_input_error([&] { read_checkpoint_metadata(path("ck")); }, {"metadata.json", "model.embed_tokens.weight"});
   with([](nlohmann::json& j) { j["rank_files"].erase(3); });

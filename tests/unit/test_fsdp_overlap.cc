@@ -105,7 +105,8 @@ void expect_same_on_every_rank(Communicator& world, const FsdpOverlapStats& stat
 // A store shaped like a tied two-layer MoE model: embed; two layers of a matrix, an expert tensor (sharded over
 // ep_fsdp, a communicator of its own) and a norm vector; the head's norm and the shared embedding. Odd sizes, so
 // every shard is padded. Values depend on the element's place in the full tensor only, as FSDP requires.
-std::unique_ptr<ParamStore> synthetic_store(const DeviceMesh& mesh, Device device) {
+std::unique_ptr<ParamStore> synthetic_store(const DeviceMesh& mesh, Device device,
+                                            const std::vector<std::string>& frozen = {}) {
   auto store = std::make_unique<ParamStore>();
   store->begin_group("embed");
   Parameter* embed = store->add("embed", {11, 6});
@@ -130,6 +131,7 @@ std::unique_ptr<ParamStore> synthetic_store(const DeviceMesh& mesh, Device devic
       v[k] = std::sin(0.37f * static_cast<float>(static_cast<int64_t>(k) + p.local_begin * row) +
                       1.3f * static_cast<float>(i));
     p.value = Tensor::from_vector(v, local).to(device);
+    p.trainable = std::find(frozen.begin(), frozen.end(), p.name) == frozen.end();
   }
   return store;
 }
@@ -138,13 +140,19 @@ std::unique_ptr<ParamStore> synthetic_store(const DeviceMesh& mesh, Device devic
 // value a request handed out, and the shard gradients and masters of every step.
 class SyntheticRun {
  public:
-  SyntheticRun(const DeviceMesh& mesh, DType compute, DType reduce, bool overlap)
-      : store_(synthetic_store(mesh, test_device())),
+  // frozen: names of parameters marked trainable = false before FSDP takes them over.
+  SyntheticRun(const DeviceMesh& mesh, DType compute, DType reduce, bool overlap,
+               const std::vector<std::string>& frozen = {})
+      : store_(synthetic_store(mesh, test_device(), frozen)),
         fsdp_(*store_, mesh, compute, reduce, overlap),
         rank_(mesh.rank) {}
 
   Fsdp& fsdp() { return fsdp_; }
   const std::vector<std::vector<float>>& record() const { return record_; }
+  // Every value a request handed out, with its parameter's name.
+  const std::vector<std::pair<std::string, std::vector<float>>>& handed_out() const { return handed_out_; }
+  // What record_shards() recorded (each gradient, then master), with the parameter's name.
+  const std::vector<std::pair<std::string, std::vector<float>>>& shard_records() const { return shard_records_; }
 
   void micro_batches(int step, int count) {
     std::vector<ParamGroup>& groups = store_->groups();
@@ -170,19 +178,27 @@ class SyntheticRun {
     micro_batches(step, micro_batch_count);
     fsdp_.wait_for_gradients();
     record_shards();
-    for (ParamShard& s : fsdp_.shards()) ops::add_(s.master, s.grad, -0.5f);
+    for (ParamShard& s : fsdp_.shards())
+      if (!s.frozen()) ops::add_(s.master, s.grad, -0.5f);
   }
 
+  // The trainable shards' gradients and masters (a frozen shard has neither).
   void record_shards() {
     for (const ParamShard& s : fsdp_.shards()) {
+      if (s.frozen()) continue;
       record_.push_back(host_floats(s.grad));
       record_.push_back(host_floats(s.master));
+      shard_records_.emplace_back(s.param->name, record_[record_.size() - 2]);
+      shard_records_.emplace_back(s.param->name, record_.back());
     }
   }
 
  private:
   void read_values(const ParamGroup& g) {
-    for (const Parameter* p : g.params) record_.push_back(host_floats(p->value));
+    for (const Parameter* p : g.params) {
+      record_.push_back(host_floats(p->value));
+      handed_out_.emplace_back(p->name, record_.back());
+    }
   }
 
   // Rank-dependent gradients, so that the reduction's sum matters; accumulated as backward does.
@@ -202,6 +218,8 @@ class SyntheticRun {
   Fsdp fsdp_;
   int64_t rank_;
   std::vector<std::vector<float>> record_;
+  std::vector<std::pair<std::string, std::vector<float>>> handed_out_;
+  std::vector<std::pair<std::string, std::vector<float>>> shard_records_;
 };
 
 struct Precision {
@@ -443,6 +461,176 @@ TEST(FsdpOverlap, ZeroGradsReleasesGradientsUntilBackwardAddsToThem) {
     EXPECT_EQ(s.param->grad.raw_data(), s.grad.raw_data()) << s.param->name;
   }
 }
+
+// Frozen parameters (Parameter::trainable false, the base model under LoRA): FSDP holds their shard in the compute
+// dtype only (no f32 master, no gradient, no reduce-scatter), hands out the same bits at every request of every step,
+// and the trainable parameters' gradients and masters are the same bits as when nothing is frozen. The tied
+// embedding is among the frozen ones. On two ranks (ctest fsdp_overlap_2ranks) and on one.
+const std::vector<std::string> kFrozenNames = {"embed", "layers.0.w", "layers.1.experts", "layers.1.norm"};
+
+bool is_frozen_name(const std::string& name) {
+  return std::find(kFrozenNames.begin(), kFrozenNames.end(), name) != kFrozenNames.end();
+}
+
+using NamedRecords = std::vector<std::pair<std::string, std::vector<float>>>;
+
+std::vector<std::vector<float>> values_of(const NamedRecords& records, bool frozen) {
+  std::vector<std::vector<float>> out;
+  for (const auto& [name, values] : records)
+    if (is_frozen_name(name) == frozen) out.push_back(values);
+  return out;
+}
+
+void expect_frozen_shards_exact(const DeviceMesh& mesh, const Precision& precision) {
+  SyntheticRun all(mesh, precision.compute, precision.reduce, true);
+  SyntheticRun frozen(mesh, precision.compute, precision.reduce, true, kFrozenNames);
+  std::vector<std::vector<float>> initial;
+  int64_t frozen_bytes = 0, saved_bytes = 0;
+  for (const ParamShard& s : frozen.fsdp().shards()) {
+    ASSERT_EQ(s.frozen(), is_frozen_name(s.param->name)) << s.param->name;
+    if (!s.frozen()) continue;
+    EXPECT_EQ(s.frozen_values.dtype(), precision.compute) << s.param->name;
+    EXPECT_EQ(s.frozen_values.numel(), s.shard_numel) << s.param->name;
+    EXPECT_FALSE(s.master.defined()) << s.param->name;
+    EXPECT_FALSE(s.grad.defined()) << s.param->name;
+    initial.push_back(host_floats(s.frozen_values));
+    const int64_t bytes = s.shard_numel * static_cast<int64_t>(dtype_size(precision.compute));
+    frozen_bytes += bytes;
+    saved_bytes += 2 * s.shard_numel * static_cast<int64_t>(sizeof(float)) - bytes;  // master + grad, f32
+  }
+  ASSERT_EQ(initial.size(), kFrozenNames.size());
+  EXPECT_EQ(frozen.fsdp().frozen_shard_bytes(), frozen_bytes);
+  EXPECT_EQ(frozen.fsdp().shard_bytes(), all.fsdp().shard_bytes() - saved_bytes);
+
+  for (int step = 0; step < 3; ++step) {
+    all.step(step, 2);
+    frozen.step(step, 2);
+    for (const ParamShard& s : frozen.fsdp().shards()) {
+      if (!s.frozen()) continue;
+      EXPECT_FALSE(s.grad.defined()) << s.param->name << " step " << step;
+      EXPECT_FALSE(s.param->grad.defined()) << s.param->name << " step " << step;
+    }
+  }
+  size_t k = 0;
+  for (const ParamShard& s : frozen.fsdp().shards()) {
+    if (!s.frozen()) continue;
+    EXPECT_EQ(first_difference({host_floats(s.frozen_values)}, {initial[k++]}), "") << s.param->name;
+  }
+
+  // Every request of a frozen parameter handed out the same bits, equal to the first step's of the run without
+  // frozen parameters (the same initial values in the compute dtype).
+  NamedRecords first_step;
+  const size_t requests_per_step = all.handed_out().size() / 3;
+  for (size_t i = 0; i < requests_per_step; ++i) first_step.push_back(all.handed_out()[i]);
+  for (const auto& [name, values] : frozen.handed_out()) {
+    if (!is_frozen_name(name)) continue;
+    const auto same = std::find_if(first_step.begin(), first_step.end(), [&](const auto& e) { return e.first == name; });
+    ASSERT_NE(same, first_step.end()) << name;
+    EXPECT_EQ(first_difference({values}, {same->second}), "") << name;
+  }
+  // The trainable shards: the same gradients and masters, bit for bit.
+  EXPECT_TRUE(values_of(frozen.shard_records(), true).empty());
+  EXPECT_EQ(values_of(frozen.shard_records(), false).size(), values_of(all.shard_records(), false).size());
+  EXPECT_EQ(first_difference(values_of(frozen.shard_records(), false), values_of(all.shard_records(), false)), "");
+}
+
+class FsdpFrozen : public ::testing::TestWithParam<Precision> {};
+
+TEST_P(FsdpFrozen, TwoRanksHoldFrozenShardsInComputeDtypeWithoutGradients) {
+  REQUIRE_TWO_RANKS(world);
+  const Precision precision = GetParam();
+  if (precision.reduce != DType::F32 && !on_cuda()) GTEST_SKIP() << "MPI reduces float32 only";
+  const DeviceMesh mesh = test_mesh(world, precision.ep);
+  expect_frozen_shards_exact(mesh, precision);
+  // Frozen shards take part in no reduce-scatter: per micro-batch only the trainable ones' (the head's norm,
+  // layers.0's experts and norm, layers.1's w), against eight with nothing frozen. Under ep 2 each rank holds its
+  // experts alone (a group of one): they are not reduced either way.
+  SyntheticRun frozen(mesh, precision.compute, precision.reduce, true, kFrozenNames);
+  SyntheticRun all(mesh, precision.compute, precision.reduce, true);
+  frozen.step(0, 2);
+  all.step(0, 2);
+  EXPECT_EQ(frozen.fsdp().overlap_stats().deferred_reductions, 2 * (precision.ep == 1 ? 4 : 3));
+  EXPECT_EQ(all.fsdp().overlap_stats().deferred_reductions, 2 * (precision.ep == 1 ? 8 : 6));
+}
+
+TEST_P(FsdpFrozen, OneRankHoldsFrozenShardsInComputeDtypeWithoutGradients) {
+  const Precision precision = GetParam();
+  if (precision.ep != 1) GTEST_SKIP() << "one rank holds every expert";
+  if (precision.reduce != DType::F32) GTEST_SKIP() << "one rank reduces nothing";
+  expect_frozen_shards_exact(one_rank_mesh(), precision);
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, FsdpFrozen,
+                         ::testing::Values(Precision{DType::F32, DType::F32, 1}, Precision{DType::BF16, DType::F32, 1},
+                                           Precision{DType::BF16, DType::BF16, 1}, Precision{DType::F32, DType::F32, 2},
+                                           Precision{DType::BF16, DType::F32, 2}),
+                         [](const ::testing::TestParamInfo<Precision>& param) {
+                           return fmt::format("{}_reduce_{}_ep{}", dtype_name(param.param.compute),
+                                              dtype_name(param.param.reduce), param.param.ep);
+                         });
+
+// The toy Qwen3 model with its embedding (tied to the head) and every q_proj frozen by hand: its backward still
+// computes their gradients, which FSDP drops; the frozen weights keep their bits over three updates and every other
+// gradient is the same bits as with nothing frozen in the first step (the same weights).
+void expect_toy_model_frozen_exact(const DeviceMesh& mesh) {
+  const ModelConfig config = test::tiny_dense_config(true);
+  std::vector<std::unique_ptr<CausalLM>> models;
+  std::vector<std::unique_ptr<Fsdp>> fsdps;
+  for (const bool freeze : {false, true}) {
+    models.push_back(std::make_unique<CausalLM>(config, ModelOptions()));
+    models.back()->init_weights(5);
+    if (freeze)
+      for (const auto& p : models.back()->params().all())
+        if (p->name == "model.embed_tokens.weight" || p->name.find("q_proj") != std::string::npos) p->trainable = false;
+    fsdps.push_back(std::make_unique<Fsdp>(models.back()->params(), mesh, DType::F32, DType::F32, true));
+    models.back()->set_param_hooks(fsdps.back().get());
+  }
+  std::vector<std::vector<float>> initial_frozen;
+  int64_t frozen_count = 0;
+  for (const ParamShard& s : fsdps[1]->shards())
+    if (s.frozen()) {
+      initial_frozen.push_back(host_floats(s.frozen_values));
+      ++frozen_count;
+    }
+  ASSERT_EQ(frozen_count, 1 + config.num_hidden_layers);
+  for (int step = 0; step < 3; ++step) {
+    std::vector<std::vector<float>> grads[2];
+    for (size_t r = 0; r < 2; ++r) {
+      fsdps[r]->zero_grads();
+      for (int m = 0; m < 2; ++m) {
+        const Batch batch =
+            test::packed_batch({7, 5}, config.vocab_size, static_cast<uint64_t>(1000 * step + 10 * m + mesh.rank));
+        SftPass pass = models[r]->forward(batch, true);
+        models[r]->backward(std::move(pass), 1.0f / 20.0f, 0.0f);
+      }
+      fsdps[r]->wait_for_gradients();
+      for (ParamShard& s : fsdps[r]->shards()) {
+        // The run without frozen weights updates them too but records only what the other run trains.
+        if (s.frozen()) continue;
+        ops::add_(s.master, s.grad, -0.5f);
+        if (!models[1]->params().at(s.param->name).trainable) continue;
+        grads[r].push_back(host_floats(s.grad));
+      }
+    }
+    if (step == 0) {
+      EXPECT_EQ(first_difference(grads[1], grads[0]), "");
+    }
+  }
+  size_t k = 0;
+  for (const ParamShard& s : fsdps[1]->shards()) {
+    if (!s.frozen()) continue;
+    EXPECT_FALSE(s.grad.defined()) << s.param->name;
+    EXPECT_EQ(first_difference({host_floats(s.frozen_values)}, {initial_frozen[k++]}), "") << s.param->name;
+  }
+}
+
+TEST(FsdpFrozen, ToyModelTwoRanksFrozenWeightsStayExact) {
+  REQUIRE_TWO_RANKS(world);
+  if (on_cuda()) GTEST_SKIP() << "GPU kernels with float atomics are not bitwise reproducible";
+  expect_toy_model_frozen_exact(test_mesh(world, 1));
+}
+
+TEST(FsdpFrozen, ToyModelOneRankFrozenWeightsStayExact) { expect_toy_model_frozen_exact(one_rank_mesh()); }
 
 }  // namespace
 }  // namespace veomni
