@@ -212,9 +212,6 @@ void Trainer::build_mesh_and_model() {
   hf_config_json_ = std::move(run_model.hf_config_json);
   layout_ = resolve_batch_layout(config_, world_->size());
   validate_parallel_layout(config_, model_config_);
-  VEOMNI_INPUT_CHECK(!config_.model.lora_config.enabled(),
-                     "model.lora_config.rank {}: LoRA training is not built into veomni-train yet (hint: rank 0)",
-                     config_.model.lora_config.rank);
   device_ = select_device();
   const auto& acc = config_.train.accelerator;
   RunParallel parallel = build_run_parallel(world_, acc, model_config_, device_);
