@@ -31,7 +31,7 @@ class Attention {
     Saved saved;
   };
 
-  // Registers `{prefix}self_attn.*` in the store's current group.
+  // Registers `{prefix}self_attn.*` (and the projections' LoRA adapters) in the store's current group.
   Attention(ParamStore& store, const ModelConfig& config, const std::string& prefix);
 
   // x [S_local, hidden] (already normalised) -> [S_local, hidden]; saved is empty unless save.

@@ -9,6 +9,7 @@
 #include "model/init.h"
 #include "model/layer_inputs.h"
 #include "model/layers/common.h"
+#include "model/layers/lora_adapter.h"
 
 namespace veomni {
 
@@ -86,6 +87,7 @@ struct TextBody::Impl {
 TextBody::Impl::Impl(const ModelConfig& c, const ModelOptions& o, ParamStore* external_store)
     : config(c), options(o), store(external_store ? *external_store : owned_store) {
   validate_model_config(config, "model config");
+  if (options.lora_config.enabled() && !store.lora()) store.set_lora(std::make_shared<LoraRegistry>(options.lora_config));
   first_group = store.groups().size();
   first_param = store.all().size();
   const std::string& prefix = options.param_prefix;
@@ -223,7 +225,7 @@ Tensor TextBody::Impl::backward_embeds(TextBodySaved& saved, Tensor d_hidden, fl
 
 void TextBody::Impl::embed_tokens_backward(const Tensor& ids, const Tensor& d_embeds) {
   before_backward(group(0));
-  ops::embedding_backward(ids.to(options.device), d_embeds, grad_of(*embed));
+  if (embed->trainable) ops::embedding_backward(ids.to(options.device), d_embeds, grad_of(*embed));
   after_backward(group(0));
 }
 
@@ -260,6 +262,7 @@ void TextBody::init_weights(uint64_t seed) {
   const auto& all = impl_->store.all();
   for (size_t i = impl_->first_param; i < all.size(); ++i)
     if (all[i]->value.defined()) init_parameter(*all[i], hf_init_spec(all[i]->name, impl_->config), seed);
+  init_lora_adapters(impl_->store, seed);
 }
 
 BodyOutput TextBody::forward(const MultimodalBatch& batch, bool save) { return impl_->forward(batch.text, save); }

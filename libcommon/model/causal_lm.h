@@ -12,6 +12,7 @@
 #include "model/decoder_layer.h"
 #include "model/heads/lm_head.h"
 #include "model/layer_inputs.h"
+#include "model/lora_config.h"
 #include "model/model_body.h"
 #include "model/model_config.h"
 #include "model/param.h"
@@ -30,6 +31,9 @@ struct ModelOptions {
   std::string param_prefix = "model.";          // of embed_tokens, layers.{i} and norm
   std::string lm_head_name = "lm_head.weight";  // when untied
   std::vector<int64_t> mrope_section;           // non-empty: position_ids are [3, S] (interleaved M-RoPE)
+  // rank > 0: LoRA adapters on the projections it targets, registered right after their weights
+  // (model/layers/lora_adapter.h). Which parameters train is the caller's (TrainModel freezes the base).
+  LoraConfig lora_config;
 };
 
 // What a TextBody's backward needs: the shared layer inputs, each decoder layer's saved activations, the ids to embed
@@ -59,7 +63,8 @@ class TextBody final : public ModelBody {
   HeadSite head_site() override;
   // HF init: normal(0, initializer_range) for linear, embedding, experts, router; ones for norms. Deterministic for
   // a seed and independent of the parallel layout (each parameter's full tensor is drawn from its own stream).
-  // Covers the parameters registered after the body too (its heads').
+  // Covers the parameters registered after the body too (its heads'). Then every LoRA adapter of the store (those of media
+  // towers that share it included) as PEFT initialises them (model/init.h).
   void init_weights(uint64_t seed) override;
   void set_param_hooks(ParamHooks* hooks) override;
   SequenceHooks* sequence_hooks() const override;

@@ -7,9 +7,9 @@
 namespace veomni {
 
 Mlp::Mlp(ParamStore& store, const std::string& prefix, int64_t hidden, int64_t intermediate)
-    : gate_proj_(store.add(prefix + "mlp.gate_proj.weight", {intermediate, hidden})),
-      up_proj_(store.add(prefix + "mlp.up_proj.weight", {intermediate, hidden})),
-      down_proj_(store.add(prefix + "mlp.down_proj.weight", {hidden, intermediate})) {}
+    : gate_proj_(store, prefix + "mlp.gate_proj.weight", {intermediate, hidden}),
+      up_proj_(store, prefix + "mlp.up_proj.weight", {intermediate, hidden}),
+      down_proj_(store, prefix + "mlp.down_proj.weight", {hidden, intermediate}) {}
 
 Mlp::Output Mlp::forward(const Tensor& x, bool save) const {
   Output result;

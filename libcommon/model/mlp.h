@@ -20,7 +20,8 @@ class Mlp {
     Saved saved;
   };
 
-  // Registers `{prefix}mlp.{gate,up,down}_proj.weight` in the store's current group.
+  // Registers `{prefix}mlp.{gate,up,down}_proj.weight` (each followed by its LoRA adapter, if any) in the store's
+  // current group.
   Mlp(ParamStore& store, const std::string& prefix, int64_t hidden, int64_t intermediate);
 
   // saved is empty unless save.

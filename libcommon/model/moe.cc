@@ -52,9 +52,11 @@ MoeBlock::MoeBlock(ParamStore& store, const ModelConfig& config, const std::stri
   const int64_t e = num_experts_, h = config.hidden_size, i = config.moe_intermediate_size;
   router_ = store.add(prefix + "mlp.gate.weight", {e, h});
   gate_up_ = store.add(prefix + "mlp.experts.gate_up_proj", {e, 2 * i, h}, true);
-  down_ = store.add(prefix + "mlp.experts.down_proj", {e, h, i}, true);
   set_local_experts(gate_up_, e, experts);
+  gate_up_lora_ = ExpertLora::attach(store, *gate_up_);
+  down_ = store.add(prefix + "mlp.experts.down_proj", {e, h, i}, true);
   set_local_experts(down_, e, experts);
+  down_lora_ = ExpertLora::attach(store, *down_);
 }
 
 // Router logits in the compute dtype (as HF's nn.Linear gate), softmax/top-k in f32. Returns the f32 probs.
@@ -94,10 +96,12 @@ MoeBlock::Output MoeBlock::forward(const Tensor& x, const LayerInputs& in, bool 
                "{} local expert groups for {} local experts", local_counts.size(), w_gate_up.dim(0));
   Tensor gate_up = empty_like(local, {local.dim(0), w_gate_up.dim(1)});
   ops::grouped_matmul(local, w_gate_up, true, local_counts, gate_up);
+  Tensor gate_up_xa = gate_up_lora_.forward(local, local_counts, gate_up, save);
   Tensor act = empty_like(local, {local.dim(0), w_down.dim(2)});
   ops::swiglu_fused_forward(gate_up, act);
   Tensor expert_out = empty_like(local, {local.dim(0), w_down.dim(1)});
   ops::grouped_matmul(act, w_down, true, local_counts, expert_out);
+  Tensor down_xa = down_lora_.forward(act, local_counts, expert_out, save);
   Tensor y_permuted = in.experts ? in.experts->combine(expert_out, exchange) : expert_out;
 
   result.out = empty_like(x, x.shape());
@@ -116,6 +120,8 @@ MoeBlock::Output MoeBlock::forward(const Tensor& x, const LayerInputs& in, bool 
     saved.local_counts = local_counts;
     saved.exchange = exchange;
     saved.real_rows = real_rows;
+    saved.gate_up_lora_xa = gate_up_xa;
+    saved.down_lora_xa = down_xa;
   }
   return result;
 }
@@ -151,19 +157,25 @@ Tensor MoeBlock::backward(Saved&& saved, const Tensor& dy, const LayerInputs& in
   Tensor dexpert_out = in.experts ? in.experts->combine_backward(dy_permuted, kept.exchange) : dy_permuted;
   Tensor dact = empty_like(kept.act, kept.act.shape());
   ops::grouped_matmul(dexpert_out, down_->value, false, kept.local_counts, dact);
-  ops::grouped_matmul_weight_grad(dexpert_out, kept.act, kept.local_counts, grad_of(*down_), true);
+  if (kept.down_lora_xa.defined())
+    down_lora_.backward(kept.act, std::move(kept.down_lora_xa), dexpert_out, kept.local_counts, dact);
+  if (down_->trainable)
+    ops::grouped_matmul_weight_grad(dexpert_out, kept.act, kept.local_counts, grad_of(*down_), true);
   Tensor dgate_up = empty_like(kept.gate_up_out, kept.gate_up_out.shape());
   ops::swiglu_fused_backward(dact, kept.gate_up_out, dgate_up);
   Tensor dlocal = empty_like(kept.local_x, kept.local_x.shape());
   ops::grouped_matmul(dgate_up, gate_up_->value, false, kept.local_counts, dlocal);
-  ops::grouped_matmul_weight_grad(dgate_up, kept.local_x, kept.local_counts, grad_of(*gate_up_), true);
+  if (kept.gate_up_lora_xa.defined())
+    gate_up_lora_.backward(kept.local_x, std::move(kept.gate_up_lora_xa), dgate_up, kept.local_counts, dlocal);
+  if (gate_up_->trainable)
+    ops::grouped_matmul_weight_grad(dgate_up, kept.local_x, kept.local_counts, grad_of(*gate_up_), true);
   Tensor dpermuted = in.experts ? in.experts->dispatch_backward(dlocal, kept.exchange) : dlocal;
 
   Tensor dx = empty_like(kept.x, kept.x.shape());
   ops::moe_permute_backward(dpermuted, kept.row_map, top_k_, dx);
   Tensor drouter_logits = router_backward(kept, dtopk_weight, aux_dprobs);
   ops::matmul(drouter_logits, false, router_->value, false, dx, 1.0f, 1.0f);
-  ops::matmul(drouter_logits, true, kept.x, false, grad_of(*router_), 1.0f, 1.0f);
+  if (router_->trainable) ops::matmul(drouter_logits, true, kept.x, false, grad_of(*router_), 1.0f, 1.0f);
   return dx;
 }
 

@@ -7,6 +7,7 @@
 
 #include "core/tensor.h"
 #include "model/layer_inputs.h"
+#include "model/layers/lora_experts.h"
 #include "model/model_config.h"
 #include "model/param.h"
 
@@ -26,6 +27,7 @@ class MoeBlock {
     std::vector<int64_t> local_counts;  // rows per local expert after the dispatch
     std::shared_ptr<void> exchange;     // the expert-parallel exchange's state (null without EP)
     int64_t real_rows = 0;              // rows that count in the aux loss (not SP padding)
+    Tensor gate_up_lora_xa, down_lora_xa;  // the expert adapters' x A^T (undefined without applied adapters)
   };
   struct Output {
     Tensor out;
@@ -34,7 +36,8 @@ class MoeBlock {
   };
 
   // Registers `{prefix}mlp.gate.weight` [E, H], `{prefix}mlp.experts.gate_up_proj` [E, 2I, H] (gate rows first) and
-  // `{prefix}mlp.experts.down_proj` [E, H, I]; the expert tensors hold the rows of this expert-parallel rank.
+  // `{prefix}mlp.experts.down_proj` [E, H, I], each expert tensor followed by its LoRA adapter when targeted; the
+  // expert tensors (and independent adapters) hold the rows of this expert-parallel rank. The router takes none.
   MoeBlock(ParamStore& store, const ModelConfig& config, const std::string& prefix, const ExpertHooks* experts);
 
   // saved is empty unless save.
@@ -49,6 +52,7 @@ class MoeBlock {
   Parameter* router_;
   Parameter* gate_up_;
   Parameter* down_;
+  ExpertLora gate_up_lora_, down_lora_;
   int64_t num_experts_;
   int64_t top_k_;
   bool norm_topk_prob_;

@@ -60,6 +60,7 @@ void ParamStore::materialize_all(Device device, DType dtype) {
 
 void ParamStore::zero_grads() {
   for (const auto& param : params_) {
+    if (!param->trainable) continue;
     if (param->grad.defined()) {
       param->grad.zero_();
     } else {

@@ -4,11 +4,14 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
 
 namespace veomni {
+
+class LoraRegistry;
 
 struct Parameter {
   std::string name;   // HF name, e.g. "model.layers.0.self_attn.q_proj.weight" (v5 stacked names for experts)
@@ -44,6 +47,10 @@ class ParamStore {
   // Registers a parameter in the current group (see begin_group); returns a stable pointer.
   Parameter* add(const std::string& name, const Shape& shape, bool is_expert = false);
   void begin_group(const std::string& group_name);
+  // The model's LoRA settings while its layers register (null: no LoRA). Layers that can carry an adapter ask it
+  // whether theirs is targeted and register the adapter right after their weight (model/layers/lora_adapter.h).
+  void set_lora(std::shared_ptr<LoraRegistry> lora) { lora_ = std::move(lora); }
+  LoraRegistry* lora() const { return lora_.get(); }
   // Lists an already registered parameter in the current group as well (tied weights: the head group uses the
   // embedding). Its `group` stays the owner's, so hooks can tell an owned parameter from a shared one.
   void add_shared(Parameter* param);
@@ -56,13 +63,14 @@ class ParamStore {
 
   // Allocates value tensors (zeros) for every parameter on a device/dtype; used by the single-process path.
   void materialize_all(Device device, DType dtype);
-  // Sets every grad to zero (allocating f32 zeros where undefined).
+  // Sets every trainable parameter's grad to zero (allocating f32 zeros where undefined); frozen ones keep none.
   void zero_grads();
 
  private:
   std::vector<std::unique_ptr<Parameter>> params_;
   std::unordered_map<std::string, Parameter*> by_name_;  // lookups stay O(1): a model has thousands of parameters
   std::vector<ParamGroup> groups_;
+  std::shared_ptr<LoraRegistry> lora_;
 };
 
 }  // namespace veomni

@@ -54,6 +54,7 @@ ModelOptions run_model_options(const TrainConfig& config, Device device, const R
   options.recompute = config.train.gradient_checkpointing.enable;
   options.hooks.sequence = parallel.ulysses.get();
   options.hooks.experts = parallel.expert_parallel.get();
+  options.lora_config = config.model.lora_config;
   return options;
 }
 

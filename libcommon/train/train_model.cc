@@ -1,6 +1,7 @@
 // Text or multimodal body with its heads for the trainer; VeOmni's tower roles and freezing by parameter name.
 #include "train/train_model.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -11,6 +12,7 @@
 #include "io/json_file.h"
 #include "model/hf_loader.h"
 #include "model/init.h"
+#include "model/layers/lora_adapter.h"
 #include "model/weight_source.h"
 
 namespace veomni {
@@ -58,6 +60,7 @@ bool param_frozen(const std::string& hf_name, const std::string& model_type, boo
 TrainModel::TrainModel(const ModelConfig& config, const ModelOptions& options, ModelHead head)
     : head_(head), body_(std::make_unique<TextBody>(config, options)) {
   make_head(options.lm_head_name, options.hooks.params);
+  setup_lora(options.lora_config);
 }
 
 TrainModel::TrainModel(const ThinkerConfig& config, const ModelOptions& options, bool freeze_vit, ModelHead head)
@@ -68,6 +71,58 @@ TrainModel::TrainModel(const ThinkerConfig& config, const ModelOptions& options,
   mm.freeze_vit = freeze_vit && config.model_type != "qwen3_omni_moe";
   body_ = std::make_unique<MultimodalBody>(config, mm);
   make_head(config.lm_head_name, options.hooks.params);
+  setup_lora(options.lora_config);
+}
+
+namespace {
+
+// "a, b, c, ..." of the first few names.
+std::string first_names(const std::vector<std::string>& names, size_t count) {
+  std::string text;
+  for (size_t i = 0; i < names.size() && i < count; ++i) text += (i ? ", " : "") + names[i];
+  if (names.size() > count) text += ", ...";
+  return text;
+}
+
+// A value head's projection (score.weight / score.bias, thinker.score.*) trains with the adapters: it is new.
+bool is_value_head_param(const std::string& name) {
+  return name.starts_with("score.") || name.find(".score.") != std::string::npos;
+}
+
+}  // namespace
+
+void TrainModel::setup_lora(const LoraConfig& config) {
+  if (!config.enabled()) return;
+  LoraRegistry* registry = params().lora();
+  VEOMNI_CHECK(registry != nullptr, "LoRA settings of rank {} but the model registered no adapter registry",
+               config.rank);
+  const std::vector<std::string> unmatched = config.unmatched_entries(registry->capable_modules());
+  if (!unmatched.empty()) {
+    std::vector<std::string> examples;
+    for (const std::string& module : registry->capable_modules()) {
+      const std::string last = module.substr(module.rfind('.') + 1);
+      const bool seen = std::find(examples.begin(), examples.end(), last) != examples.end();
+      if (!seen && (module.find("experts.") == std::string::npos)) examples.push_back(last);
+    }
+    throw InputError(fmt::format(
+        "model.lora_config.lora_modules: the entry '{}' matches no module of this model that can take an adapter "
+        "(hint: module names such as {}; e.g. {})",
+        unmatched.front(), first_names(examples, 8), first_names(registry->capable_modules(), 3)));
+  }
+  for (const auto& param : params().all()) {
+    const bool adapter = is_lora_param_name(param->name);
+    param->trainable = adapter || is_value_head_param(param->name);
+    if (adapter) lora_params_.push_back(param.get());
+  }
+}
+
+void TrainModel::set_adapters_enabled(bool enabled) {
+  if (LoraRegistry* registry = params().lora()) registry->set_applied(enabled);
+}
+
+bool TrainModel::adapters_enabled() const {
+  const LoraRegistry* registry = body_->params().lora();
+  return registry != nullptr && registry->applied();
 }
 
 TrainModel::~TrainModel() = default;
@@ -131,7 +186,8 @@ void check_causal_lm_source(const WeightSource& source, const std::string& model
 
 // A value head starts from the source's score.* (a ...ForSequenceClassification / ...ForTokenClassification
 // directory of one label) or, from a causal LM, as transformers initialises a missing head.
-void load_value_model(TrainModel& model, const WeightSource& source, const std::string& model_path, uint64_t seed) {
+void load_value_model(TrainModel& model, const WeightSource& source, const std::string& model_path, uint64_t seed,
+                      const std::set<std::string>& adapters) {
   ValueHead& head = model.value_head();
   Parameter& weight = head.weight();
   Parameter* bias = head.bias();
@@ -157,7 +213,9 @@ void load_value_model(TrainModel& model, const WeightSource& source, const std::
                  model.body().text_config().initializer_range, bias ? fmt::format(", {} = 0,", bias->name) : ",",
                  seed);
   }
-  load_hf_weights(model.params(), source, missing);
+  std::set<std::string> skip = missing;
+  skip.insert(adapters.begin(), adapters.end());
+  load_hf_weights(model.params(), source, skip);
   for (const auto& param : model.params().all())
     if (missing.contains(param->name)) init_parameter(*param, hf_init_spec(param->name, model.body().text_config()), seed);
 }
@@ -173,12 +231,15 @@ void load_start_weights(TrainModel& model, const std::string& model_path, uint64
     return;
   }
   const HfCheckpointSource source(model_path);
+  std::set<std::string> adapters;
+  for (const Parameter* param : model.lora_params()) adapters.insert(param->name);
   if (model.head() == ModelHead::LanguageModel) {
     check_causal_lm_source(source, model_path);
-    load_hf_weights(model.params(), source);
-    return;
+    load_hf_weights(model.params(), source, adapters);
+  } else {
+    load_value_model(model, source, model_path, seed, adapters);
   }
-  load_value_model(model, source, model_path, seed);
+  if (model.has_lora()) init_lora_adapters(model.params(), seed);
 }
 
 void TrainModel::set_param_hooks(ParamHooks* hooks) {

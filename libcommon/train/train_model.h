@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "model/causal_lm.h"
 #include "model/heads/lm_head.h"
@@ -50,7 +51,20 @@ class TrainModel {
   // The head of the kind the model was built with (an internal error for another kind).
   LmHead& lm_head();
   ValueHead& value_head();
+  // The HF initialisation of every parameter, the LoRA adapters' as PEFT's (A kaiming-uniform, B zeros).
   void init_weights(uint64_t seed) { body_->init_weights(seed); }
+
+  // LoRA (options.lora_config.rank > 0): the adapters are registered right after their projections' weights
+  // (`<module>.lora_A.weight` [r, in], `<module>.lora_B.weight` [out, r]; experts [E, r, in] / [E, out, r], or
+  // [r, in] / [out, r] with share_expert_lora) and only they, and a value head (score.*), keep trainable; every
+  // other parameter is frozen (Parameter::trainable false: no gradient, no weight-gradient work).
+  bool has_lora() const { return !lora_params_.empty(); }
+  // The adapters' parameters in registration order (empty without LoRA).
+  const std::vector<Parameter*>& lora_params() const { return lora_params_; }
+  // On (the default): forward and backward apply the adapters. Off: the model computes the base model exactly and
+  // the adapters get no gradient (DPO's reference model under a LoRA policy). No effect without LoRA.
+  void set_adapters_enabled(bool enabled);
+  bool adapters_enabled() const;
   // FSDP hooks on the body's and the heads' groups.
   void set_param_hooks(ParamHooks* hooks);
   // LoRA: false makes the adapters contribute nothing (the frozen base's outputs: DPO's reference pass), true
@@ -59,15 +73,19 @@ class TrainModel {
 
  private:
   void make_head(const std::string& lm_head_name, ParamHooks* hooks);
+  // Freezes the base and checks lora_modules against the model's adapter-capable modules.
+  void setup_lora(const LoraConfig& config);
 
   ModelHead head_;
   std::unique_ptr<ModelBody> body_;
   std::unique_ptr<LmHead> lm_head_;        // LanguageModel
   std::unique_ptr<ValueHead> value_head_;  // SequenceReward, TokenValue
+  std::vector<Parameter*> lora_params_;
 };
 
 // A run's start weights (materialised parameters): the HF checkpoint directory model_path, or the HF
-// initialisation seeded by seed when model_path is empty.
+// initialisation seeded by seed when model_path is empty. LoRA adapters are never in an HF base directory: they
+// start as PEFT initialises them (seeded by seed) either way.
 void load_start_weights(TrainModel& model, const std::string& model_path, uint64_t seed);
 
 }  // namespace veomni

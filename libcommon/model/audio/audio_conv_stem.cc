@@ -58,15 +58,15 @@ Tensor AudioConv2d::backward(Saved&& saved, const Tensor& dy, bool need_dx) cons
   ops::im2col_2d(kept.x, kKernel, kKernel, kStride, kPad, cols);
 
   const Tensor w2 = w.view({out, patch});
-  Tensor dw = grad_of(*weight_).view({out, patch});
-  Tensor db = grad_of(*bias_).view({out, 1});
+  Tensor dw = weight_->trainable ? grad_of(*weight_).view({out, patch}) : Tensor();
+  Tensor db = bias_->trainable ? grad_of(*bias_).view({out, 1}) : Tensor();
   const Tensor ones_col = ones_like(dz, plane).view({plane, 1});
   Tensor dcols = need_dx ? empty_like(dz, {b * plane, patch}) : Tensor();
   for (int64_t i = 0; i < b; ++i) {
     const Tensor dzi = dz.select(i).view({out, plane});
     const Tensor cols_i = cols.slice(i * plane, (i + 1) * plane);
-    ops::matmul(dzi, false, cols_i, false, dw, 1.0f, 1.0f);
-    ops::matmul(dzi, false, ones_col, false, db, 1.0f, 1.0f);
+    if (dw.defined()) ops::matmul(dzi, false, cols_i, false, dw, 1.0f, 1.0f);
+    if (db.defined()) ops::matmul(dzi, false, ones_col, false, db, 1.0f, 1.0f);
     if (need_dx) {
       Tensor dcols_i = dcols.slice(i * plane, (i + 1) * plane);
       ops::matmul(dzi, true, w2, false, dcols_i);
@@ -105,16 +105,23 @@ void AudioConvStem::backward(Saved&& saved, const Tensor& dy) const {
   const Tensor& w = conv_out_->value;
   const Tensor& h = kept.features;
   const int64_t b = h.dim(0), features = h.dim(1) * h.dim(2), steps = h.dim(3);
-  Tensor dw = grad_of(*conv_out_);
-  Tensor dh = empty_like(dy, h.shape());
+  // Frozen convolutions need no gradient of their output; a frozen stem needs no backward at all.
+  size_t convs_to_train = 0;  // convs_[0, convs_to_train) hold every convolution that trains
+  for (size_t i = 0; i < convs_.size(); ++i)
+    if (convs_[i].trains()) convs_to_train = i + 1;
+  Tensor dw = conv_out_->trainable ? grad_of(*conv_out_) : Tensor();
+  Tensor dh = convs_to_train > 0 ? empty_like(dy, h.shape()) : Tensor();
   for (int64_t i = 0; i < b; ++i) {
     const Tensor dy_i = dy.slice(i * steps, (i + 1) * steps);
-    Tensor dh_i = dh.select(i).view({features, steps});
-    ops::matmul(w, true, dy_i, true, dh_i);
-    ops::matmul(dy_i, true, h.select(i).view({features, steps}), true, dw, 1.0f, 1.0f);
+    if (dh.defined()) {
+      Tensor dh_i = dh.select(i).view({features, steps});
+      ops::matmul(w, true, dy_i, true, dh_i);
+    }
+    if (dw.defined()) ops::matmul(dy_i, true, h.select(i).view({features, steps}), true, dw, 1.0f, 1.0f);
   }
   kept.features = Tensor();
-  for (size_t i = convs_.size(); i-- > 0;) dh = convs_[i].backward(std::move(kept.convs[i]), dh, i > 0);
+  for (size_t i = convs_to_train; i-- > 0;)
+    dh = convs_[i].backward(std::move(kept.convs[i]), dh, i > 0);
 }
 
 }  // namespace veomni

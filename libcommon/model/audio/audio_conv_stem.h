@@ -28,6 +28,8 @@ class AudioConv2d {
   Output forward(const Tensor& x, bool save) const;
   // Accumulates the weight and bias gradients; returns dx [B, in, H, W] when need_dx, else an undefined tensor.
   Tensor backward(Saved&& saved, const Tensor& dy, bool need_dx) const;
+  // Whether its weight or bias trains (frozen ones get no gradient work).
+  bool trains() const { return weight_->trainable || bias_->trainable; }
 
  private:
   Parameter* weight_;

@@ -13,6 +13,7 @@
 #include "model/layers/common.h"
 #include "model/layers/biased_linear.h"
 #include "model/layers/layer_norm.h"
+#include "model/layers/lora_adapter.h"
 
 namespace veomni {
 
@@ -113,10 +114,10 @@ AudioEncoder::Impl::Impl(ParamStore& s, const AudioEncoderConfig& c, const Audio
   store.begin_group("audio.head");
   Parameter* ln_weight = add("ln_post.weight", {d});
   ln_post = std::make_unique<LayerNorm>(ln_weight, add("ln_post.bias", {d}), config.layer_norm_eps);
-  Parameter* proj1_weight = add("proj1.weight", {d, d});
-  proj1 = std::make_unique<BiasedLinear>(proj1_weight, add("proj1.bias", {d}));
-  Parameter* proj2_weight = add("proj2.weight", {config.output_dim, d});
-  proj2 = std::make_unique<BiasedLinear>(proj2_weight, add("proj2.bias", {config.output_dim}));
+  const size_t before_projections = store.all().size();  // the projections' LoRA adapters follow their weights
+  proj1 = std::make_unique<BiasedLinear>(store, config.param_prefix + "proj1", d, d);
+  proj2 = std::make_unique<BiasedLinear>(store, config.param_prefix + "proj2", config.output_dim, d);
+  for (size_t k = before_projections; k < store.all().size(); ++k) params.push_back(store.all()[k].get());
   // Under FSDP the parameter hooks own the storage (shards and gathered copies).
   if (!options.param_hooks)
     for (Parameter* p : params) p->value = Tensor::zeros(p->local_shape(), options.compute_dtype, options.device);
@@ -197,7 +198,7 @@ void AudioEncoder::Impl::backward(Saved&& saved, const Tensor& d_out) const {
     // Zero gradients, reduced like real ones, so that every rank's reduce-scatters line up.
     for (size_t i = layers.size() + 2; i-- > 0;) {
       before_backward(group(i));
-      for (Parameter* param : group(i).params) grad_of(*param);
+      touch_grads(group(i));
       after_backward(group(i));
     }
     return;
@@ -248,7 +249,9 @@ void AudioEncoder::set_param_hooks(ParamHooks* hooks) { impl_->options.param_hoo
 void AudioEncoder::init_weights(uint64_t seed) {
   for (Parameter* p : impl_->params) {
     if (!p->value.defined()) continue;
-    if (ends_with(p->name, ".bias")) {
+    if (is_lora_param_name(p->name)) {
+      init_parameter(*p, lora_init_spec(*p), seed);
+    } else if (ends_with(p->name, ".bias")) {
       ops::fill_(p->value, 0.0f);
     } else if (is_layer_norm(p->name)) {
       init_parameter(*p, InitSpec{InitSpec::Kind::Ones, 0.0}, seed);

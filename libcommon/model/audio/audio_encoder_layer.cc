@@ -9,10 +9,9 @@ namespace veomni {
 
 namespace {
 
-// Registers `{name}.weight` [out, in] and `{name}.bias` [out].
+// Registers `{name}.weight` [out, in], its LoRA adapter when targeted, and `{name}.bias` [out].
 BiasedLinear biased_linear(ParamStore& store, const std::string& name, int64_t out, int64_t in) {
-  Parameter* weight = store.add(name + ".weight", {out, in});
-  return BiasedLinear(weight, store.add(name + ".bias", {out}));
+  return BiasedLinear(store, name, out, in);
 }
 
 LayerNorm layer_norm(ParamStore& store, const std::string& name, int64_t width, double eps) {

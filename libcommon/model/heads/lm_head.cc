@@ -68,7 +68,7 @@ Tensor LmHead::loss_backward(LossSaved saved, float ce_grad_scale) {
   saved.dlogits = Tensor();
   Tensor d_normed = empty_like(saved.normed, saved.normed.shape());
   ops::matmul(dlogits, false, weight_->value, false, d_normed, ce_grad_scale);
-  ops::matmul(dlogits, true, saved.normed, false, grad_of(*weight_), ce_grad_scale, 1.0f);
+  if (weight_->trainable) ops::matmul(dlogits, true, saved.normed, false, grad_of(*weight_), ce_grad_scale, 1.0f);
   dlogits = saved.normed = Tensor();
   Tensor d_hidden = norm_backward(d_normed, std::move(saved.norm));
   after_backward();
@@ -107,7 +107,7 @@ Tensor LmHead::logprobs_backward(LogprobSaved saved, const Tensor& dlogprobs, co
   dlogits = converted(dlogits, site_.compute_dtype);
   Tensor d_normed = empty_like(saved.normed, saved.normed.shape());
   ops::matmul(dlogits, false, weight_->value, false, d_normed);
-  ops::matmul(dlogits, true, saved.normed, false, grad_of(*weight_), 1.0f, 1.0f);
+  if (weight_->trainable) ops::matmul(dlogits, true, saved.normed, false, grad_of(*weight_), 1.0f, 1.0f);
   dlogits = saved.normed = Tensor();
   Tensor d_hidden = norm_backward(d_normed, std::move(saved.norm));
   after_backward();

@@ -35,8 +35,8 @@ Tensor ValueHead::backward(Saved saved, const Tensor& dvalues) {
   Tensor dv = converted(dvalues.to(saved.normed.device()), site_.compute_dtype).view({s, 1});
   Tensor d_normed = empty_like(saved.normed, saved.normed.shape());
   ops::matmul(dv, false, weight_->value, false, d_normed);
-  ops::matmul(dv, true, saved.normed, false, grad_of(*weight_), 1.0f, 1.0f);
-  if (bias_) ops::bias_grad(dv, grad_of(*bias_));
+  if (weight_->trainable) ops::matmul(dv, true, saved.normed, false, grad_of(*weight_), 1.0f, 1.0f);
+  if (bias_ && bias_->trainable) ops::bias_grad(dv, grad_of(*bias_));
   saved.normed = Tensor();
   Tensor d_hidden = norm_backward(d_normed, std::move(saved.norm));
   after_backward();

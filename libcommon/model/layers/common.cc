@@ -8,10 +8,21 @@ namespace veomni {
 Tensor& grad_of(Parameter& param) {
   VEOMNI_CHECK(param.value.defined(), "gradient of parameter '{}' requested while its value is not materialised",
                param.name);
+  VEOMNI_CHECK(param.trainable, "gradient of the frozen parameter '{}' requested", param.name);
   if (!param.grad.defined()) param.grad = Tensor::zeros(param.value.shape(), DType::F32, param.value.device());
   VEOMNI_CHECK(param.grad.shape() == param.value.shape(), "gradient {} of '{}' does not match its value {}",
                param.grad.describe(), param.name, param.value.describe());
   return param.grad;
+}
+
+Tensor grad_or_scratch(Parameter& param) {
+  if (param.trainable) return grad_of(param);
+  return Tensor::zeros(param.value.shape(), DType::F32, param.value.device());
+}
+
+void touch_grads(const ParamGroup& group) {
+  for (Parameter* param : group.params)
+    if (param->trainable) grad_of(*param);
 }
 
 Tensor converted(const Tensor& x, DType dtype) {

@@ -22,7 +22,8 @@ Tensor LayerNorm::backward(Saved&& saved, const Tensor& dy) const {
   const Saved s = std::move(saved);
   VEOMNI_CHECK(s.x.defined(), "backward of '{}' without a saved forward input", weight_->name);
   Tensor dx = empty_like(dy, dy.shape());
-  ops::layernorm_backward(dy, s.x, weight_->value, s.mean, s.rstd, dx, grad_of(*weight_), grad_of(*bias_));
+  Tensor dweight = grad_or_scratch(*weight_), dbias = grad_or_scratch(*bias_);
+  ops::layernorm_backward(dy, s.x, weight_->value, s.mean, s.rstd, dx, dweight, dbias);
   return dx;
 }
 

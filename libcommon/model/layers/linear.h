@@ -1,6 +1,10 @@
-// Bias-free linear layer y = x W^T over a Parameter; forward returns the input that the weight gradient needs.
+// Bias-free linear layer y = x W^T over a Parameter (with its LoRA adapter when it has one); forward returns the
+// input that the gradients need.
 #pragma once
+#include <string>
+
 #include "core/tensor.h"
+#include "model/layers/lora_adapter.h"
 #include "model/param.h"
 
 namespace veomni {
@@ -8,28 +12,34 @@ namespace veomni {
 class Linear {
  public:
   struct Saved {
-    Tensor x;  // the forward input (a shared handle, no copy)
+    Tensor x;        // the forward input (a shared handle, no copy)
+    Tensor lora_xa;  // x A^T of the adapter (undefined without an applied adapter)
   };
   struct Output {
     Tensor out;
     Saved saved;
   };
 
-  explicit Linear(Parameter* weight) : weight_(weight) {}
+  explicit Linear(Parameter* weight, LoraAdapter adapter = {}) : weight_(weight), adapter_(adapter) {}
+  // Registers `name` of `shape` [out, in] in the store's current group, and its adapter right after it when the
+  // store's LoRA settings target its module.
+  Linear(ParamStore& store, const std::string& name, const Shape& shape);
 
   // x [N, in] -> [N, out]; saved is empty unless save.
   Output forward(const Tensor& x, bool save) const;
-  // Returns dx = dy W and accumulates dW += dy^T x.
+  // Returns dx = dy W (+ the adapter's part) and accumulates dW += dy^T x unless W is frozen.
   Tensor backward(Saved&& saved, const Tensor& dy) const;
-  // dx += dy W and dW += dy^T x: for layers whose input feeds several projections.
+  // dx += dy W, with the same parameter gradients: for layers whose input feeds several projections.
   void backward_accumulate(Saved&& saved, const Tensor& dy, Tensor& dx) const;
 
   Parameter& weight() const { return *weight_; }
+  const LoraAdapter& adapter() const { return adapter_; }
 
  private:
-  void weight_grad(Saved saved, const Tensor& dy) const;
+  void parameter_grads(Saved saved, const Tensor& dy, Tensor& dx) const;
 
   Parameter* weight_;
+  LoraAdapter adapter_;
 };
 
 }  // namespace veomni

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "kernels/ops.h"
 #include "model/audio/audio_layout.h"
+#include "model/layers/lora_adapter.h"
 #include "model/thinker/media_rows.h"
 #include "model/thinker/sp_rows.h"
 #include "model/vision/vision_grid.h"
@@ -93,6 +94,9 @@ struct MultimodalBodySaved final : BodySaved {
   SequenceHooks* vision_split = nullptr;
   int64_t visual_rows_padded = 0;
   bool vision_ran = false, audio_ran = false;
+  // The encoder kept its activations for a backward: it has parameters that train (not frozen by freeze_vit /
+  // freeze_audio_tower, nor wholly by LoRA).
+  bool vision_trains = false, audio_trains = false;
 };
 
 struct MultimodalBody::Impl {
@@ -110,9 +114,28 @@ struct MultimodalBody::Impl {
   // saved.vision.
   Tensor encode_visual(const MultimodalBatch& batch, int64_t image_rows, int64_t video_rows, bool save,
                        MultimodalBodySaved& saved, std::vector<Tensor>& deepstack);
+  // Whether an encoder has a parameter that trains: a frozen one runs without a backward.
+  bool vision_trains();
+  bool audio_trains();
 };
 
+bool MultimodalBody::Impl::vision_trains() {
+  if (options.freeze_vit) return false;
+  for (size_t index : vision->group_indices())
+    for (const Parameter* p : store.groups()[index].params)
+      if (p->trainable) return true;
+  return false;
+}
+
+bool MultimodalBody::Impl::audio_trains() {
+  if (!audio || options.freeze_audio_tower) return false;
+  for (const Parameter* p : audio->parameters())
+    if (p->trainable) return true;
+  return false;
+}
+
 MultimodalBody::Impl::Impl(const ThinkerConfig& c, const MultimodalOptions& o) : config(c), options(o) {
+  if (options.lm.lora_config.enabled()) store.set_lora(std::make_shared<LoraRegistry>(options.lm.lora_config));
   VisionOptions vision_options;
   vision_options.device = options.lm.device;
   vision_options.compute_dtype = options.lm.compute_dtype;
@@ -216,16 +239,18 @@ BodyOutput MultimodalBody::Impl::forward(const MultimodalBatch& batch, bool save
   // Every encoder runs on every micro-batch, with or without media (an empty pass joins the parameter groups'
   // collectives with no work): ranks stay in step under FSDP whatever their data holds.
   saved->vision_ran = true;
+  saved->vision_trains = save && vision_trains();
   std::vector<Tensor> deepstack;  // the features added after the first layers (this batch's visual rows)
   add_rows(h, saved->visual_positions,
-           encode_visual(batch, image_rows, video_rows, save && !options.freeze_vit, *saved, deepstack));
+           encode_visual(batch, image_rows, video_rows, saved->vision_trains, *saved, deepstack));
   if (audio) {
     saved->audio_ran = true;
+    saved->audio_trains = save && audio_trains();
     const Tensor features = batch.audio_feature_lengths.empty()
                                 ? Tensor::empty({0, config.audio.num_mel_bins}, DType::F32)
                                 : batch.input_features;
     AudioEncoder::Output out = audio->forward(features, batch.audio_feature_lengths,
-                                              save && !options.freeze_audio_tower);
+                                              saved->audio_trains);
     saved->audio = std::move(out.saved);
     add_rows(h, saved->audio_positions, gather_rows(out.out, saved->audio_sources));
   }
@@ -248,8 +273,8 @@ void MultimodalBody::Impl::backward(std::unique_ptr<BodySaved> saved_values, Ten
   auto* saved_ptr = dynamic_cast<MultimodalBodySaved*>(saved_values.get());
   VEOMNI_CHECK(saved_ptr && saved_ptr->text, "multimodal body backward without the saved values of its forward");
   MultimodalBodySaved& saved = *saved_ptr;
-  const bool vision_trains = saved.vision_ran && !options.freeze_vit;
-  const bool audio_trains = saved.audio_ran && !options.freeze_audio_tower;
+  const bool vision_trains = saved.vision_ran && saved.vision_trains;
+  const bool audio_trains = saved.audio_ran && saved.audio_trains;
   std::vector<Tensor> d_deepstack;  // the deepstack features' gradients
   d_deepstack.assign(vision_trains ? static_cast<size_t>(vision->num_deepstack_features()) : 0, Tensor());
   // Gradients of the encoders' whole outputs: this batch's rows at their source rows, zero elsewhere (the other

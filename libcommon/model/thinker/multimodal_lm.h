@@ -22,7 +22,9 @@ namespace veomni {
 
 struct MultimodalOptions {
   // Device, compute dtype, recompute of the LM layers, and the parallel hooks: sequence (Ulysses) and expert hooks
-  // reach the LM; parameter (FSDP) hooks are installed after construction with set_param_hooks.
+  // reach the LM; parameter (FSDP) hooks are installed after construction with set_param_hooks. lm.lora_config
+  // puts LoRA adapters on the projections it targets in the towers and the LM alike; an encoder none of whose
+  // parameters trains (Parameter::trainable) runs without keeping activations and gets no backward.
   ModelOptions lm;
   bool freeze_vit = false;          // the vision tower runs without keeping activations and gets no gradient
   bool freeze_audio_tower = false;  // the same for the audio encoder

@@ -8,24 +8,15 @@
 
 namespace veomni {
 
-namespace {
-
-Parameter* add_weight(ParamStore& store, const std::string& name, int64_t out, int64_t in) {
-  return store.add(name + ".weight", {out, in});
-}
-Parameter* add_bias(ParamStore& store, const std::string& name, int64_t out) { return store.add(name + ".bias", {out}); }
-
-}  // namespace
-
 VisionAttention::VisionAttention(ParamStore& store, const VisionConfig& c, const std::string& prefix)
     : num_heads_(c.num_heads),
       head_dim_(c.head_dim()),
       scale_(static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim())))),
-      q_(add_weight(store, prefix + "qkv", 3 * c.hidden_size, c.hidden_size), add_bias(store, prefix + "qkv", 3 * c.hidden_size),
-         0, c.hidden_size),
-      k_(store.find(prefix + "qkv.weight"), store.find(prefix + "qkv.bias"), c.hidden_size, 2 * c.hidden_size),
-      v_(store.find(prefix + "qkv.weight"), store.find(prefix + "qkv.bias"), 2 * c.hidden_size, 3 * c.hidden_size),
-      proj_(add_weight(store, prefix + "proj", c.hidden_size, c.hidden_size), add_bias(store, prefix + "proj", c.hidden_size)) {}
+      qkv_(store, prefix + "qkv", 3 * c.hidden_size, c.hidden_size),
+      q_(qkv_.row_block(0, c.hidden_size)),
+      k_(qkv_.row_block(c.hidden_size, 2 * c.hidden_size)),
+      v_(qkv_.row_block(2 * c.hidden_size, 3 * c.hidden_size)),
+      proj_(store, prefix + "proj", c.hidden_size, c.hidden_size) {}
 
 VisionAttention::Output VisionAttention::forward(const Tensor& x, const VisionLayerInputs& in, bool save) const {
   const int64_t n = x.dim(0);

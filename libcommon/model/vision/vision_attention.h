@@ -31,7 +31,8 @@ class VisionAttention {
     Saved saved;
   };
 
-  // Registers `{prefix}qkv.{weight,bias}` ([3*hidden, hidden]: q rows, then k, then v) and `{prefix}proj.*`.
+  // Registers `{prefix}qkv.{weight,bias}` ([3*hidden, hidden]: q rows, then k, then v) and `{prefix}proj.*`, each
+  // weight followed by its LoRA adapter when targeted.
   VisionAttention(ParamStore& store, const VisionConfig& config, const std::string& prefix);
 
   // x [N, hidden] (normalised) -> [N, hidden]; saved is empty unless save.
@@ -42,7 +43,8 @@ class VisionAttention {
   int64_t num_heads_;
   int64_t head_dim_;
   float scale_;
-  BiasedLinear q_, k_, v_;  // row blocks of the fused qkv parameters
+  BiasedLinear qkv_;        // the fused qkv projection (and its LoRA adapter), registered first
+  BiasedLinear q_, k_, v_;  // its row blocks
   BiasedLinear proj_;
 };
 

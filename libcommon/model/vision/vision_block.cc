@@ -19,11 +19,9 @@ LayerNorm make_norm(ParamStore& store, const std::string& name, const VisionConf
 }
 
 VisionMlp make_mlp(ParamStore& store, const std::string& prefix, const VisionConfig& c) {
-  Parameter* fc1_w = store.add(prefix + "linear_fc1.weight", {c.intermediate_size, c.hidden_size});
-  Parameter* fc1_b = store.add(prefix + "linear_fc1.bias", {c.intermediate_size});
-  Parameter* fc2_w = store.add(prefix + "linear_fc2.weight", {c.hidden_size, c.intermediate_size});
-  Parameter* fc2_b = store.add(prefix + "linear_fc2.bias", {c.hidden_size});
-  return VisionMlp(fc1_w, fc1_b, fc2_w, fc2_b, c.tanh_gelu() ? ops::GeluKind::Tanh : ops::GeluKind::Erf);
+  BiasedLinear fc1(store, prefix + "linear_fc1", c.intermediate_size, c.hidden_size);
+  BiasedLinear fc2(store, prefix + "linear_fc2", c.hidden_size, c.intermediate_size);
+  return VisionMlp(fc1, fc2, c.tanh_gelu() ? ops::GeluKind::Tanh : ops::GeluKind::Erf);
 }
 
 }  // namespace

@@ -24,11 +24,9 @@ LayerNorm make_norm(ParamStore& store, const std::string& name, int64_t width, d
 
 VisionMlp make_mlp(ParamStore& store, const MergerNames& names, const VisionConfig& c) {
   const int64_t merged = c.merged_hidden_size();
-  Parameter* fc1_w = store.add(names.fc1 + ".weight", {merged, merged});
-  Parameter* fc1_b = store.add(names.fc1 + ".bias", {merged});
-  Parameter* fc2_w = store.add(names.fc2 + ".weight", {c.out_hidden_size, merged});
-  Parameter* fc2_b = store.add(names.fc2 + ".bias", {c.out_hidden_size});
-  return VisionMlp(fc1_w, fc1_b, fc2_w, fc2_b, ops::GeluKind::Erf);  // nn.GELU() whatever hidden_act says
+  BiasedLinear fc1(store, names.fc1, merged, merged);
+  BiasedLinear fc2(store, names.fc2, c.out_hidden_size, merged);
+  return VisionMlp(fc1, fc2, ops::GeluKind::Erf);  // nn.GELU() whatever hidden_act says
 }
 
 }  // namespace

@@ -20,9 +20,9 @@ class VisionMlp {
     Saved saved;
   };
 
-  // fc1 [mid, in] + [mid], fc2 [out, mid] + [out], already registered by the owner (their names differ).
-  VisionMlp(Parameter* fc1_weight, Parameter* fc1_bias, Parameter* fc2_weight, Parameter* fc2_bias, ops::GeluKind gelu)
-      : fc1_(fc1_weight, fc1_bias), fc2_(fc2_weight, fc2_bias), gelu_(gelu) {}
+  // fc1 [mid, in] + [mid], fc2 [out, mid] + [out] (with their LoRA adapters), registered by the owner (their
+  // names differ).
+  VisionMlp(BiasedLinear fc1, BiasedLinear fc2, ops::GeluKind gelu) : fc1_(fc1), fc2_(fc2), gelu_(gelu) {}
 
   // x [N, in] -> fc2(gelu(fc1(x))) [N, out]; saved is empty unless save.
   Output forward(const Tensor& x, bool save) const;

@@ -76,6 +76,7 @@ VisionPosEmbed::Output VisionPosEmbed::forward(const std::vector<VisionGrid>& gr
 void VisionPosEmbed::backward(Saved&& saved, const Tensor& dpos) const {
   const Saved kept = std::move(saved);
   VEOMNI_CHECK(!kept.plans.empty(), "position-embedding backward without a saved forward");
+  if (!table_->trainable) return;
   Tensor& dtable = grad_of(*table_);
   const int64_t d = dtable.dim(1);
   Tensor dtable_rows = dtable.view({side_, side_ * d});

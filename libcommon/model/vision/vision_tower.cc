@@ -9,6 +9,7 @@
 #include "kernels/ops.h"
 #include "model/init.h"
 #include "model/layers/common.h"
+#include "model/layers/lora_adapter.h"
 #include "model/vision/vision_rotary.h"
 
 namespace veomni {
@@ -129,9 +130,11 @@ Tensor VisionTower::Impl::embed_forward(const Tensor& pixel_values, const std::v
 
 void VisionTower::Impl::embed_backward(const Tensor& dh, Saved& state) const {
   before_backward(embed_group);
-  Tensor dw = grad_of(*patch_weight).view({config.hidden_size, config.patch_dim()});
-  ops::matmul(dh, true, state.patches, false, dw, 1.0f, 1.0f);
-  ops::bias_grad(dh, grad_of(*patch_bias));
+  if (patch_weight->trainable) {
+    Tensor dw = grad_of(*patch_weight).view({config.hidden_size, config.patch_dim()});
+    ops::matmul(dh, true, state.patches, false, dw, 1.0f, 1.0f);
+  }
+  if (patch_bias->trainable) ops::bias_grad(dh, grad_of(*patch_bias));
   if (!state.sliced) {
     pos_embed->backward(std::move(state.pos_embed), dh);
   } else {
@@ -170,7 +173,7 @@ VisionTower::Output VisionTower::Impl::forward_without_work(bool save) const {
 // A group's backward with zero gradients, reduced like real ones.
 void VisionTower::Impl::pass_backward(size_t g) const {
   before_backward(g);
-  for (Parameter* param : group(g).params) grad_of(*param);
+  touch_grads(group(g));
   after_backward(g);
 }
 
@@ -281,7 +284,7 @@ void VisionTower::Impl::backward(Saved&& saved, const Tensor& d_merged, const st
       } else {
         // An unused feature: its merger's gradients are zero, but they exist, as every group's after_backward
         // (FSDP's reduce-scatter) expects.
-        for (Parameter* param : group(deepstack_groups[dj]).params) grad_of(*param);
+        touch_grads(group(deepstack_groups[dj]));
         state.deepstack[dj] = {};
       }
       after_backward(deepstack_groups[dj]);
@@ -301,7 +304,7 @@ void VisionTower::Impl::zero_grads_of_idle_mergers() const {
     const int64_t block = config.deepstack_visual_indexes[j];
     if (block >= 0 && block < config.depth && deepstack_merger_of(config, block) == static_cast<int64_t>(j)) continue;
     before_backward(deepstack_groups[j]);
-    for (Parameter* param : group(deepstack_groups[j]).params) grad_of(*param);
+    touch_grads(group(deepstack_groups[j]));
     after_backward(deepstack_groups[j]);
   }
 }
@@ -326,6 +329,10 @@ int64_t VisionTower::num_deepstack_features() const {
 void VisionTower::init_weights(uint64_t seed) {
   for (size_t g : impl_->groups)
     for (Parameter* p : impl_->group(g).params) {
+      if (is_lora_param_name(p->name)) {
+        init_parameter(*p, lora_init_spec(*p), seed);
+        continue;
+      }
       if (ends_with(p->name, ".bias")) {
         p->value.zero_();
         continue;
