@@ -222,9 +222,6 @@ void load_value_model(TrainModel& model, const WeightSource& source, const std::
 
 }  // namespace
 
-// A model built without adapters computes its base output whatever the switch says.
-void TrainModel::set_adapters_enabled(bool enabled) { static_cast<void>(enabled); }
-
 void load_start_weights(TrainModel& model, const std::string& model_path, uint64_t seed) {
   if (model_path.empty()) {
     model.init_weights(seed);

@@ -67,9 +67,6 @@ class TrainModel {
   bool adapters_enabled() const;
   // FSDP hooks on the body's and the heads' groups.
   void set_param_hooks(ParamHooks* hooks);
-  // LoRA: false makes the adapters contribute nothing (the frozen base's outputs: DPO's reference pass), true
-  // restores them.
-  void set_adapters_enabled(bool enabled);
 
  private:
   void make_head(const std::string& lm_head_name, ParamHooks* hooks);
