@@ -104,10 +104,13 @@ void TrainModel::setup_lora(const LoraConfig& config) {
       const bool seen = std::find(examples.begin(), examples.end(), last) != examples.end();
       if (!seen && (module.find("experts.") == std::string::npos)) examples.push_back(last);
     }
+    std::vector<std::string> quoted;
+    for (const std::string& entry : unmatched) quoted.push_back("'" + entry + "'");
     throw InputError(fmt::format(
-        "model.lora_config.lora_modules: the entry '{}' matches no module of this model that can take an adapter "
-        "(hint: module names such as {}; e.g. {})",
-        unmatched.front(), first_names(examples, 8), first_names(registry->capable_modules(), 3)));
+        "model.lora_config.lora_modules: the {} {} {} no module of this model that can take an adapter (hint: "
+        "module names such as {}; e.g. {})",
+        unmatched.size() == 1 ? "entry" : "entries", first_names(quoted, 8), unmatched.size() == 1 ? "matches" : "match",
+        first_names(examples, 8), first_names(registry->capable_modules(), 3)));
   }
   for (const auto& param : params().all()) {
     const bool adapter = is_lora_param_name(param->name);

@@ -11,6 +11,8 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "io/hf_checkpoint.h"
+#include "model/audio/audio_layout.h"
 #include "model/layers/lora_adapter.h"
 #include "model/sft_pass.h"
 #include "tests/common/expect_error.h"
@@ -35,9 +37,9 @@ ModelOptions options_with(const LoraConfig& config) {
   return options;
 }
 
-// A toy multimodal model: the Qwen3-VL toy with a small vocabulary.
-ThinkerConfig vl_config() {
-  ThinkerConfig c = load_thinker_config(std::string(VEOMNI_SOURCE_DIR) + "/configs/model_configs/qwen3_vl_toy");
+// A toy multimodal model (qwen3_vl_toy, qwen3_omni_moe_toy) with a small vocabulary.
+ThinkerConfig thinker_config(const std::string& name) {
+  ThinkerConfig c = load_thinker_config(std::string(VEOMNI_SOURCE_DIR) + "/configs/model_configs/" + name);
   c.text.vocab_size = 300;
   c.text.initializer_range = 0.1;
   return c;
@@ -70,33 +72,55 @@ MultimodalBatch text_batch(int64_t vocab) {
   return b;
 }
 
-MultimodalBatch image_batch(const ThinkerConfig& c) {
-  const std::vector<int64_t> ids = {5, 9, 4, 0, 0, 0, 0, 17, 3, 8, 22, 6};
-  const auto s = static_cast<int64_t>(ids.size());
+Tensor mask_of(int64_t s, int64_t begin, int64_t end) {
+  Tensor mask = Tensor::zeros({s}, DType::Bool);
+  for (int64_t i = begin; i < end; ++i) static_cast<uint8_t*>(mask.raw_data())[i] = 1;
+  return mask;
+}
+
+// One sequence: 3 text tokens, the media rows (a 1x4x4 image, 4 merged rows; or Qwen3-Omni audio of 130 mel frames),
+// 5 text tokens; M-RoPE positions as get_rope_index lays them out (float for Omni).
+MultimodalBatch media_batch(const ThinkerConfig& c, bool audio) {
+  const int64_t media = audio ? audio_layout({130}, c.audio).num_tokens() : 4, s = 8 + media;
+  std::vector<int64_t> ids(static_cast<size_t>(s), 0);
+  const std::vector<int64_t> text = {5, 9, 4, 17, 3, 8, 22, 6};
+  for (int64_t i = 0; i < 3; ++i) ids[static_cast<size_t>(i)] = text[static_cast<size_t>(i)];
+  for (int64_t i = 0; i < 5; ++i) ids[static_cast<size_t>(3 + media + i)] = text[static_cast<size_t>(3 + i)];
   std::vector<int64_t> targets(ids.size(), kIgnoreIndex);
   for (size_t i = 0; i + 1 < ids.size(); ++i)
     if (ids[i + 1] != 0) targets[i] = ids[i + 1];
-  // M-RoPE: text arange, the 2x2 merged image at (t, row, col) offsets from 3, text from 5 on.
-  const std::vector<int64_t> t = {0, 1, 2, 3, 3, 3, 3, 5, 6, 7, 8, 9};
-  const std::vector<int64_t> h = {0, 1, 2, 3, 3, 4, 4, 5, 6, 7, 8, 9};
-  const std::vector<int64_t> w = {0, 1, 2, 3, 4, 3, 4, 5, 6, 7, 8, 9};
-  std::vector<int64_t> positions = t;
+  std::vector<float> t, h, w;
+  for (int64_t i = 0; i < 3; ++i) t.push_back(static_cast<float>(i)), h.push_back(t.back()), w.push_back(t.back());
+  for (int64_t i = 0; i < media; ++i) {
+    t.push_back(static_cast<float>(3 + (audio ? i : 0)));
+    h.push_back(static_cast<float>(3 + (audio ? i : i / 2)));
+    w.push_back(static_cast<float>(3 + (audio ? i : i % 2)));
+  }
+  const int64_t next = audio ? 3 + media : 5;
+  for (int64_t i = 0; i < 5; ++i)
+    t.push_back(static_cast<float>(next + i)), h.push_back(t.back()), w.push_back(t.back());
+  std::vector<float> positions = t;
   positions.insert(positions.end(), h.begin(), h.end());
   positions.insert(positions.end(), w.begin(), w.end());
   MultimodalBatch b;
   b.text.input_ids = Tensor::from_vector(ids, {s});
   b.text.target_ids = Tensor::from_vector(targets, {s});
-  b.text.position_ids = Tensor::from_vector(positions, {3, s});
+  b.text.position_ids = audio ? Tensor::from_vector(positions, {3, s})
+                              : Tensor::from_vector(std::vector<int64_t>(positions.begin(), positions.end()), {3, s});
   b.text.cu_seqlens = {0, static_cast<int32_t>(s)};
   for (int64_t target : targets) b.text.valid_tokens += target != kIgnoreIndex;
-  Tensor mask = Tensor::zeros({s}, DType::Bool);
-  for (int64_t i = 3; i < 7; ++i) static_cast<uint8_t*>(mask.raw_data())[i] = 1;
-  b.image_mask = mask;
-  b.video_mask = Tensor::zeros({s}, DType::Bool);
-  b.audio_mask = Tensor::zeros({s}, DType::Bool);
-  b.pixel_values = Tensor::empty({16, c.vision.patch_dim()}, DType::F32);
-  fill_random(b.pixel_values, 21, 1.0);
-  b.image_grids = {{1, 4, 4}};
+  b.image_mask = mask_of(s, 3, audio ? 3 : 3 + media);
+  b.video_mask = mask_of(s, 0, 0);
+  b.audio_mask = mask_of(s, 3, audio ? 3 + media : 3);
+  if (audio) {
+    b.input_features = Tensor::empty({130, c.audio.num_mel_bins}, DType::F32);
+    fill_random(b.input_features, 23, 1.0);
+    b.audio_feature_lengths = {130};
+  } else {
+    b.pixel_values = Tensor::empty({16, c.vision.patch_dim()}, DType::F32);
+    fill_random(b.pixel_values, 21, 1.0);
+    b.image_grids = {{1, 4, 4}};
+  }
   return b;
 }
 
@@ -249,11 +273,19 @@ TEST(LoraChainRule, MoeSharedExperts) {
 }
 
 TEST(LoraChainRule, Qwen3VlVisionTowerAndLanguageModel) {
-  const ThinkerConfig c = vl_config();
+  const ThinkerConfig c = thinker_config("qwen3_vl_toy");
   // Every vision block's attention and MLP, the mergers' linear_fc1 (linear_fc1 matches them as in PEFT), and
   // the language model's v_proj and down_proj.
   expect_chain_rule(nullptr, &c, lora({"attn.qkv", "attn.proj", "linear_fc1", "mlp.linear_fc2", "v_proj", "down_proj"}),
-                    image_batch(c), 0.0f, 4 * static_cast<size_t>(c.vision.depth) + 2);
+                    media_batch(c, false), 0.0f, 4 * static_cast<size_t>(c.vision.depth) + 2);
+}
+
+TEST(LoraChainRule, Qwen3OmniAudioEncoderAndLanguageModel) {
+  const ThinkerConfig c = thinker_config("qwen3_omni_moe_toy");
+  // q_proj matches the audio encoder's attention and the language model's; out_proj, fc1 and proj1 are the
+  // encoder's. Its convolutions and the vision tower stay frozen (the tower, without adapters, runs no backward).
+  expect_chain_rule(nullptr, &c, lora({"q_proj", "out_proj", "fc1", "proj1"}), media_batch(c, true), 0.01f,
+                    3 * static_cast<size_t>(c.audio.encoder_layers) + 1);
 }
 
 TEST(LoraModel, AdaptersOffIsTheBaseModelExactly) {
@@ -351,6 +383,32 @@ TEST(LoraModel, UnmatchedEntriesAndHalfOfTheFusedExpertsAreInputErrors) {
   const ModelConfig moe = test::tiny_moe_config(false);
   testing::expect_input_error([&] { TrainModel m(moe, options_with(lora({"gate_proj", "down_proj"}))); },
                               {"gate_proj", "up_proj", "model.layers.0.mlp.experts.gate_up_proj"});
+}
+
+// The base comes from an HF directory (which has no adapters); the adapters start as init_weights starts them.
+TEST(LoraModel, StartWeightsLoadTheBaseAndInitialiseTheAdapters) {
+  const std::string dir = std::string(VEOMNI_FIXTURES_DIR) + "/hf/qwen3_toy/model";
+  const ModelConfig c = load_model_config(dir);
+  const LoraConfig config = lora({"q_proj", "down_proj"});
+  TrainModel loaded(c, options_with(config));
+  loaded.params().materialize_all(Device::cpu(), DType::F32);
+  load_start_weights(loaded, dir, 5);
+  TrainModel initialised(c, options_with(config));
+  initialised.params().materialize_all(Device::cpu(), DType::F32);
+  initialised.init_weights(5);
+  const HfCheckpointReader source(dir);
+  const std::string q = "model.layers.0.self_attn.q_proj.weight";
+  EXPECT_EQ(values(loaded.params().at(q).value), values(source.read(q)));
+  ASSERT_FALSE(loaded.lora_params().empty());
+  for (const Parameter* p : loaded.lora_params()) {
+    EXPECT_EQ(values(p->value), values(initialised.params().at(p->name).value)) << p->name;
+    EXPECT_EQ(all_zero(p->value), p->name.ends_with(".lora_B.weight")) << p->name;
+  }
+  // A reward model started from the causal LM: its new head and the adapters start from the seed.
+  TrainModel reward(c, options_with(config), ModelHead::SequenceReward);
+  reward.params().materialize_all(Device::cpu(), DType::F32);
+  EXPECT_NO_THROW(load_start_weights(reward, dir, 5));
+  EXPECT_EQ(values(reward.params().at(q).value), values(source.read(q)));
 }
 
 }  // namespace

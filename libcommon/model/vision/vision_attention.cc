@@ -8,15 +8,27 @@
 
 namespace veomni {
 
+namespace {
+
+// `{module}.bias` [out], then `{module}.weight` [out, in] and its LoRA adapter when targeted: the order in which
+// these parameters have always been registered (FSDP groups and checkpoints list them so).
+BiasedLinear bias_then_weight(ParamStore& store, const std::string& module, int64_t out, int64_t in) {
+  Parameter* bias = store.add(module + ".bias", {out});
+  Parameter* weight = store.add(module + ".weight", {out, in});
+  return BiasedLinear(weight, bias, 0, -1, LoraAdapter::attach(store, *weight));
+}
+
+}  // namespace
+
 VisionAttention::VisionAttention(ParamStore& store, const VisionConfig& c, const std::string& prefix)
     : num_heads_(c.num_heads),
       head_dim_(c.head_dim()),
       scale_(static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim())))),
-      qkv_(store, prefix + "qkv", 3 * c.hidden_size, c.hidden_size),
+      qkv_(bias_then_weight(store, prefix + "qkv", 3 * c.hidden_size, c.hidden_size)),
       q_(qkv_.row_block(0, c.hidden_size)),
       k_(qkv_.row_block(c.hidden_size, 2 * c.hidden_size)),
       v_(qkv_.row_block(2 * c.hidden_size, 3 * c.hidden_size)),
-      proj_(store, prefix + "proj", c.hidden_size, c.hidden_size) {}
+      proj_(bias_then_weight(store, prefix + "proj", c.hidden_size, c.hidden_size)) {}
 
 VisionAttention::Output VisionAttention::forward(const Tensor& x, const VisionLayerInputs& in, bool save) const {
   const int64_t n = x.dim(0);

@@ -31,7 +31,7 @@ class VisionAttention {
     Saved saved;
   };
 
-  // Registers `{prefix}qkv.{weight,bias}` ([3*hidden, hidden]: q rows, then k, then v) and `{prefix}proj.*`, each
+  // Registers `{prefix}qkv.{bias,weight}` ([3*hidden, hidden]: q rows, then k, then v) and `{prefix}proj.*`, each
   // weight followed by its LoRA adapter when targeted.
   VisionAttention(ParamStore& store, const VisionConfig& config, const std::string& prefix);
 
