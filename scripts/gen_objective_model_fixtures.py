@@ -40,11 +40,14 @@ Cases
   Multimodal cases have "multimodal": true in expected.json.
   lora_sft_dense     LoRA (model.lora_config in expected.json "lora") on the qwen3_toy causal LM, SFT cross-entropy:
                      PEFT's LoraConfig on q/k/v/o/gate/up/down_proj, rank 4, alpha 8; the base frozen
-  lora_sft_moe       the same on qwen3_moe_toy with use_rslora, alpha 4: PEFT on the attention projections, and the
-                     experts' fused gate_up_proj / down_proj adapted per expert (A [E, r, in], B [E, out, r]): the
-                     experts run on W + scale * B A and dA, dB follow from the merged tensor's gradient by the chain
-                     rule (PEFT's target_parameters layout varies between its versions)
-  lora_sft_moe_shared  the same with share_expert_lora: one A [r, in], B [out, r] per layer shared by its experts
+  lora_sft_moe       the same on qwen3_moe_toy with use_rslora, alpha 4; PEFT 0.21 adapts the experts' fused
+                     gate_up_proj / down_proj per expert itself (its target_parameters: A [E*r, in], B [out, E*r],
+                     stored here in our layout A [E, r, in], B [E, out, r]; gate_up_proj's rank 2r and alpha 2*alpha
+                     through its rank_pattern / alpha_pattern, since it stands for gate_proj and up_proj)
+  lora_sft_moe_shared  the same with share_expert_lora, which PEFT has not: PEFT on the attention projections, and
+                     one A [r, in], B [out, r] per layer shared by its experts (gate_up_proj's of rank 2r, alpha
+                     2*alpha, standing for gate_proj and up_proj as PEFT makes it): the experts run on W + scale * B A
+                     and dA, dB follow from the merged tensor's gradient by the chain rule (exact)
   lora_sft_vl        the Qwen3-VL toy with adapters on the language model's q/v/down_proj and the vision tower's
                      attn.qkv and mlp.linear_fc1, on 2 multimodal rollouts (labels on the responses)
   lora_dpo_dense     DPO (as dpo_sigmoid_dense) with a LoRA policy whose reference is the policy with its adapters off
@@ -453,8 +456,13 @@ def expert_adapters(model):
     return getattr(model, "expert_adapters", [])
 
 
-def lora_scale(cfg):
-    return cfg["alpha"] / (math.sqrt(cfg["rank"]) if cfg["use_rslora"] else cfg["rank"])
+def rank_and_scale(cfg, module):
+    """An experts' gate_up_proj selected through gate_proj and up_proj stands for both, as PEFT makes it: rank 2r,
+    alpha 2*alpha; every other adapter rank r, alpha alpha."""
+    fused = module.endswith(".experts.gate_up_proj") and not any(entry_matches(module, e) for e in cfg["lora_modules"])
+    factor = 2 if fused else 1
+    rank, alpha = factor * cfg["rank"], factor * cfg["alpha"]
+    return rank, alpha / (math.sqrt(rank) if cfg["use_rslora"] else rank)
 
 
 def entry_matches(module, entry):
@@ -485,46 +493,90 @@ def our_param_name(torch_name):
 
 
 def apply_lora(model, cfg):
-    """PEFT's LoRA on the linear modules, ExpertAdapter on the MoE experts' tensors; adapter values drawn from LORA_SEED
-    (A uniform in +-1/sqrt(in) as PEFT's kaiming init, B normal(0, LORA_B_STD): a zero B would hide errors in dA)."""
+    """PEFT's LoRA: on the linear modules, and (PEFT's target_parameters, which PEFT applies to transformers v5's MoE
+    experts when gate_proj / up_proj / down_proj are targeted) one adapter per expert on the experts' fused tensors;
+    with share_expert_lora (which PEFT has not) ExpertAdapter on the experts instead. Adapter values drawn from
+    LORA_SEED in our layout (A uniform in +-1/sqrt(in) as PEFT's kaiming init, B normal(0, LORA_B_STD): a zero B would
+    hide errors in dA)."""
     from peft import LoraConfig, get_peft_model
+    shared = cfg["share_expert_lora"] and is_moe(model)
+    expert_entries = ("gate_proj", "up_proj", "down_proj")
+    peft_modules = [e for e in cfg["lora_modules"] if not (shared and e in expert_entries)]
     peft_config = LoraConfig(r=cfg["rank"], lora_alpha=cfg["alpha"], use_rslora=cfg["use_rslora"],
-                             target_modules=list(cfg["lora_modules"]), exclude_modules=cfg["exclude_modules"] or None,
+                             target_modules=peft_modules, exclude_modules=cfg["exclude_modules"] or None,
                              lora_dropout=0.0, bias="none")
     model = get_peft_model(model, peft_config)
     adapters = []
     for name, module in list(model.named_modules()):
-        if not type(module).__name__.endswith("Experts"):
+        if not shared or not type(module).__name__.endswith("Experts"):
             continue
         for tensor in ("gate_up_proj", "down_proj"):
             ours = our_param_name(name) + "." + tensor
             if targets(cfg, ours):
-                adapters.append(ExpertAdapter(module, tensor, ours, cfg["rank"], lora_scale(cfg),
-                                              cfg["share_expert_lora"]))
+                rank, scale = rank_and_scale(cfg, ours)
+                adapters.append(ExpertAdapter(module, tensor, ours, rank, scale, True))
     model.expert_adapters = adapters
+    model.lora_cfg = cfg
     generator = torch.Generator().manual_seed(LORA_SEED)
     with torch.no_grad():
-        for name, p in sorted(adapter_named_tensors(model)):
-            if ".lora_A" in name:
-                bound = 1.0 / math.sqrt(p.shape[-1])
-                p.uniform_(-bound, bound, generator=generator)
-            elif ".lora_B" in name:
-                p.normal_(0.0, LORA_B_STD, generator=generator)
+        for entry in sorted(adapter_entries(model, cfg), key=lambda e: e.name):
+            value = torch.empty(entry.shape)
+            if ".lora_A" in entry.name:
+                bound = 1.0 / math.sqrt(entry.shape[-1])
+                value.uniform_(-bound, bound, generator=generator)
             else:
-                sys.exit(f"{name} is trainable under LoRA but is no adapter")
+                value.normal_(0.0, LORA_B_STD, generator=generator)
+            entry.tensor.copy_(entry.from_ours(value))
     for adapter in adapters:
         adapter.merge()
     model.train()
     return model
 
 
-def adapter_named_tensors(model):
-    """(our name, tensor) of every adapter: PEFT's trainable parameters and the experts' adapters."""
+class AdapterEntry:
+    """One adapter tensor under our name and layout (shape), and how its torch tensor maps to ours and back."""
+
+    def __init__(self, name, tensor, shape, to_ours=lambda t: t, from_ours=lambda t: t):
+        self.name, self.tensor, self.shape, self.to_ours, self.from_ours = name, tensor, tuple(shape), to_ours, from_ours
+
+
+def peft_expert_entries(name, module):
+    """PEFT's adapter of an experts' fused tensor [E, out, in]: A [E*r, in] (row e*r + k), B [out, E*r] (column
+    k*E + e), as ours A [E, r, in] and B [E, out, r]."""
+    experts = re.sub(r"(\.base_layer)+$", "", our_param_name(name))
+    ours = f"{experts}.{module.parameter_name}"
+    a, b = module.lora_A["default"].weight, module.lora_B["default"].weight
+    rank = module.r["default"]  # 2r for a gate_up_proj that stands for gate_proj and up_proj
+    count = a.shape[0] // rank
+    out_features, in_features = b.shape[0], a.shape[1]
+    return [AdapterEntry(ours + ".lora_A.weight", a, (count, rank, in_features),
+                         lambda t: t.reshape(count, rank, in_features),
+                         lambda t: t.reshape(count * rank, in_features)),
+            AdapterEntry(ours + ".lora_B.weight", b, (count, out_features, rank),
+                         lambda t: t.reshape(out_features, rank, count).permute(2, 0, 1),
+                         lambda t: t.permute(1, 2, 0).reshape(out_features, rank * count))]
+
+
+def adapter_entries(model, cfg):
+    """Every adapter: PEFT's on linear modules and on the experts' tensors, and the shared experts' ExpertAdapter."""
+    entries, expert_params = [], set()
+    for name, module in model.named_modules():
+        if hasattr(module, "parameter_name") and hasattr(module, "lora_A"):  # PEFT's ParamWrapper
+            found = peft_expert_entries(name, module)
+            expert_params |= {id(e.tensor) for e in found}
+            entries += found
     merged = {id(getattr(a.module, a.tensor)) for a in expert_adapters(model)}
-    named = [(our_param_name(n), p) for n, p in model.named_parameters() if p.requires_grad and id(p) not in merged]
+    for n, p in model.named_parameters():
+        if p.requires_grad and id(p) not in merged and id(p) not in expert_params:
+            entries.append(AdapterEntry(our_param_name(n), p, p.shape))
     for adapter in expert_adapters(model):
-        named += adapter.named_tensors()
-    return named
+        entries += [AdapterEntry(n, t, t.shape) for n, t in adapter.named_tensors()]
+    return entries
+
+
+def adapter_named_tensors(model):
+    """(our name, tensor in our layout) of every adapter."""
+    return [(e.name, e.to_ours(e.tensor)) for e in adapter_entries(model, model.lora_cfg)]
 
 
 @contextlib.contextmanager
@@ -1000,23 +1052,23 @@ def gradients_and_metrics(case):
     for adapter in expert_adapters(policy):
         adapter.take_gradients()
     grads = {}
-    for name, p in trainable_named(case, policy):
-        grad = p.grad if p.grad is not None else torch.zeros_like(p)
-        grads["grad." + name] = grad.detach().float().contiguous()
+    for entry in trainable_entries(case, policy):
+        grad = entry.tensor.grad if entry.tensor.grad is not None else torch.zeros_like(entry.tensor)
+        grads["grad." + entry.name] = entry.to_ours(grad).detach().float().contiguous()
     return loss.item(), metrics, grads
 
 
-def trainable_named(case, policy):
-    """(our name, tensor) of what the optimizer steps: the adapters under LoRA, else every trainable parameter."""
+def trainable_entries(case, policy):
+    """What the optimizer steps, under our names: the adapters under LoRA, else every trainable parameter."""
     if case.spec.get("lora"):
-        return adapter_named_tensors(policy)
-    return [(n, p) for n, p in policy.named_parameters() if p.requires_grad]
+        return adapter_entries(policy, case.spec["lora"])
+    return [AdapterEntry(n, p, p.shape) for n, p in policy.named_parameters() if p.requires_grad]
 
 
 def adamw_losses(case):
     """The loss before each of 3 AdamW steps on the same batch, and after the third."""
     policy = load_model(case.spec, case.model_dir)
-    named = trainable_named(case, policy)
+    named = [(e.name, e.tensor) for e in trainable_entries(case, policy)]
     groups = [{"params": [p for n, p in named if not no_decay(n)], "weight_decay": ADAMW["weight_decay"]},
               {"params": [p for n, p in named if no_decay(n)], "weight_decay": 0.0}]
     optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=ADAMW["lr"], betas=tuple(ADAMW["betas"]),

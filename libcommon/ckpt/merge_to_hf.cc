@@ -43,8 +43,10 @@ void write_weights(CheckpointReader& reader, const std::string& dir, const Merge
   writer.finish();
 }
 
-// `origin` names where the path came from in messages: the --tokenizer flag or the run's model.tokenizer_path.
-std::vector<std::string> copy_tokenizer(const std::string& source, const std::string& dir, const std::string& origin) {
+}  // namespace
+
+std::vector<std::string> copy_tokenizer_files(const std::string& source, const std::string& dir,
+                                              const std::string& origin) {
   std::error_code ec;
   VEOMNI_INPUT_CHECK(fs::exists(source, ec),
                      "tokenizer '{}' ({}) does not exist (hint: --tokenizer PATH names another place, --no-tokenizer "
@@ -67,8 +69,6 @@ std::vector<std::string> copy_tokenizer(const std::string& source, const std::st
   }
   return copied;
 }
-
-}  // namespace
 
 const std::vector<std::string>& tokenizer_file_names() {
   static const std::vector<std::string> names = {
@@ -114,7 +114,7 @@ MergeSummary merge_checkpoint_to_hf(const std::string& checkpoint, const std::st
   const bool from_flag = !options.tokenizer_path.empty();
   const std::string tokenizer = from_flag ? options.tokenizer_path : reader.metadata().tokenizer_path;
   if (options.copy_tokenizer && !tokenizer.empty())
-    summary.tokenizer_files = copy_tokenizer(tokenizer, staged.temp_path(),
+    summary.tokenizer_files = copy_tokenizer_files(tokenizer, staged.temp_path(),
                                              from_flag ? "given with --tokenizer" : "the run's model.tokenizer_path");
   staged.commit();
   return summary;

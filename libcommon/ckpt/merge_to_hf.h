@@ -33,6 +33,12 @@ struct MergeSummary {
 // The HF file names a tokenizer consists of (those present are copied).
 const std::vector<std::string>& tokenizer_file_names();
 
+// Copies the tokenizer files of `source` (a directory: those of tokenizer_file_names() it holds; or one file) into
+// dir; returns their names. `origin` says in messages where the path came from (the --tokenizer flag, the run's
+// model.tokenizer_path). InputError when the source is missing or holds no tokenizer file.
+std::vector<std::string> copy_tokenizer_files(const std::string& source, const std::string& dir,
+                                              const std::string& origin);
+
 // Reads `checkpoint` (a checkpoint directory, a checkpoints directory with `latest`, or a run directory) and writes
 // out_dir atomically (a temporary directory renamed at the end: an error leaves nothing under out_dir). Tied
 // embeddings have no lm_head.weight. A reward checkpoint merges as ...ForSequenceClassification (score.weight), a

@@ -111,6 +111,16 @@ nlohmann::ordered_json peft_adapter_config(const std::map<std::string, Tensor>& 
     expert_tensors[base.substr(base.rfind('.') + 1)].insert(experts_module(base));
   }
   nlohmann::ordered_json parameters = nlohmann::ordered_json::array();
+  nlohmann::ordered_json rank_pattern = nlohmann::ordered_json::object();
+  nlohmann::ordered_json alpha_pattern = nlohmann::ordered_json::object();
+  for (const auto& [base, pair] : pairs) {
+    // An experts' gate_up_proj standing for gate_proj and up_proj has rank 2r and alpha 2*alpha, as PEFT writes it.
+    const int64_t rank = pair.a.dim(-2);
+    if (!is_expert_tensor(base) || rank == lora.rank) continue;
+    const std::string pattern = ".*\\." + base.substr(base.rfind('.') + 1);
+    rank_pattern[pattern] = rank;
+    alpha_pattern[pattern] = lora.alpha * static_cast<double>(rank) / static_cast<double>(lora.rank);
+  }
   for (const char* tensor : {"gate_up_proj", "down_proj"}) {
     const auto found = expert_tensors.find(tensor);
     if (found == expert_tensors.end()) continue;
@@ -133,6 +143,10 @@ nlohmann::ordered_json peft_adapter_config(const std::map<std::string, Tensor>& 
   config["init_lora_weights"] = true;
   config["target_modules"] = modules;
   if (!parameters.empty()) config["target_parameters"] = parameters;
+  if (!rank_pattern.empty()) {
+    config["rank_pattern"] = rank_pattern;
+    config["alpha_pattern"] = alpha_pattern;
+  }
   return config;
 }
 

@@ -6,6 +6,7 @@
 
 #include "ckpt/checkpoint_metadata.h"
 #include "ckpt/checkpoint_reader.h"
+#include "ckpt/model_param_list.h"
 #include "ckpt/rank_shard_file.h"
 #include "ckpt/staged_directory.h"
 #include "core/tool.h"
@@ -32,17 +33,6 @@ void check_layout(const MeshShape& mesh, const ModelConfig& model) {
   config.train.accelerator.ep_size = mesh.ep;
   validate_parallel_layout(config, model);
 }
-
-// Parameter names, shapes and expert flags of the model with its head, without allocating any value.
-struct ModelParams {
-  ModelParams(const ModelConfig& config, ModelHead head) {
-    ModelOptions options;
-    options.hooks.params = &no_materialisation;
-    model = std::make_unique<TrainModel>(config, options, head);
-  }
-  ParamHooks no_materialisation;
-  std::unique_ptr<TrainModel> model;
-};
 
 // The head of an HF directory: its config.json's architectures (a ...ForSequenceClassification or
 // ...ForTokenClassification of one label), or, without that key, its tensors (score.weight, with score.bias).
@@ -86,7 +76,7 @@ ShardFromHfSummary shard_hf_checkpoint(const std::string& hf_dir, const std::str
                      out_dir);
   const HfCheckpointSource source(hf_dir);
   const ModelHead head = hf_directory_head(hf_dir, source);
-  const ModelParams model(model_config, head);
+  ModelParamList model(model_config, head);
   const MeshShape& mesh = options.mesh;
   StagedDirectory staged(out_dir, options.overwrite);
 

@@ -41,6 +41,25 @@ double LoraConfig::scale() const {
   return use_rslora ? alpha / std::sqrt(r) : alpha / r;
 }
 
+namespace {
+
+// An experts' gate_up_proj adapted because both gate_proj and up_proj are listed (not by its own name).
+bool fuses_gate_and_up(const LoraConfig& c, const std::string& module) {
+  return is_experts_gate_up(module) && !any_entry_matches(c.lora_modules, module) && c.targets(module);
+}
+
+}  // namespace
+
+int64_t LoraConfig::rank_of(const std::string& module) const {
+  return fuses_gate_and_up(*this, module) ? 2 * rank : rank;
+}
+
+double LoraConfig::scale_of(const std::string& module) const {
+  if (!fuses_gate_and_up(*this, module)) return scale();
+  const auto r = static_cast<double>(2 * rank);
+  return use_rslora ? 2 * alpha / std::sqrt(r) : 2 * alpha / r;
+}
+
 bool LoraConfig::targets(const std::string& module) const {
   if (!enabled()) return false;
   if (!exclude_modules.empty() && std::regex_match(module, std::regex(exclude_modules))) return false;

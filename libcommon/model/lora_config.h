@@ -28,6 +28,11 @@ struct LoraConfig {
   bool enabled() const { return rank > 0; }
   // alpha / rank, or alpha / sqrt(rank) with use_rslora.
   double scale() const;
+  // The rank and scale of the adapter on `module`: rank and scale() for every module but an experts' fused
+  // gate_up_proj selected through gate_proj and up_proj, whose adapter stands for both, as PEFT makes it: rank 2r
+  // with alpha 2*alpha (the same scale; sqrt(2) times it with use_rslora).
+  int64_t rank_of(const std::string& module) const;
+  double scale_of(const std::string& module) const;
   // Whether the module `module` (a weight's HF name without ".weight", e.g. model.layers.0.self_attn.q_proj, or
   // model.layers.0.mlp.experts.gate_up_proj) gets an adapter. Expert tensors match through the names above.
   bool targets(const std::string& module) const;

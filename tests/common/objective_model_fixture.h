@@ -16,6 +16,7 @@
 #include "data/sample.h"
 #include "io/json_file.h"
 #include "io/safetensors.h"
+#include "model/lora_config.h"
 #include "model/model_config.h"
 #include "model/thinker/multimodal_batch.h"
 #include "model/thinker/thinker_config.h"
@@ -39,7 +40,23 @@ struct ObjectiveModelFixture {
   // samples (batch.safetensors) the multimodal collator packs; config is then its text model.
   bool multimodal = false;
   ThinkerConfig thinker;
+  // expected.json "lora" (the LoRA cases): adapters on the frozen model, their start values in adapters.safetensors.
+  LoraConfig lora;
 };
+
+// expected.json's "lora": model.lora_config of a LoRA case; rank 0 (LoRA off) when null or absent.
+inline LoraConfig lora_of(const nlohmann::json& expected) {
+  LoraConfig lora;
+  if (!expected.contains("lora") || expected["lora"].is_null()) return lora;
+  const nlohmann::json& c = expected["lora"];
+  lora.rank = c.at("rank").get<int64_t>();
+  lora.alpha = c.at("alpha").get<double>();
+  lora.use_rslora = c.at("use_rslora").get<bool>();
+  lora.lora_modules = c.at("lora_modules").get<std::vector<std::string>>();
+  lora.exclude_modules = c.at("exclude_modules").get<std::string>();
+  lora.share_expert_lora = c.at("share_expert_lora").get<bool>();
+  return lora;
+}
 
 // One stored sample as the dataset reader hands it over: every key a tensor of the stored dtype.
 inline Sample sample_from_json(const nlohmann::json& s) {
@@ -168,6 +185,7 @@ inline ObjectiveModelFixture load_objective_model_fixture(const std::string& nam
   f.multimodal = f.expected.at("multimodal").get<bool>();
   f.head = model_head_from_name(f.expected.at("head").get<std::string>());
   f.settings = settings_of(f.expected);
+  f.lora = lora_of(f.expected);
   f.model_reference = f.expected.value("reference", nlohmann::json()) == "model";
   if (f.multimodal) {
     f.thinker = load_thinker_config(f.model_dir);

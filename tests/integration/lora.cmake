@@ -17,7 +17,8 @@ if(VEOMNI_MPIEXEC)
     "reshard_dense_np2_np4|reshard dense 2:1:1 4:1:1"
     "reshard_moe_ep2_np1|reshard moe 2:1:2 1:1:1"
     "base_changed|base_changed"
-    "whole_model_tools|whole_model_tools")
+    "whole_model_tools|whole_model_tools"
+    "merge_outputs|merge_outputs")
   foreach(entry ${lora_cases})
     string(REPLACE "|" ";" parts "${entry}")
     list(GET parts 0 name)
@@ -26,6 +27,11 @@ if(VEOMNI_MPIEXEC)
     add_test(NAME lora.${name} COMMAND bash ${lora_sh} ${args})
     set_tests_properties(lora.${name} PROPERTIES LABELS "integration;mpi" RESOURCE_LOCK mpi TIMEOUT 300)
   endforeach()
+  # PEFT's directory and the merged model checked against transformers + PEFT where python3 has them (77 otherwise).
+  add_test(NAME lora.peft_in_transformers
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/peft_in_transformers.sh ${VEOMNI_BIN_DIR} ${CMAKE_SOURCE_DIR})
+  set_tests_properties(lora.peft_in_transformers PROPERTIES LABELS "integration;mpi;python" RESOURCE_LOCK mpi
+    SKIP_RETURN_CODE 77 TIMEOUT 300)
   set_tests_properties(lora_align_dense lora_align_moe lora_align_dpo
     PROPERTIES LABELS "integration;mpi" RESOURCE_LOCK mpi TIMEOUT 600)
 endif()

@@ -7,7 +7,11 @@
 #   resume KIND NP:SP:EP             8 steps straight vs 3 steps + resume: same bits (metrics and rank files)
 #   reshard KIND NP:SP:EP NP:SP:EP   3 steps under the first layout, resumed under the second, vs 8 straight
 #   base_changed                     a base from model.model_path, one byte changed after the save: resume exits 2
-#   whole_model_tools                veomni-ckpt-merge and veomni-score on an adapter checkpoint exit 2
+#   whole_model_tools                veomni-score and a whole-model resume refuse an adapter checkpoint, and
+#                                    veomni-ckpt-merge refuses to merge adapters into a random base (exit 2)
+#   merge_outputs                    a LoRA run from the MoE toy's HF directory: veomni-ckpt-merge writes the merged
+#                                    model (base + scale * B A: scored like the LoRA model by veomni-score) and
+#                                    PEFT's adapter directory (names and shapes)
 # KIND dense (qwen3_toy) or moe (qwen3_moe_toy, adapters on the experts too).
 set -uo pipefail
 bin=$1 src=$2 case=$3
@@ -113,7 +117,7 @@ PY
     code=0
     "$bin/veomni-ckpt-merge" "$work/run" --out "$work/hf" --no-tokenizer >"$work/out" 2>"$work/err" || code=$?
     [ "$code" -eq 2 ] || { cat "$work/out" "$work/err"; fail "veomni-ckpt-merge exit $code, expected 2"; }
-    grep -qF "adapter checkpoint" "$work/err" || { cat "$work/err"; fail "the merge error does not say why"; }
+    grep -qF "initialised at random" "$work/err" || { cat "$work/err"; fail "the merge error does not say why"; }
     [ ! -e "$work/hf" ] || fail "the refused merge left $work/hf"
     # A whole-model run cannot resume an adapter checkpoint, nor a LoRA run a whole model's.
     code=0
@@ -123,6 +127,45 @@ PY
     [ "$code" -eq 2 ] || { cat "$work/out" "$work/err"; fail "whole-model resume of an adapter checkpoint: exit $code"; }
     grep -qF "adapter" "$work/err" || { cat "$work/err"; fail "the resume error does not say why"; }
     echo "ok: tools that need a whole model refuse an adapter checkpoint"
+    ;;
+  merge_outputs)
+    base=tests/fixtures/hf/qwen3_moe_toy/model
+    train moe 2:1:2 "$work/run" --model.model_path "$base" --train.max_steps 3 --train.optimizer.lr 1e-2 ||
+      fail "LoRA run"
+    "$bin/veomni-ckpt-merge" "$work/run" --out "$work/merged" --no-tokenizer --log-level warn >/dev/null ||
+      fail "veomni-ckpt-merge of the adapter checkpoint"
+    "$bin/veomni-ckpt-merge" "$work/run" --peft --out "$work/peft" --log-level warn >/dev/null || fail "--peft"
+    # One more step at a learning rate too small to move a weight: the LoRA model (resumed) and the merged model
+    # (a whole model, the same data plan) see the same 4th batch and must give the same loss.
+    tiny=(--train.optimizer.lr 1e-30 --train.max_steps 4)
+    train moe 2:1:2 "$work/run" --model.model_path "$base" --train.checkpoint.load_path auto "${tiny[@]}" ||
+      fail "LoRA resume"
+    mpirun --oversubscribe -np 2 "$bin/veomni-train" configs/qwen3_moe_toy.yaml --model.model_path "$work/merged" \
+      --data.train_path "$work/data.h5" --data.max_seq_len 64 --train.global_batch_size 4 \
+      --train.checkpoint.save_steps -1 --train.checkpoint.output_dir "$work/merged_run" \
+      --train.accelerator.ep_size 2 --train.device cpu --log-level warn "${tiny[@]}" || fail "merged-model run"
+    python3 - "$work/run/log_dict.json" "$work/merged_run/log_dict.json" "$work/peft" "$base" <<'PY' || exit 1
+import json, struct, sys
+lora, merged = (json.load(open(p))["loss"][-1] for p in sys.argv[1:3])
+print(f"step 4 loss: LoRA model {lora!r}, merged model {merged!r}")
+if abs(lora - merged) > 1e-5 * abs(lora):
+    sys.exit("FAIL: the merged model does not compute what the LoRA model computes")
+with open(sys.argv[3] + "/adapter_model.safetensors", "rb") as f:
+    header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+config = json.load(open(sys.argv[3] + "/adapter_config.json"))
+base_config = json.load(open(sys.argv[4] + "/config.json"))
+experts, r = base_config["num_experts"], config["r"]
+want = {"base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight": [r, base_config["hidden_size"]],
+        "base_model.model.model.layers.1.mlp.experts.base_layer.lora_A.weight": [experts * r, base_config["hidden_size"]],
+        "base_model.model.model.layers.1.mlp.experts.lora_B.weight": [base_config["hidden_size"], experts * r]}
+for name, shape in want.items():
+    if header.get(name, {}).get("shape") != shape:
+        sys.exit(f"FAIL: {name} is {header.get(name)}, expected shape {shape}")
+if config["peft_type"] != "LORA" or config["target_parameters"] != ["mlp.experts.gate_up_proj", "mlp.experts.down_proj"]:
+    sys.exit(f"FAIL: adapter_config.json {config}")
+print(f"PEFT directory: {len(header) - ('__metadata__' in header)} tensors, r {r}")
+PY
+    echo "ok: the merged model computes the LoRA model's loss; PEFT's directory has PEFT's names and shapes"
     ;;
   *) fail "unknown case '$case'" ;;
 esac

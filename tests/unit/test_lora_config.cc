@@ -122,3 +122,18 @@ TEST(LoraConfig, KeysReadFromYamlWithVeOmniNames) {
   EXPECT_EQ(c.model.lora_config.lora_modules, (std::vector<std::string>{"q_proj", "v_proj"}));
   EXPECT_TRUE(c.model.lora_config.share_expert_lora);
 }
+
+TEST(LoraConfig, FusedGateUpThroughGateAndUpTakesBothRanksAsPeftDoes) {
+  LoraConfig c = rank(4);
+  c.alpha = 8;
+  const std::string fused = "model.layers.0.mlp.experts.gate_up_proj";
+  EXPECT_EQ(c.rank_of(fused), 8);
+  EXPECT_DOUBLE_EQ(c.scale_of(fused), 2.0);  // 2 alpha / 2r
+  EXPECT_EQ(c.rank_of("model.layers.0.mlp.experts.down_proj"), 4);
+  EXPECT_EQ(c.rank_of("model.layers.0.self_attn.q_proj"), 4);
+  c.use_rslora = true;
+  EXPECT_DOUBLE_EQ(c.scale_of(fused), 16.0 / std::sqrt(8.0));
+  EXPECT_DOUBLE_EQ(c.scale_of("model.layers.0.mlp.experts.down_proj"), 4.0);
+  c.lora_modules = {"gate_up_proj"};  // named itself: one adapter of rank r
+  EXPECT_EQ(c.rank_of(fused), 4);
+}

@@ -329,11 +329,12 @@ TEST(LoraModel, AdaptersFollowTheirWeightsAndOnlyTheyTrain) {
   EXPECT_EQ(store.at(q + ".lora_B.weight").shape, (Shape{32, 2}));
   EXPECT_EQ(store.at(q + ".lora_A.weight").group, store.at(q + ".weight").group);
   EXPECT_EQ(store.find("model.layers.0.self_attn.k_proj.lora_A.weight"), nullptr);
-  // Independent expert adapters: [E, r, in] and [E, out, r], split over EP like the experts.
+  // Independent expert adapters: [E, r, in] and [E, out, r], split over EP like the experts; the fused gate_up_proj,
+  // selected through gate_proj and up_proj, has rank 2r (both projections' adapters, as PEFT makes it).
   const std::string gate_up = "model.layers.0.mlp.experts.gate_up_proj";
   EXPECT_EQ(store.all()[index_of(store, gate_up) + 1]->name, gate_up + ".lora_A.weight");
-  EXPECT_EQ(store.at(gate_up + ".lora_A.weight").shape, (Shape{4, 2, 16}));
-  EXPECT_EQ(store.at(gate_up + ".lora_B.weight").shape, (Shape{4, 16, 2}));
+  EXPECT_EQ(store.at(gate_up + ".lora_A.weight").shape, (Shape{4, 4, 16}));
+  EXPECT_EQ(store.at(gate_up + ".lora_B.weight").shape, (Shape{4, 16, 4}));
   EXPECT_TRUE(store.at(gate_up + ".lora_A.weight").is_expert);
   EXPECT_EQ(store.at("model.layers.2.mlp.experts.down_proj.lora_A.weight").shape, (Shape{4, 2, 8}));
   EXPECT_EQ(store.at("model.layers.2.mlp.experts.down_proj.lora_B.weight").shape, (Shape{4, 16, 2}));
@@ -343,8 +344,8 @@ TEST(LoraModel, AdaptersFollowTheirWeightsAndOnlyTheyTrain) {
   EXPECT_EQ(model->lora_params().size(), 2u * (3 + 3 + 2 * 2));
 
   auto shared = make_model(&c, nullptr, lora({"gate_proj", "up_proj", "down_proj"}, true));
-  EXPECT_EQ(shared->params().at(gate_up + ".lora_A.weight").shape, (Shape{2, 16}));
-  EXPECT_EQ(shared->params().at(gate_up + ".lora_B.weight").shape, (Shape{16, 2}));
+  EXPECT_EQ(shared->params().at(gate_up + ".lora_A.weight").shape, (Shape{4, 16}));
+  EXPECT_EQ(shared->params().at(gate_up + ".lora_B.weight").shape, (Shape{16, 4}));
   EXPECT_FALSE(shared->params().at(gate_up + ".lora_A.weight").is_expert);
 
   // A value head is new: it trains with the adapters.

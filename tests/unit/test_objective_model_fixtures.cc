@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,23 +35,50 @@ using veomni::testing::relative_error;
 
 double tolerance(double expected) { return kRelTol * std::max(std::fabs(expected), kScaleFloor); }
 
+ModelOptions options_of(const Fixture& f) {
+  ModelOptions options;
+  options.lora_config = f.lora;
+  return options;
+}
+
+// A LoRA case's adapters start from adapters.safetensors (the base weights come from the model directory).
+std::set<std::string> adapter_names(const TrainModel& model) {
+  std::set<std::string> names;
+  for (const Parameter* p : model.lora_params()) names.insert(p->name);
+  return names;
+}
+
+void load_adapters(const Fixture& f, TrainModel& model) {
+  if (!model.has_lora()) return;
+  SafetensorsReader adapters(f.dir + "/adapters.safetensors");
+  EXPECT_EQ(adapters.entries().size(), model.lora_params().size()) << f.name << ": adapter count differs from PEFT's";
+  for (Parameter* p : model.lora_params()) {
+    EXPECT_TRUE(adapters.contains(p->name)) << f.name << ": adapters.safetensors lacks " << p->name;
+    if (adapters.contains(p->name)) adapters.read_into(p->name, p->value);
+  }
+}
+
 // A multimodal case's weights are stored under our names (tests/fixtures/thinker/models/*/weights.safetensors).
 std::unique_ptr<TrainModel> load_multimodal_model(const Fixture& f) {
-  auto model = std::make_unique<TrainModel>(f.thinker, ModelOptions{}, false, f.head);
+  auto model = std::make_unique<TrainModel>(f.thinker, options_of(f), false, f.head);
   model->params().materialize_all(Device::cpu(), DType::F32);
   SafetensorsReader weights(f.model_dir + "/weights.safetensors");
+  const std::set<std::string> adapters = adapter_names(*model);
   for (const auto& p : model->params().all()) {
+    if (adapters.contains(p->name)) continue;
     EXPECT_TRUE(weights.contains(p->name)) << f.name << ": the fixture weights lack " << p->name;
     if (weights.contains(p->name)) weights.read_into(p->name, p->value);
   }
+  load_adapters(f, *model);
   return model;
 }
 
 std::unique_ptr<TrainModel> load_model(const Fixture& f) {
   if (f.multimodal) return load_multimodal_model(f);
-  auto model = std::make_unique<TrainModel>(f.config, ModelOptions{}, f.head);
+  auto model = std::make_unique<TrainModel>(f.config, options_of(f), f.head);
   model->params().materialize_all(Device::cpu(), DType::F32);
-  load_hf_weights(model->params(), HfCheckpointSource(f.model_dir));
+  load_hf_weights(model->params(), HfCheckpointSource(f.model_dir), adapter_names(*model));
+  load_adapters(f, *model);
   return model;
 }
 
@@ -65,7 +93,9 @@ Setup set_up(const Fixture& f) {
   Setup s;
   s.model = load_model(f);
   if (f.model_reference) s.reference = load_model(f);
-  s.objective = make_objective(f.settings, f.config, s.reference.get());
+  // A LoRA policy is its own reference with its adapters off (the frozen base).
+  const bool adapters_off = f.expected.value("reference", nlohmann::json()) == "adapters_off";
+  s.objective = make_objective(f.settings, f.config, adapters_off ? s.model.get() : s.reference.get());
   const int64_t normaliser = s.objective->normaliser(f.batch, true);
   const char* key = f.expected.contains("global_pairs") ? "global_pairs" : "global_tokens";
   EXPECT_EQ(normaliser, f.expected.at(key).get<int64_t>()) << f.name << " " << key;
@@ -86,6 +116,17 @@ double loss_of(const ObjectiveMetrics& metrics, const std::string& name) {
   if (metrics.empty()) return NAN;
   EXPECT_EQ(metrics.front().first, "loss") << name << ": the first metric must be the loss";
   return metrics.front().second;
+}
+
+// The start model's logits [S, V] of the fixture's row against transformers' (LoRA cases store them).
+void check_start_logits(const Fixture& f, const Tensor& expected) {
+  const std::unique_ptr<TrainModel> model = load_model(f);
+  BodyOutput body = model->body().forward(f.batch, false);
+  Tensor logits;
+  model->lm_head().loss_forward(body.hidden, f.batch.text.target_ids, false, &logits);
+  const double err = relative_error(logits, expected);
+  EXPECT_LE(err, kRelTol) << f.name << " logits";
+  std::printf("[%s] logits rel err %.3g\n", f.name.c_str(), err);
 }
 
 void check_loss_metrics_gradients(const std::string& name) {
@@ -112,14 +153,22 @@ void check_loss_metrics_gradients(const std::string& name) {
   for (const auto& entry : grads.entries()) expected_grads += entry.name.rfind("grad.", 0) == 0;
   double worst = 0;
   std::string worst_name;
+  size_t trainable = 0;
   for (const auto& p : s.model->params().all()) {
+    // Under LoRA the base is frozen: it must end with no gradient at all, and the fixture holds the adapters' only.
+    if (!p->trainable) {
+      EXPECT_FALSE(p->grad.defined()) << name << ": frozen " << p->name << " got a gradient";
+      continue;
+    }
+    ++trainable;
     const std::string key = "grad." + p->name;
     ASSERT_TRUE(grads.contains(key)) << name << ": the fixture has no gradient for " << p->name;
     const double err = relative_error(p->grad, grads.read(key));
     EXPECT_LE(err, kRelTol) << name << " gradient of " << p->name;
     if (err > worst) worst = err, worst_name = p->name;
   }
-  EXPECT_EQ(s.model->params().all().size(), expected_grads) << name << ": parameter count differs from transformers'";
+  EXPECT_EQ(trainable, expected_grads) << name << ": trainable parameter count differs from transformers'";
+  if (grads.contains("logits")) check_start_logits(f, grads.read("logits"));
   std::printf("[%s] worst gradient rel err %.3g (%s)\n", name.c_str(), worst, worst_name.c_str());
 }
 
@@ -134,7 +183,8 @@ void check_adamw_steps(const std::string& name) {
   options.weight_decay = hp["weight_decay"].get<double>();
   AdamW adamw(options);
   s.model->params().zero_grads();
-  for (const auto& p : s.model->params().all()) adamw.add_slot(p->name, p->value, &p->grad);
+  for (const auto& p : s.model->params().all())
+    if (p->trainable) adamw.add_slot(p->name, p->value, &p->grad);
   const auto expected = f.expected.at("adamw_losses").get<std::vector<double>>();
   ASSERT_EQ(expected.size(), 4u) << name;
   for (size_t step = 0; step < expected.size(); ++step) {
@@ -163,6 +213,16 @@ TEST(ObjectiveModelFixtures, RewardVlMatchesTransformers) { check_loss_metrics_g
 TEST(ObjectiveModelFixtures, ValueVlMatchesTransformers) { check_loss_metrics_gradients("value_vl"); }
 TEST(ObjectiveModelFixtures, ActorVlMatchesTransformers) { check_loss_metrics_gradients("actor_vl"); }
 
+// LoRA (PEFT on the linear modules; the experts' tensors per expert and shared): loss, logits, every adapter's
+// gradient, no gradient for the frozen base, and three AdamW steps over the adapters only.
+TEST(ObjectiveModelFixtures, LoraSftDenseMatchesTransformersPeft) { check_loss_metrics_gradients("lora_sft_dense"); }
+TEST(ObjectiveModelFixtures, LoraSftMoeMatchesTransformersPeft) { check_loss_metrics_gradients("lora_sft_moe"); }
+TEST(ObjectiveModelFixtures, LoraSftMoeSharedMatchesTransformersPeft) {
+  check_loss_metrics_gradients("lora_sft_moe_shared");
+}
+TEST(ObjectiveModelFixtures, LoraSftVlMatchesTransformersPeft) { check_loss_metrics_gradients("lora_sft_vl"); }
+TEST(ObjectiveModelFixtures, LoraDpoDenseMatchesTransformersPeft) { check_loss_metrics_gradients("lora_dpo_dense"); }
+
 TEST(ObjectiveModelFixtures, DpoSigmoidDenseAdamWStepsMatchTransformers) { check_adamw_steps("dpo_sigmoid_dense"); }
 TEST(ObjectiveModelFixtures, DpoIpoMoeAdamWStepsMatchTransformers) { check_adamw_steps("dpo_ipo_moe"); }
 TEST(ObjectiveModelFixtures, RewardDenseAdamWStepsMatchTransformers) { check_adamw_steps("reward_dense"); }
@@ -175,3 +235,10 @@ TEST(ObjectiveModelFixtures, DpoSigmoidVlAdamWStepsMatchTransformers) { check_ad
 TEST(ObjectiveModelFixtures, RewardVlAdamWStepsMatchTransformers) { check_adamw_steps("reward_vl"); }
 TEST(ObjectiveModelFixtures, ValueVlAdamWStepsMatchTransformers) { check_adamw_steps("value_vl"); }
 TEST(ObjectiveModelFixtures, ActorVlAdamWStepsMatchTransformers) { check_adamw_steps("actor_vl"); }
+TEST(ObjectiveModelFixtures, LoraSftDenseAdamWStepsMatchTransformersPeft) { check_adamw_steps("lora_sft_dense"); }
+TEST(ObjectiveModelFixtures, LoraSftMoeAdamWStepsMatchTransformersPeft) { check_adamw_steps("lora_sft_moe"); }
+TEST(ObjectiveModelFixtures, LoraSftMoeSharedAdamWStepsMatchTransformersPeft) {
+  check_adamw_steps("lora_sft_moe_shared");
+}
+TEST(ObjectiveModelFixtures, LoraSftVlAdamWStepsMatchTransformersPeft) { check_adamw_steps("lora_sft_vl"); }
+TEST(ObjectiveModelFixtures, LoraDpoDenseAdamWStepsMatchTransformersPeft) { check_adamw_steps("lora_dpo_dense"); }

@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <string>
 
+#include "ckpt/checkpoint_dir.h"
+#include "ckpt/checkpoint_reader.h"
+#include "ckpt/merge_adapters.h"
 #include "ckpt/merge_to_hf.h"
 #include "core/error.h"
 #include "core/logging.h"
@@ -26,6 +29,7 @@ struct Arguments {
   std::string tokenizer;
   bool no_tokenizer = false;
   bool overwrite = false;
+  bool peft = false;
   std::string log_level = "info";
 };
 
@@ -48,6 +52,10 @@ void add_options(CLI::App& app, Arguments& args) {
                  "Copy the tokenizer files from this directory (or file) instead of the run's model.tokenizer_path");
   app.add_flag("--no-tokenizer", args.no_tokenizer, "Copy no tokenizer files");
   app.add_flag("--overwrite", args.overwrite, "Replace --out if it exists and is not empty");
+  app.add_flag("--peft", args.peft,
+               "An adapter (LoRA) checkpoint: write PEFT's adapter directory (adapter_model.safetensors, "
+               "adapter_config.json) for peft.PeftModel.from_pretrained on the base model; without it an adapter "
+               "checkpoint is merged into its base model (W + scale * B A)");
   app.add_option("--log-level", args.log_level, "trace, debug, info, warn, error, off (default info)");
 }
 
@@ -92,7 +100,15 @@ int main(int argc, char** argv) {
     options.copy_tokenizer = !args.no_tokenizer;
     options.tokenizer_path = args.tokenizer;
     options.overwrite = args.overwrite;
-    const veomni::MergeSummary summary = veomni::merge_checkpoint_to_hf(args.checkpoint, args.out, options);
+    const bool adapter = veomni::CheckpointReader(veomni::resolve_checkpoint_path(args.checkpoint)).is_adapter();
+    VEOMNI_INPUT_CHECK(!args.peft || adapter,
+                       "--peft: '{}' is a whole model's checkpoint, not an adapter (LoRA) one (hint: merge it without "
+                       "--peft)",
+                       args.checkpoint);
+    const veomni::MergeSummary summary =
+        !adapter    ? veomni::merge_checkpoint_to_hf(args.checkpoint, args.out, options)
+        : args.peft ? veomni::write_adapter_checkpoint_as_peft(args.checkpoint, args.out, options)
+                    : veomni::merge_adapter_checkpoint_to_hf(args.checkpoint, args.out, options);
     spdlog::info("merged step {} of {} into {} ({} tensors, {} files)", summary.global_step, summary.checkpoint,
                  summary.out_dir, summary.tensors, summary.weight_files.size());
     print_summary(summary);

@@ -12,9 +12,11 @@ ExpertLora ExpertLora::attach(ParamStore& store, const Parameter& weight) {
   if (!registry || !registry->offer(weight.name)) return {};
   VEOMNI_CHECK(weight.shape.size() == 3 && weight.is_expert, "expert LoRA on '{}', which is no [E, out, in] expert "
                "tensor", weight.name);
-  const int64_t r = registry->config().rank, e = weight.shape[0], out = weight.shape[1], in = weight.shape[2];
+  const int64_t r = registry->config().rank_of(weight.name), e = weight.shape[0], out = weight.shape[1],
+                in = weight.shape[2];
   ExpertLora adapter;
   adapter.registry_ = registry;
+  adapter.scale_ = static_cast<float>(registry->config().scale_of(weight.name));
   adapter.shared_ = registry->config().share_expert_lora;
   if (adapter.shared_) {
     adapter.a_ = store.add(lora_a_name(weight.name), {r, in});
@@ -37,12 +39,12 @@ Tensor ExpertLora::forward(const Tensor& x, const std::vector<int64_t>& counts, 
   Tensor xa = empty_like(x, {x.dim(0), shared_ ? a.dim(0) : a.dim(1)});
   if (shared_) {
     ops::matmul(x, false, a, true, xa);
-    ops::matmul(xa, false, b, true, y, registry_->scale(), 1.0f);
+    ops::matmul(xa, false, b, true, y, scale_, 1.0f);
   } else {
     ops::grouped_matmul(x, a, true, counts, xa);
     Tensor delta = empty_like(y, y.shape());
     ops::grouped_matmul(xa, b, true, counts, delta);
-    ops::add_(y, delta, registry_->scale());
+    ops::add_(y, delta, scale_);
   }
   return save ? xa : Tensor();
 }
@@ -50,7 +52,7 @@ Tensor ExpertLora::forward(const Tensor& x, const std::vector<int64_t>& counts, 
 void ExpertLora::backward(const Tensor& x, Tensor xa, const Tensor& dy, const std::vector<int64_t>& counts,
                           Tensor& dx) const {
   VEOMNI_CHECK(exists() && xa.defined() && x.defined(), "expert LoRA backward without its saved forward");
-  const float scale = registry_->scale();
+  const float scale = scale_;
   if (shared_) {
     Tensor dyb = empty_like(dy, {dy.dim(0), b_->value.dim(1)});
     ops::matmul(dy, false, b_->value, false, dyb);

@@ -17,7 +17,8 @@ class ExpertLora {
   // When the store's LoRA settings target `weight` (an expert tensor [E, out, in] just registered), registers
   // `<name>.lora_A.weight` and `<name>.lora_B.weight` right after it and returns the adapter; else none.
   // Independent: A [E, r, in], B [E, out, r], expert parameters holding the same expert rows as `weight`;
-  // shared: A [r, in], B [out, r], plain parameters.
+  // shared: A [r, in], B [out, r], plain parameters; r is LoraConfig::rank_of the tensor (2 x rank for a fused
+  // gate_up_proj selected through gate_proj and up_proj, as PEFT does).
   static ExpertLora attach(ParamStore& store, const Parameter& weight);
 
   bool exists() const { return a_ != nullptr; }
@@ -32,6 +33,7 @@ class ExpertLora {
 
  private:
   const LoraRegistry* registry_ = nullptr;
+  float scale_ = 0;  // LoraConfig::scale_of the expert tensor (a fused gate_up_proj may take rank 2r)
   Parameter* a_ = nullptr;
   Parameter* b_ = nullptr;
   bool shared_ = false;
