@@ -1,6 +1,8 @@
 // Backend facade: forwards to kernels/cuda/runtime when the CUDA backend is built, answers "no GPU" otherwise.
 #include "kernels/backend.h"
 
+#include <utility>
+
 #include "core/error.h"
 
 #ifdef VEOMNI_WITH_CUDA
@@ -28,6 +30,22 @@ void reset_gpu_peak_memory() {
   if (cuda_rt::initialized()) cuda_rt::reset_peak_memory();
 }
 
+PinnedHostRange::PinnedHostRange(void* data, size_t bytes) {
+  if (!cuda_rt::initialized() || data == nullptr || bytes == 0) return;
+  // A small buffer may share a page with one pinned already (the driver refuses overlaps): it then stays pageable,
+  // which costs copy speed only.
+  if (cudaHostRegister(data, bytes, cudaHostRegisterDefault) != cudaSuccess) {
+    static_cast<void>(cudaGetLastError());
+    return;
+  }
+  data_ = data;
+}
+
+PinnedHostRange::~PinnedHostRange() {
+  // A failure here only leaves the pages locked until the process ends: nothing to throw for.
+  if (data_) static_cast<void>(cudaHostUnregister(data_));
+}
+
 #else
 
 bool cuda_built() { return false; }
@@ -39,7 +57,18 @@ void use_cuda_device(int index) {
 void synchronize() {}
 GpuMemory gpu_memory() { return {}; }
 void reset_gpu_peak_memory() {}
+PinnedHostRange::PinnedHostRange(void*, size_t) {}
+PinnedHostRange::~PinnedHostRange() = default;
 
 #endif
+
+PinnedHostRange& PinnedHostRange::operator=(PinnedHostRange&& other) noexcept {
+  if (this != &other) {
+    PinnedHostRange old(std::move(*this));  // unpins what this held
+    data_ = other.data_;
+    other.data_ = nullptr;
+  }
+  return *this;
+}
 
 }  // namespace veomni::backend

@@ -26,4 +26,21 @@ struct GpuMemory {
 GpuMemory gpu_memory();
 void reset_gpu_peak_memory();
 
+// Page-locks a range of host memory (cudaHostRegister) so that copies between it and the GPU run by DMA at the
+// bus's speed; unpins it when destroyed. Pins nothing without a CUDA device in use (the CPU build, a CPU run).
+class PinnedHostRange {
+ public:
+  PinnedHostRange() = default;
+  PinnedHostRange(void* data, size_t bytes);
+  ~PinnedHostRange();
+  PinnedHostRange(PinnedHostRange&& other) noexcept : data_(other.data_) { other.data_ = nullptr; }
+  PinnedHostRange& operator=(PinnedHostRange&& other) noexcept;
+  PinnedHostRange(const PinnedHostRange&) = delete;
+  PinnedHostRange& operator=(const PinnedHostRange&) = delete;
+  bool pinned() const { return data_ != nullptr; }
+
+ private:
+  void* data_ = nullptr;  // set while pinned
+};
+
 }  // namespace veomni::backend
