@@ -21,8 +21,14 @@ Tensor flat_prefix(const Tensor& t, int64_t n) { return t.view({t.numel()}).slic
 
 }  // namespace
 
-Fsdp::Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType reduce_dtype, bool overlap)
-    : store_(store), mesh_(mesh), compute_dtype_(compute_dtype), reduce_dtype_(reduce_dtype), overlap_(overlap) {
+Fsdp::Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType reduce_dtype, bool overlap,
+           bool offload)
+    : store_(store),
+      mesh_(mesh),
+      compute_dtype_(compute_dtype),
+      reduce_dtype_(reduce_dtype),
+      overlap_(overlap),
+      offload_(offload) {
   shards_.reserve(store.all().size());
   for (const auto& owned : store.all()) {
     Parameter* p = owned.get();
@@ -38,15 +44,17 @@ Fsdp::Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType
                  p->local_begin, p->local_row_end(), spec.rows_begin, spec.rows_end);
     s.local_numel = spec.local_numel;
     s.shard_numel = spec.shard_numel;
-    const Device device = p->value.defined() ? p->value.device() : Device::cpu();
+    compute_device_ = p->value.defined() ? p->value.device() : Device::cpu();
+    const Device device = state_device();
     s.master = Tensor::zeros({s.shard_numel}, DType::F32, device);
-    s.grad = Tensor::zeros({s.shard_numel}, DType::F32, device);  // released by zero_grads() unless aliased
+    // Released by zero_grads() unless aliased; with offload build_offload() replaces it by a view of one buffer.
+    if (!offload_) s.grad = Tensor::zeros({s.shard_numel}, DType::F32, device);
     VEOMNI_CHECK(p->value.defined() && p->value.numel() == s.local_numel, "FSDP: parameter {} is not materialised ({})",
                  p->name, p->value.describe());
     Tensor mine = flat_prefix(s.master, spec.flat_end - spec.flat_begin);
     Tensor full = p->value.dtype() == DType::F32 ? p->value : p->value.to_dtype(DType::F32);
     mine.copy_from(full.view({s.local_numel}).slice(spec.flat_begin, spec.flat_end));
-    s.aliased = spec.group_size == 1 && compute_dtype_ == DType::F32;
+    s.aliased = spec.group_size == 1 && compute_dtype_ == DType::F32 && !offload_;
     if (s.aliased) {
       p->value = flat_prefix(s.master, s.local_numel).view(p->local_shape());
       p->grad = flat_prefix(s.grad, s.local_numel).view(p->local_shape());
@@ -57,6 +65,7 @@ Fsdp::Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType
     shard_index_.emplace(p, shards_.size());
     shards_.push_back(std::move(s));
   }
+  if (offload_) build_offload();
 }
 
 ParamShard& Fsdp::shard_of(const Parameter* p) {
@@ -79,8 +88,10 @@ bool Fsdp::owns(const ParamGroup& group, const Parameter* p) const {
 
 Tensor Fsdp::gather_rows(const ParamShard& s) const {
   const int64_t n = s.group->size();
-  Tensor buffer = Tensor::empty({s.shard_numel * n}, DType::F32, s.master.device());
-  s.group->allgather(s.master, buffer);
+  // Offloaded masters are in host memory, which the GPU's collectives cannot read.
+  const Tensor master = s.master.device() == compute_device_ ? s.master : s.master.to(compute_device_);
+  Tensor buffer = Tensor::empty({s.shard_numel * n}, DType::F32, compute_device_);
+  s.group->allgather(master, buffer);
   return flat_prefix(buffer, s.local_numel).view(s.param->local_shape());
 }
 
@@ -127,6 +138,7 @@ void Fsdp::request(ParamGroup& group) {
 }
 
 std::vector<Tensor> Fsdp::shards_in_compute_dtype(const std::vector<ParamShard*>& shards) const {
+  if (offload_) return compute_copies(shards);
   std::vector<Tensor> out;
   if (compute_dtype_ == DType::F32) {
     for (const ParamShard* s : shards) out.push_back(s->master);
@@ -286,6 +298,12 @@ void Fsdp::finish_reductions(size_t count, bool deferred) {
   for (size_t i = 0; i < count; ++i) {
     PendingReduction& r = pending_.front();
     r.done.wait();
+    if (offload_) {
+      add_to_host_grad(*r.shard, r.reduced);
+      if (deferred) ++stats_.deferred_reductions;
+      pending_.pop_front();
+      continue;
+    }
     Tensor reduced = r.reduced;
     if (reduce_dtype_ != DType::F32) {
       Tensor widened = Tensor::empty({r.shard->shard_numel}, DType::F32, reduced.device());
@@ -315,13 +333,15 @@ void Fsdp::attach_unsharded_grads(ParamGroup& group) {
   for (Parameter* p : group.params) {
     ParamShard& s = shard_of(p);
     if (s.aliased || s.group->size() != 1 || p->grad.defined()) continue;
-    if (!s.grad.defined()) s.grad = Tensor::zeros({s.shard_numel}, DType::F32, s.master.device());
-    p->grad = flat_prefix(s.grad, s.local_numel).view(p->local_shape());
+    Tensor& accumulator = offload_ ? s.device_grad : s.grad;  // offload: the host gradient is not for compute
+    if (!accumulator.defined()) accumulator = Tensor::zeros({s.shard_numel}, DType::F32, compute_device_);
+    p->grad = flat_prefix(accumulator, s.local_numel).view(p->local_shape());
   }
 }
 
 void Fsdp::wait_for_gradients() {
   finish_reductions(pending_.size(), overlap_);
+  if (offload_) finish_host_grads();
   if (prefetched_.group != kNoGroup) ++stats_.prefetch_misses;
   drop(prefetched_);
   if (kept_group_ != kNoGroup) ++stats_.prefetch_misses;
@@ -356,8 +376,12 @@ void Fsdp::zero_grads() {
     }
     // Released, as torch's zero_grad(set_to_none=True): the f32 gradients (4 bytes a parameter) take no memory
     // during the forward passes, where activations peak; backward allocates each as it first adds to it.
-    s.grad = Tensor();
     s.param->grad = Tensor();
+    if (offload_) {
+      s.grad_written = false;  // host memory is not the scarce kind: the buffer stays, the next sum overwrites it
+      continue;
+    }
+    s.grad = Tensor();
   }
 }
 

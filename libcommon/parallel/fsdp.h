@@ -14,6 +14,12 @@
 // prediction only costs time. Every rank must make the same sequence of hook calls (their collectives pair up anyway),
 // so every rank predicts the same and issues the same collectives in the same order; nothing is decided from timing.
 //
+// Optimizer offload (train.accelerator.fsdp_config.offload): the f32 masters and shard gradients live in host memory
+// (the optimizer then keeps its moments beside the masters and steps on the CPU). Each shard keeps its master in the
+// compute dtype on the compute device, the source of the gathers, refreshed by masters_updated() after every change
+// of the masters; reduced gradients are copied to the host and summed there as they land (fsdp_offload.cc). The
+// arithmetic is the same, so the results are the same bits.
+//
 // Memory of overlap: at most one group's gathered parameters (compute dtype, full size, plus their cast shards) ahead
 // of the group in use, and in backward one group's reduce-scatter buffers (its gradients in reduce_dtype padded to
 // full size, and the reduced shard) until the next after_backward.
@@ -27,6 +33,7 @@
 #include <vector>
 
 #include "dist/device_mesh.h"
+#include "kernels/backend.h"
 #include "model/param.h"
 #include "model/parallel_hooks.h"
 
@@ -40,6 +47,12 @@ struct ParamShard {
   Tensor master;                  // f32 [shard_numel]: this rank's slice of the flattened rows, zero padded
   Tensor grad;                    // f32 [shard_numel]; undefined (zero) from zero_grads() until backward adds to it
   bool aliased = false;           // group of one rank: value and grad are views of master/grad (no copies)
+  // Offload only. compute: the master in the compute dtype on the compute device (what the gathers send).
+  // device_grad: a group of one rank's f32 gradient on the compute device, accumulated by backward over the step's
+  // micro-batches and moved into grad (host) by wait_for_gradients(). grad_written: grad holds this step's sum.
+  Tensor compute;
+  Tensor device_grad;
+  bool grad_written = false;
 };
 
 // What overlap did since construction (tests check that prefetches are issued and used).
@@ -60,8 +73,9 @@ class Fsdp final : public ParamHooks {
   // compute_dtype (the shard is cast first, so a bf16 run gathers half the bytes); gradients are reduce-scattered
   // in reduce_dtype and accumulated into the f32 shard gradients. overlap false: every collective blocks in its hook
   // (train.accelerator.fsdp_config.overlap, for debugging).
+  // offload true: masters and gradients in host memory (see above).
   Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType reduce_dtype = DType::F32,
-       bool overlap = true);
+       bool overlap = true, bool offload = false);
 
   void before_forward(ParamGroup& group) override { request(group); }
   void after_forward(ParamGroup& group) override { release(group, false); }
@@ -89,6 +103,12 @@ class Fsdp final : public ParamHooks {
   int64_t shard_bytes() const;
 
   bool overlap() const { return overlap_; }
+  bool offload() const { return offload_; }
+  // Call after the masters changed (the optimizer step, a checkpoint restore): with offload, recasts them into the
+  // compute-dtype copies on the compute device that the next gathers send. Without offload there is nothing to do.
+  void masters_updated();
+  // Where the masters and shard gradients live: the host with offload, else the compute device.
+  Device state_device() const { return offload_ ? Device::cpu() : compute_device_; }
   const FsdpOverlapStats& overlap_stats() const { return stats_; }
   // The predicted request order of the next step (group indices in the store): the last step's. Tests replace it
   // between steps to force wrong predictions.
@@ -134,11 +154,23 @@ class Fsdp final : public ParamHooks {
   size_t index_of(const ParamGroup& group) const;
   bool owns(const ParamGroup& group, const Parameter* p) const;
 
+  // Offload (fsdp_offload.cc). Allocates the host gradients and the compute copies (pinned where copies touch them)
+  // and fills the copies.
+  void build_offload();
+  // The shards' compute copies (what shards_in_compute_dtype gives without offload).
+  static std::vector<Tensor> compute_copies(const std::vector<ParamShard*>& shards);
+  // Adds a reduced shard gradient (reduce_dtype, on the compute device) into the shard's host gradient.
+  void add_to_host_grad(ParamShard& s, const Tensor& reduced);
+  // wait_for_gradients' part: moves the groups of one rank's device gradients to the host, zeroes what nothing wrote.
+  void finish_host_grads();
+
   ParamStore& store_;
   DeviceMesh mesh_;
   DType compute_dtype_;
   DType reduce_dtype_;
   bool overlap_;
+  bool offload_;
+  Device compute_device_;
   std::vector<ParamShard> shards_;
   std::unordered_map<const Parameter*, size_t> shard_index_;
 
@@ -150,6 +182,13 @@ class Fsdp final : public ParamHooks {
   bool kept_after_backward_ = false;
   std::deque<PendingReduction> pending_;
   FsdpOverlapStats stats_;
+  // Offload: the host gradients of every shard (one buffer), the compute copies (one buffer on the compute device)
+  // and the host buffer the masters are cast into before one copy to the device (the compute buffer itself when
+  // the compute device is the CPU).
+  Tensor host_grads_;
+  Tensor compute_flat_;
+  Tensor staging_;
+  std::vector<backend::PinnedHostRange> pinned_;
 };
 
 }  // namespace veomni
