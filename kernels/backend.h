@@ -3,6 +3,8 @@
 #pragma once
 #include <cstddef>
 
+#include "core/device.h"
+
 namespace veomni::backend {
 
 // Whether this build contains the CUDA backend.
@@ -41,6 +43,25 @@ class PinnedHostRange {
 
  private:
   void* data_ = nullptr;  // set while pinned
+};
+
+// A copy between host memory and the GPU queued on the compute stream (after the work queued there so far) that
+// returns at once; wait() blocks until it is done, as does destruction. The host side must stay alive and untouched
+// until then, and should be pinned (from pageable memory the copy runs synchronously). A copy between two host
+// buffers (the CPU build, a CPU run) is done when the constructor returns.
+class AsyncCopy {
+ public:
+  AsyncCopy() = default;
+  AsyncCopy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+  ~AsyncCopy();
+  AsyncCopy(AsyncCopy&& other) noexcept : event_(other.event_) { other.event_ = nullptr; }
+  AsyncCopy& operator=(AsyncCopy&& other) noexcept;
+  AsyncCopy(const AsyncCopy&) = delete;
+  AsyncCopy& operator=(const AsyncCopy&) = delete;
+  void wait();
+
+ private:
+  void* event_ = nullptr;  // the CUDA event recorded after the copy, while it may still run
 };
 
 }  // namespace veomni::backend

@@ -255,11 +255,15 @@ void Fsdp::release(ParamGroup& group, bool reduce_grads) {
     kept_after_backward_ = reduce_grads;
   }
   // This group's reductions run while the next group computes; the ones before it have had a whole group's time.
+  const size_t sent_before = landings_.size();
   if (overlap_) {
     finish_reductions(earlier, true);
   } else {
     finish_reductions(pending_.size(), false);
   }
+  // Offload: the copies sent at the group before have had this group's backward to land; the ones just sent land
+  // at the next group, so the host sums while the GPU computes.
+  if (offload_) land(overlap_ && landings_.size() > sent_before ? landings_.size() - sent_before : 0);
 }
 
 void Fsdp::issue_reduction(ParamShard& s) {
@@ -299,7 +303,7 @@ void Fsdp::finish_reductions(size_t count, bool deferred) {
     PendingReduction& r = pending_.front();
     r.done.wait();
     if (offload_) {
-      add_to_host_grad(*r.shard, r.reduced);
+      send_to_host(*r.shard, r.reduced);
       if (deferred) ++stats_.deferred_reductions;
       pending_.pop_front();
       continue;
@@ -341,7 +345,10 @@ void Fsdp::attach_unsharded_grads(ParamGroup& group) {
 
 void Fsdp::wait_for_gradients() {
   finish_reductions(pending_.size(), overlap_);
-  if (offload_) finish_host_grads();
+  if (offload_) {
+    land(0);
+    finish_host_grads();
+  }
   if (prefetched_.group != kNoGroup) ++stats_.prefetch_misses;
   drop(prefetched_);
   if (kept_group_ != kNoGroup) ++stats_.prefetch_misses;

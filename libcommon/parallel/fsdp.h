@@ -17,7 +17,8 @@
 // Optimizer offload (train.accelerator.fsdp_config.offload): the f32 masters and shard gradients live in host memory
 // (the optimizer then keeps its moments beside the masters and steps on the CPU). Each shard keeps its master in the
 // compute dtype on the compute device, the source of the gathers, refreshed by masters_updated() after every change
-// of the masters; reduced gradients are copied to the host and summed there as they land (fsdp_offload.cc). The
+// of the masters (one copy to the GPU, queued without waiting); each reduced gradient is copied to the host when its
+// reduce-scatter is finished and summed there one group later, while the GPU computes (fsdp_offload.cc). The
 // arithmetic is the same, so the results are the same bits.
 //
 // Memory of overlap: at most one group's gathered parameters (compute dtype, full size, plus their cast shards) ahead
@@ -123,6 +124,14 @@ class Fsdp final : public ParamHooks {
     std::vector<CollectiveHandle> done;
     bool empty() const { return values.empty(); }
   };
+  // Offload: a reduced gradient on its way to the host. It lands in the shard's gradient itself (the step's first
+  // f32 sum) or in the shard's slot of host_incoming_, to be widened and added.
+  struct HostLanding {
+    ParamShard* shard = nullptr;
+    Tensor host;
+    bool into_grad = false;
+    backend::AsyncCopy copy;
+  };
   // A reduce-scatter issued by after_backward whose sum is not yet in the shard gradient.
   struct PendingReduction {
     ParamShard* shard = nullptr;
@@ -159,8 +168,12 @@ class Fsdp final : public ParamHooks {
   void build_offload();
   // The shards' compute copies (what shards_in_compute_dtype gives without offload).
   static std::vector<Tensor> compute_copies(const std::vector<ParamShard*>& shards);
-  // Adds a reduced shard gradient (reduce_dtype, on the compute device) into the shard's host gradient.
-  void add_to_host_grad(ParamShard& s, const Tensor& reduced);
+  // Queues the copy of a reduced shard gradient (reduce_dtype, on the compute device) to the host; land() sums it
+  // into the shard's host gradient once it is there.
+  void send_to_host(ParamShard& s, const Tensor& reduced);
+  // Waits for the oldest copies sent to the host (all but the newest `keep`) and sums them in, oldest first.
+  void land(size_t keep);
+  void land_one();
   // wait_for_gradients' part: moves the groups of one rank's device gradients to the host, zeroes what nothing wrote.
   void finish_host_grads();
 
@@ -186,9 +199,13 @@ class Fsdp final : public ParamHooks {
   // and the host buffer the masters are cast into before one copy to the device (the compute buffer itself when
   // the compute device is the CPU).
   Tensor host_grads_;
+  Tensor host_incoming_;  // reduce_dtype: where later sums of a step land before they are added
   Tensor compute_flat_;
   Tensor staging_;
   std::vector<backend::PinnedHostRange> pinned_;
+  // Last, so that they are destroyed (each waiting for its copy) before the buffers they copy between.
+  std::deque<HostLanding> landings_;
+  backend::AsyncCopy compute_upload_;  // the masters' last copy from staging_ to compute_flat_
 };
 
 }  // namespace veomni

@@ -1,5 +1,8 @@
-// FSDP optimizer offload: host gradients and compute-dtype copies of the masters, and the copies between them.
+// FSDP optimizer offload: host gradients and compute-dtype copies of the masters, and the copies between them: reduced
+// gradients travel to the host while the next group computes, the masters' copy to the GPU while the next step's data
+// is read.
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -29,11 +32,13 @@ void Fsdp::build_offload() {
   const std::vector<int64_t> offsets = flat_offsets(shards_);
   const int64_t total = offsets.back();
   host_grads_ = Tensor::zeros({total}, DType::F32, Device::cpu());
+  host_incoming_ = Tensor::empty({total}, reduce_dtype_, Device::cpu());
   compute_flat_ = Tensor::empty({total}, compute_dtype_, compute_device_);
   // The masters are cast on the host, so only compute-dtype bytes cross the bus, and the gradients come back into
-  // host_grads_: those two buffers are what the copies touch, so they are the ones pinned.
+  // host_grads_ or host_incoming_: those buffers are what the copies touch, so they are the ones pinned.
   staging_ = compute_device_.is_cpu() ? compute_flat_ : Tensor::empty({total}, compute_dtype_, Device::cpu());
   pinned_.push_back(pin(host_grads_));
+  pinned_.push_back(pin(host_incoming_));
   if (!compute_device_.is_cpu()) pinned_.push_back(pin(staging_));
   for (size_t i = 0; i < shards_.size(); ++i) {
     ParamShard& s = shards_[i];
@@ -55,9 +60,14 @@ void Fsdp::masters_updated() {
     src.push_back(&shards_[i].master);
     dst.push_back(&staged.back());
   }
+  compute_upload_.wait();  // the last upload still reads staging_ (long done: a whole step ran since)
   // The same rounding as the device cast without offload (round to nearest even), so the gathers send the same bits.
   ops::cast_multi(src, dst);
-  if (!compute_device_.is_cpu()) compute_flat_.copy_from(staging_);
+  // Queued on the compute stream, so every later kernel and (after their wait for the compute stream) every gather
+  // reads the new values; the host goes on to the next step's data meanwhile.
+  if (!compute_device_.is_cpu())
+    compute_upload_ = backend::AsyncCopy(compute_flat_.raw_data(), compute_device_, staging_.raw_data(), Device::cpu(),
+                                         staging_.nbytes());
 }
 
 std::vector<Tensor> Fsdp::compute_copies(const std::vector<ParamShard*>& shards) {
@@ -67,21 +77,46 @@ std::vector<Tensor> Fsdp::compute_copies(const std::vector<ParamShard*>& shards)
   return out;
 }
 
-void Fsdp::add_to_host_grad(ParamShard& s, const Tensor& reduced) {
-  // The arithmetic of the device path: the first sum of the step becomes the gradient (widened exactly from
-  // reduce_dtype), later ones are added in f32.
-  if (!s.grad_written && reduced.dtype() == DType::F32) {
-    s.grad.copy_from(reduced);
-  } else {
-    const Tensor host = reduced.device().is_cpu() ? reduced : reduced.to(Device::cpu());
-    Tensor widened = host;
-    if (host.dtype() != DType::F32) {
-      widened = s.grad_written ? Tensor::empty({s.shard_numel}, DType::F32, Device::cpu()) : s.grad;
-      ops::cast(host, widened);
+void Fsdp::send_to_host(ParamShard& s, const Tensor& reduced) {
+  // A sum of this shard still under way lands first: sums are added in the order they were reduced.
+  for (const HostLanding& pending : landings_)
+    if (pending.shard == &s) {
+      land(0);
+      break;
     }
-    if (s.grad_written) ops::add_(s.grad, widened);
+  HostLanding landing;
+  landing.shard = &s;
+  // The step's first f32 sum becomes the gradient (0 + x = x), as on the device: it lands in place.
+  landing.into_grad = !s.grad_written && reduced.dtype() == DType::F32;
+  const int64_t offset = s.grad.data<float>() - host_grads_.data<float>();  // the same place in both buffers
+  landing.host = landing.into_grad ? s.grad : host_incoming_.slice(offset, offset + s.shard_numel);
+  landing.copy = backend::AsyncCopy(landing.host.raw_data(), Device::cpu(), reduced.raw_data(), reduced.device(),
+                                    reduced.nbytes());
+  landings_.push_back(std::move(landing));
+}
+
+void Fsdp::land(size_t keep) {
+  while (landings_.size() > keep) land_one();
+}
+
+void Fsdp::land_one() {
+  HostLanding& landing = landings_.front();
+  landing.copy.wait();
+  ParamShard& s = *landing.shard;
+  if (!landing.into_grad) {
+    // The arithmetic of the device path: widened exactly from reduce_dtype, then added in f32 (or the first sum).
+    Tensor widened = landing.host;
+    if (widened.dtype() != DType::F32) {
+      widened = s.grad_written ? Tensor::empty({s.shard_numel}, DType::F32, Device::cpu()) : s.grad;
+      ops::cast(landing.host, widened);
+    }
+    if (s.grad_written)
+      ops::add_(s.grad, widened);
+    else if (widened.raw_data() != s.grad.raw_data())
+      s.grad.copy_from(widened);
   }
   s.grad_written = true;
+  landings_.pop_front();
 }
 
 void Fsdp::finish_host_grads() {
