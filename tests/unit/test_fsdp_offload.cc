@@ -265,6 +265,47 @@ TEST(FsdpOffloadTwoRanks, StepsMatchWithoutOffloadBitForBit) {
   }
 }
 
+// With overlap, a group's reduce-scatter is finished at the next group's after_backward and its sum sent to the host
+// then; it is summed into the host gradient one group later still, so that the host adds while the GPU computes.
+TEST(FsdpOffloadTwoRanks, ReducedGradientsLandOneGroupLater) {
+  const std::shared_ptr<Communicator> world = two_rank_world();
+  if (!world) GTEST_SKIP() << "runs on two MPI ranks: ctest -R fsdp_offload_2ranks";
+  const DeviceMesh mesh = build_device_mesh(world, 1, 1);
+  const std::unique_ptr<ParamStore> store = synthetic_store(mesh);
+  Fsdp fsdp(*store, mesh, DType::F32, DType::F32, true, true);
+  std::vector<ParamGroup>& groups = store->groups();  // embed, layers.0, layers.1, head
+  fsdp.zero_grads();
+  for (ParamGroup& g : groups) {
+    fsdp.before_forward(g);
+    fsdp.after_forward(g);
+  }
+  const auto backward = [&](size_t i) {
+    fsdp.before_backward(groups[i]);
+    for (Parameter* p : groups[i].params) {
+      if (!p->grad.defined()) p->grad = Tensor::zeros(p->local_shape(), DType::F32);
+      ops::add_(p->grad, Tensor::full<float>(p->local_shape(), 1.0f));
+    }
+    fsdp.after_backward(groups[i]);
+  };
+  const ParamShard& head_norm = fsdp.shards().back();
+  ASSERT_EQ(head_norm.param->name, "norm");
+  backward(3);
+  EXPECT_FALSE(head_norm.grad_written) << "the reduce-scatter is still running";
+  backward(2);
+  EXPECT_FALSE(head_norm.grad_written) << "the sum is on its way to the host";
+  backward(1);
+  EXPECT_TRUE(head_norm.grad_written);
+  backward(0);
+  fsdp.wait_for_gradients();
+  for (const ParamShard& s : fsdp.shards()) {
+    EXPECT_TRUE(s.grad_written) << s.param->name;
+    // Two ranks added 1 to every element (the embedding twice: by the head and by its own group).
+    const double per_element = s.param->name == "embed" ? 4.0 : 2.0;
+    const int64_t mine = std::max<int64_t>(0, std::min(s.shard_numel, s.local_numel - mesh.rank * s.shard_numel));
+    EXPECT_EQ(ops::sum(s.grad), per_element * static_cast<double>(mine)) << s.param->name;
+  }
+}
+
 // The host loop steps every chunk of every slot in one parallel pass: whatever the thread count, the bits are those
 // of scaling each gradient and stepping each slot alone.
 TEST(OpsAdamw, MultiAcrossSlotsAndThreadsEqualsOneSlotAtATime) {
