@@ -23,11 +23,7 @@ Tensor flat_prefix(const Tensor& t, int64_t n) { return t.view({t.numel()}).slic
 
 Fsdp::Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType reduce_dtype, bool overlap,
            bool offload)
-    : store_(store),
-      mesh_(mesh),
-      compute_dtype_(compute_dtype),
-      reduce_dtype_(reduce_dtype),
-      overlap_(overlap),
+    : store_(store), mesh_(mesh), compute_dtype_(compute_dtype), reduce_dtype_(reduce_dtype), overlap_(overlap),
       offload_(offload) {
   shards_.reserve(store.all().size());
   for (const auto& owned : store.all()) {

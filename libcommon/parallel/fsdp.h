@@ -47,6 +47,7 @@ struct ParamShard {
   int64_t shard_numel = 0;        // ceil(local_numel / group size): padded shard length
   Tensor master;                  // f32 [shard_numel]: this rank's slice of the flattened rows, zero padded
   Tensor grad;                    // f32 [shard_numel]; undefined (zero) from zero_grads() until backward adds to it
+                                  // (offload: a host buffer that stays, see grad_written)
   bool aliased = false;           // group of one rank: value and grad are views of master/grad (no copies)
   // Offload only. compute: the master in the compute dtype on the compute device (what the gathers send).
   // device_grad: a group of one rank's f32 gradient on the compute device, accumulated by backward over the step's
