@@ -32,7 +32,8 @@ def run(args):
     from peft import LoraConfig, get_peft_model
     torch.manual_seed(0)
     cfg = AutoConfig.from_pretrained(args.config)
-    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa", dtype=torch.bfloat16).cuda()
+    with torch.device("cuda"):  # initialised on the GPU: an 8B model's CPU init would take minutes
+        model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa", dtype=torch.bfloat16)
     lora = LoraConfig(r=args.rank, lora_alpha=args.alpha, target_modules=args.modules.split(","), lora_dropout=0.0,
                       bias="none")
     model = get_peft_model(model, lora).train()

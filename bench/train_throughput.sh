@@ -7,6 +7,10 @@
 # per-op CUDA-event times over the timed steps, VEOMNI_PROFILE_OPS_SKIP_STEPS leaving the warm-up out) after the JSON
 # line; the timed run is then a little slower.
 # LOG_LEVEL=info bench/train_throughput.sh ... shows veomni-train's per-step lines (default warn).
+# OFFLOAD=1 bench/train_throughput.sh ... trains with optimizer offload (train.accelerator.fsdp_config.offload true:
+# masters, gradients and AdamW moments in host memory, the step on the CPU); the JSON line then says "offload": true.
+# Every JSON line carries the mean optimizer time per step (the AdamW step and, with offload, the masters' copy back
+# to the GPU: optimizer_s) for comparing the two; run OFFLOAD=0 and OFFLOAD=1 on the same machine.
 # DATA_TYPE=qwen3omni bench/train_throughput.sh ... trains a Qwen3-Omni thinker config (e.g.
 # configs/model_configs/qwen3_omni_moe_mid) on `veomni-dummy-data --type qwen3omni` samples of exactly SEQ tokens
 # (dummy --seq-len SEQ+96: 2 images (8 tokens), 2 audio clips (104), 1 video (40), SEQ-152 text; SEQ >= 152) with
@@ -34,14 +38,17 @@ case $data_type in
 esac
 "$bin/veomni-dummy-data" --type "$data_type" --seq-len "$dummy_seq" --num-samples $((total * np)) --seed 1 \
   --out "$work/data.h5" >/dev/null
+offload=false
+[[ ${OFFLOAD:-0} == 1 ]] && offload=true
 mpirun --bind-to none -np "$np" "$bin/veomni-train" "$recipe" --model.config_path "$model" \
   --data.train_path "$work/data.h5" --data.max_seq_len "$seq" --train.global_batch_size "$np" \
   --train.micro_batch_size 1 --train.max_steps "$total" --train.device cuda --train.precision mixed \
   --train.accelerator.fsdp_config.mixed_precision.enable true --train.gradient_checkpointing.enable false \
   --train.optimizer.lr 1e-4 --train.checkpoint.output_dir "$work/run" --train.checkpoint.save_steps -1 \
+  --train.accelerator.fsdp_config.offload "$offload" \
   --log-level "${LOG_LEVEL:-warn}" "$@"
 # MFU from config.json (tokens per GPU per second x FLOPs per token, attention's seq^2 term included).
-python3 - "$model/config.json" "$work/run/log_dict.json" "$seq" "$warmup" "$np" "$data_type" <<'PY'
+python3 - "$model/config.json" "$work/run/log_dict.json" "$seq" "$warmup" "$np" "$data_type" "$offload" <<'PY'
 import json, sys
 cfg, log = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 seq, warmup, np_ = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
@@ -60,9 +67,12 @@ flops = 6 * N * seq + 12 * seq * seq * hd * cfg["num_attention_heads"] * L  # on
 times = log["step_time"][warmup:]
 sec = sum(times) / len(times)
 mem = max(log.get("max_memory_allocated_gib", [0])[warmup:] or [0])
+# optimizer_time and compute_time are marks from the step's start: after the optimizer, and before it.
+opt = [o - c for o, c in zip(log["optimizer_time"][warmup:], log["compute_time"][warmup:])]
 print(json.dumps({"peer": "veomni", "config": sys.argv[1], "seq": seq, "gpus": np_,
                   "tokens_per_s": round(np_ * seq / sec, 1), "tokens_per_s_per_gpu": round(seq / sec, 1),
                   "mfu": round(flops / sec / 989e12, 4), "peak_memory_gib": round(mem, 2),
-                  "step_seconds": round(sec, 4), "final_loss": round(log["loss"][-1], 4), **extra}))
+                  "step_seconds": round(sec, 4), "optimizer_s": round(sum(opt) / len(opt), 4),
+                  "offload": sys.argv[7] == "true", "final_loss": round(log["loss"][-1], 4), **extra}))
 PY
 if [[ ${PROFILE:-0} == 1 ]]; then cat "$work/ops.rank0"; fi

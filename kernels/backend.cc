@@ -1,6 +1,9 @@
 // Backend facade: forwards to kernels/cuda/runtime when the CUDA backend is built, answers "no GPU" otherwise.
 #include "kernels/backend.h"
 
+#include <cstring>
+#include <utility>
+
 #include "core/error.h"
 
 #ifdef VEOMNI_WITH_CUDA
@@ -28,6 +31,54 @@ void reset_gpu_peak_memory() {
   if (cuda_rt::initialized()) cuda_rt::reset_peak_memory();
 }
 
+PinnedHostRange::PinnedHostRange(void* data, size_t bytes) {
+  if (!cuda_rt::initialized() || data == nullptr || bytes == 0) return;
+  // A small buffer may share a page with one pinned already (the driver refuses overlaps): it then stays pageable,
+  // which costs copy speed only.
+  if (cudaHostRegister(data, bytes, cudaHostRegisterDefault) != cudaSuccess) {
+    static_cast<void>(cudaGetLastError());
+    return;
+  }
+  data_ = data;
+}
+
+PinnedHostRange::~PinnedHostRange() {
+  // A failure here only leaves the pages locked until the process ends: nothing to throw for.
+  if (data_) static_cast<void>(cudaHostUnregister(data_));
+}
+
+AsyncCopy::AsyncCopy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
+  if (bytes == 0) return;
+  if (dst_device.is_cpu() && src_device.is_cpu()) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  const cudaMemcpyKind kind = dst_device.is_cpu()   ? cudaMemcpyDeviceToHost
+                              : src_device.is_cpu() ? cudaMemcpyHostToDevice
+                                                    : cudaMemcpyDeviceToDevice;
+  VEOMNI_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, cuda_rt::stream()));
+  const cudaEvent_t done = cuda_rt::acquire_event();
+  cuda_rt::record_event(done, cuda_rt::stream());
+  event_ = done;
+}
+
+void AsyncCopy::wait() {
+  if (!event_) return;
+  const auto done = static_cast<cudaEvent_t>(event_);
+  event_ = nullptr;
+  VEOMNI_CUDA_CHECK(cudaEventSynchronize(done));
+  cuda_rt::release_event(done);
+}
+
+AsyncCopy::~AsyncCopy() {
+  if (!event_) return;
+  // The host buffer may be freed next: wait, but do not throw from a destructor (a failed copy failed the run
+  // already or will at the next CUDA call).
+  const auto done = static_cast<cudaEvent_t>(event_);
+  static_cast<void>(cudaEventSynchronize(done));
+  cuda_rt::release_event(done);
+}
+
 #else
 
 bool cuda_built() { return false; }
@@ -39,7 +90,35 @@ void use_cuda_device(int index) {
 void synchronize() {}
 GpuMemory gpu_memory() { return {}; }
 void reset_gpu_peak_memory() {}
+PinnedHostRange::PinnedHostRange(void*, size_t) {}
+PinnedHostRange::~PinnedHostRange() = default;
+
+AsyncCopy::AsyncCopy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
+  VEOMNI_CHECK(dst_device.is_cpu() && src_device.is_cpu(), "a copy from {} to {} in a build without CUDA",
+               src_device.str(), dst_device.str());
+  if (bytes) std::memcpy(dst, src, bytes);
+}
+void AsyncCopy::wait() {}
+AsyncCopy::~AsyncCopy() = default;
 
 #endif
+
+AsyncCopy& AsyncCopy::operator=(AsyncCopy&& other) noexcept {
+  if (this != &other) {
+    AsyncCopy old(std::move(*this));  // waits for what this held
+    event_ = other.event_;
+    other.event_ = nullptr;
+  }
+  return *this;
+}
+
+PinnedHostRange& PinnedHostRange::operator=(PinnedHostRange&& other) noexcept {
+  if (this != &other) {
+    PinnedHostRange old(std::move(*this));  // unpins what this held
+    data_ = other.data_;
+    other.data_ = nullptr;
+  }
+  return *this;
+}
 
 }  // namespace veomni::backend

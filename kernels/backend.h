@@ -3,6 +3,8 @@
 #pragma once
 #include <cstddef>
 
+#include "core/device.h"
+
 namespace veomni::backend {
 
 // Whether this build contains the CUDA backend.
@@ -25,5 +27,41 @@ struct GpuMemory {
 };
 GpuMemory gpu_memory();
 void reset_gpu_peak_memory();
+
+// Page-locks a range of host memory (cudaHostRegister) so that copies between it and the GPU run by DMA at the
+// bus's speed; unpins it when destroyed. Pins nothing without a CUDA device in use (the CPU build, a CPU run).
+class PinnedHostRange {
+ public:
+  PinnedHostRange() = default;
+  PinnedHostRange(void* data, size_t bytes);
+  ~PinnedHostRange();
+  PinnedHostRange(PinnedHostRange&& other) noexcept : data_(other.data_) { other.data_ = nullptr; }
+  PinnedHostRange& operator=(PinnedHostRange&& other) noexcept;
+  PinnedHostRange(const PinnedHostRange&) = delete;
+  PinnedHostRange& operator=(const PinnedHostRange&) = delete;
+  bool pinned() const { return data_ != nullptr; }
+
+ private:
+  void* data_ = nullptr;  // set while pinned
+};
+
+// A copy between host memory and the GPU queued on the compute stream (after the work queued there so far) that
+// returns at once; wait() blocks until it is done, as does destruction. The host side must stay alive and untouched
+// until then, and should be pinned (from pageable memory the copy runs synchronously). A copy between two host
+// buffers (the CPU build, a CPU run) is done when the constructor returns.
+class AsyncCopy {
+ public:
+  AsyncCopy() = default;
+  AsyncCopy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+  ~AsyncCopy();
+  AsyncCopy(AsyncCopy&& other) noexcept : event_(other.event_) { other.event_ = nullptr; }
+  AsyncCopy& operator=(AsyncCopy&& other) noexcept;
+  AsyncCopy(const AsyncCopy&) = delete;
+  AsyncCopy& operator=(const AsyncCopy&) = delete;
+  void wait();
+
+ private:
+  void* event_ = nullptr;  // the CUDA event recorded after the copy, while it may still run
+};
 
 }  // namespace veomni::backend

@@ -17,6 +17,7 @@
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/encoder_ops.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gpu_order_sums.h"
 #include "kernels/cpu/moe.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
@@ -657,6 +658,16 @@ double sum_squares_multi(const std::vector<const Tensor*>& xs) {
     c.f32(*x, "x", x->shape());
   }
   return VEOMNI_ROUTE(sum_squares_multi, c.device(), xs);
+}
+
+double sum_squares_multi_as_on(const std::vector<const Tensor*>& xs, Device order) {
+  if (xs.empty() || !order.is_cuda() || !xs.front()->device().is_cpu()) return sum_squares_multi(xs);
+  const Call c("sum_squares_multi_as_on", *xs.front());
+  for (const Tensor* x : xs) {
+    VEOMNI_CHECK(x != nullptr, "ops::sum_squares_multi_as_on: a tensor is null");
+    c.f32(*x, "x", x->shape());
+  }
+  return cpu::sum_squares_multi_gpu_order(xs);
 }
 
 void add_(Tensor& dst, const Tensor& src, float alpha) {

@@ -148,6 +148,9 @@ void cast(const Tensor& src, Tensor& dst);
 // The sum of x^2 over every tensor of xs (f32), accumulated in f64 in a fixed order, so the result is the same run
 // to run; one read back to the host for the whole list (the gradient norm without a host sync per parameter).
 double sum_squares_multi(const std::vector<const Tensor*>& xs);
+// sum_squares_multi as the backend of `order` adds: the tensors may be in host memory while `order` is a GPU
+// (optimizer offload's gradient norm); the result is then that GPU kernel's double, bit for bit.
+double sum_squares_multi_as_on(const std::vector<const Tensor*>& xs, Device order);
 // cast() of every pair (src[i] -> dst[i]) in one pass: one launch on CUDA for all of a group's parameters.
 void cast_multi(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst);
 

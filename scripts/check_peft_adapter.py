@@ -32,12 +32,9 @@ def sample(h5, key, index):
 
 
 def merged_weights(directory):
-    import glob
-    import os
-    tensors = {}
-    for path in sorted(glob.glob(os.path.join(directory, "*.safetensors"))):
-        tensors.update(load_file(path))
-    return tensors
+    """The merged directory as transformers loads it (per-expert files become its stacked expert tensors)."""
+    model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32, attn_implementation="eager")
+    return model.state_dict()
 
 
 def check_logprobs(model, data_path, scores_path):

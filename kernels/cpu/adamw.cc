@@ -62,11 +62,35 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_
   adamw_scaled(param, grad, exp_avg, exp_avg_sq, adamw_factors(lr, beta1, beta2, eps, weight_decay, step), 1.0f);
 }
 
+// Every chunk of every slot is one item of a single parallel loop, so all cores work also when a model's tensors are
+// many and small (an offloaded optimizer steps every shard of a rank here). Each element is updated once, by the
+// same expression: the bits do not depend on the split.
 void adamw_step_multi(const std::vector<AdamWTensors>& slots, double lr, double beta1, double beta2, double eps,
                       int64_t step, float grad_scale) {
-  for (const AdamWTensors& s : slots)
-    adamw_scaled(*s.param, *s.grad, *s.exp_avg, *s.exp_avg_sq,
-                 adamw_factors(lr, beta1, beta2, eps, s.weight_decay, step), grad_scale);
+  struct Piece {
+    const AdamWTensors* slot;
+    Factors factors;
+    int64_t begin;
+  };
+  std::vector<Piece> pieces;
+  for (const AdamWTensors& s : slots) {
+    const Factors f = adamw_factors(lr, beta1, beta2, eps, s.weight_decay, step);
+    for (int64_t begin = 0; begin < s.param->numel(); begin += kChunk) pieces.push_back({&s, f, begin});
+  }
+  parallel_for(static_cast<int64_t>(pieces.size()), 12 * kChunk, [&](int64_t k) {
+    const Piece& piece = pieces[static_cast<size_t>(k)];
+    const AdamWTensors& s = *piece.slot;
+    const int64_t begin = piece.begin;
+    const int64_t len = std::min(kChunk, s.param->numel() - begin);
+    float* p = s.param->data<float>() + begin;
+    const float* g = s.grad->data<float>() + begin;
+    float* m = s.exp_avg->data<float>() + begin;
+    float* v = s.exp_avg_sq->data<float>() + begin;
+    if (std::fabs(piece.factors.one_minus_beta1) < 0.5f)
+      update<true>(len, piece.factors, grad_scale, p, g, m, v);
+    else
+      update<false>(len, piece.factors, grad_scale, p, g, m, v);
+  });
 }
 
 }  // namespace veomni::ops::cpu

@@ -21,8 +21,10 @@ Tensor flat_prefix(const Tensor& t, int64_t n) { return t.view({t.numel()}).slic
 
 }  // namespace
 
-Fsdp::Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType reduce_dtype, bool overlap)
-    : store_(store), mesh_(mesh), compute_dtype_(compute_dtype), reduce_dtype_(reduce_dtype), overlap_(overlap) {
+Fsdp::Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType reduce_dtype, bool overlap,
+           bool offload)
+    : store_(store), mesh_(mesh), compute_dtype_(compute_dtype), reduce_dtype_(reduce_dtype), overlap_(overlap),
+      offload_(offload) {
   shards_.reserve(store.all().size());
   for (const auto& owned : store.all()) {
     Parameter* p = owned.get();
@@ -38,21 +40,25 @@ Fsdp::Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType
                  p->local_begin, p->local_row_end(), spec.rows_begin, spec.rows_end);
     s.local_numel = spec.local_numel;
     s.shard_numel = spec.shard_numel;
+    compute_device_ = p->value.defined() ? p->value.device() : Device::cpu();
     VEOMNI_CHECK(p->value.defined() && p->value.numel() == s.local_numel, "FSDP: parameter {} is not materialised ({})",
                  p->name, p->value.describe());
     if (!p->trainable) {
+      // LoRA's frozen base has no optimizer state; its adapters' is small (train_config refuses offload with LoRA).
+      VEOMNI_CHECK(!offload_, "FSDP offload with the frozen parameter {}", p->name);
       take_frozen_values(s, spec);
       shard_index_.emplace(p, shards_.size());
       shards_.push_back(std::move(s));
       continue;
     }
-    const Device device = p->value.device();
+    const Device device = state_device();
     s.master = Tensor::zeros({s.shard_numel}, DType::F32, device);
-    s.grad = Tensor::zeros({s.shard_numel}, DType::F32, device);  // released by zero_grads() unless aliased
+    // Released by zero_grads() unless aliased; with offload build_offload() replaces it by a view of one buffer.
+    if (!offload_) s.grad = Tensor::zeros({s.shard_numel}, DType::F32, device);
     Tensor mine = flat_prefix(s.master, spec.flat_end - spec.flat_begin);
     Tensor full = p->value.dtype() == DType::F32 ? p->value : p->value.to_dtype(DType::F32);
     mine.copy_from(full.view({s.local_numel}).slice(spec.flat_begin, spec.flat_end));
-    s.aliased = spec.group_size == 1 && compute_dtype_ == DType::F32;
+    s.aliased = spec.group_size == 1 && compute_dtype_ == DType::F32 && !offload_;
     if (s.aliased) {
       p->value = flat_prefix(s.master, s.local_numel).view(p->local_shape());
       p->grad = flat_prefix(s.grad, s.local_numel).view(p->local_shape());
@@ -63,12 +69,17 @@ Fsdp::Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType
     shard_index_.emplace(p, shards_.size());
     shards_.push_back(std::move(s));
   }
+  if (offload_) build_offload();
 }
 
 void Fsdp::take_frozen_values(ParamShard& s, const ShardSpec& spec) const {
   Parameter* p = s.param;
   s.frozen_values = Tensor::zeros({s.shard_numel}, compute_dtype_, p->value.device());
-  Tensor full = p->value.dtype() == compute_dtype_ ? p->value : p->value.to_dtype(compute_dtype_);
+  Tensor full = p->value;
+  if (full.dtype() != compute_dtype_) {  // a cast on the value's device (to_dtype is the host's)
+    full = Tensor::empty(p->value.shape(), compute_dtype_, p->value.device());
+    ops::cast(p->value, full);
+  }
   flat_prefix(s.frozen_values, spec.flat_end - spec.flat_begin)
       .copy_from(full.view({s.local_numel}).slice(spec.flat_begin, spec.flat_end));
   // Already in the compute dtype: a group of one computes straight from the slice (its padding is empty).
@@ -97,9 +108,11 @@ bool Fsdp::owns(const ParamGroup& group, const Parameter* p) const {
 
 Tensor Fsdp::gather_rows(const ParamShard& s) const {
   const int64_t n = s.group->size();
+  // Offloaded masters are in host memory, which the GPU's collectives cannot read; frozen slices are on the device.
   const Tensor& stored = s.stored();
-  Tensor buffer = Tensor::empty({s.shard_numel * n}, stored.dtype(), stored.device());
-  s.group->allgather(stored, buffer);
+  const Tensor source = stored.device() == compute_device_ ? stored : stored.to(compute_device_);
+  Tensor buffer = Tensor::empty({s.shard_numel * n}, source.dtype(), compute_device_);
+  s.group->allgather(source, buffer);
   return flat_prefix(buffer, s.local_numel).view(s.param->local_shape());
 }
 
@@ -146,6 +159,7 @@ void Fsdp::request(ParamGroup& group) {
 }
 
 std::vector<Tensor> Fsdp::shards_in_compute_dtype(const std::vector<ParamShard*>& shards) const {
+  if (offload_) return compute_copies(shards);
   std::vector<Tensor> out(shards.size());
   // Frozen slices are in the compute dtype already, and so are f32 masters under f32 compute.
   std::vector<size_t> to_cast;
@@ -268,11 +282,15 @@ void Fsdp::release(ParamGroup& group, bool reduce_grads) {
     kept_after_backward_ = reduce_grads;
   }
   // This group's reductions run while the next group computes; the ones before it have had a whole group's time.
+  const size_t sent_before = landings_.size();
   if (overlap_) {
     finish_reductions(earlier, true);
   } else {
     finish_reductions(pending_.size(), false);
   }
+  // Offload: the copies sent at the group before have had this group's backward to land; the ones just sent land
+  // at the next group, so the host sums while the GPU computes.
+  if (offload_) land(overlap_ && landings_.size() > sent_before ? landings_.size() - sent_before : 0);
 }
 
 void Fsdp::issue_reduction(ParamShard& s) {
@@ -311,6 +329,12 @@ void Fsdp::finish_reductions(size_t count, bool deferred) {
   for (size_t i = 0; i < count; ++i) {
     PendingReduction& r = pending_.front();
     r.done.wait();
+    if (offload_) {
+      send_to_host(*r.shard, r.reduced);
+      if (deferred) ++stats_.deferred_reductions;
+      pending_.pop_front();
+      continue;
+    }
     Tensor reduced = r.reduced;
     if (reduce_dtype_ != DType::F32) {
       Tensor widened = Tensor::empty({r.shard->shard_numel}, DType::F32, reduced.device());
@@ -340,13 +364,18 @@ void Fsdp::attach_unsharded_grads(ParamGroup& group) {
   for (Parameter* p : group.params) {
     ParamShard& s = shard_of(p);
     if (s.aliased || s.frozen() || s.group->size() != 1 || p->grad.defined()) continue;
-    if (!s.grad.defined()) s.grad = Tensor::zeros({s.shard_numel}, DType::F32, s.master.device());
-    p->grad = flat_prefix(s.grad, s.local_numel).view(p->local_shape());
+    Tensor& accumulator = offload_ ? s.device_grad : s.grad;  // offload: the host gradient is not for compute
+    if (!accumulator.defined()) accumulator = Tensor::zeros({s.shard_numel}, DType::F32, compute_device_);
+    p->grad = flat_prefix(accumulator, s.local_numel).view(p->local_shape());
   }
 }
 
 void Fsdp::wait_for_gradients() {
   finish_reductions(pending_.size(), overlap_);
+  if (offload_) {
+    land(0);
+    finish_host_grads();
+  }
   if (prefetched_.group != kNoGroup) ++stats_.prefetch_misses;
   drop(prefetched_);
   if (kept_group_ != kNoGroup) ++stats_.prefetch_misses;
@@ -386,8 +415,12 @@ void Fsdp::zero_grads() {
     }
     // Released, as torch's zero_grad(set_to_none=True): the f32 gradients (4 bytes a parameter) take no memory
     // during the forward passes, where activations peak; backward allocates each as it first adds to it.
-    s.grad = Tensor();
     s.param->grad = Tensor();
+    if (offload_) {
+      s.grad_written = false;  // host memory is not the scarce kind: the buffer stays, the next sum overwrites it
+      continue;
+    }
+    s.grad = Tensor();
   }
 }
 

@@ -86,6 +86,7 @@ ConfigSchema<TrainConfig> build_schema() {
   VEOMNI_CONFIG_FIELD(s, train.accelerator.fsdp_config.mixed_precision.param_dtype, "Compute dtype of parameters and activations under mixed precision.", {.choices = {"bfloat16", "float32"}});
   VEOMNI_CONFIG_FIELD(s, train.accelerator.fsdp_config.mixed_precision.reduce_dtype, "Dtype of gradient reduction under mixed precision.", {.choices = {"float32", "bfloat16"}});
   VEOMNI_CONFIG_FIELD(s, train.accelerator.fsdp_config.overlap, "Overlap FSDP communication with compute: gather the next parameter group while this one computes, and leave gradient reduce-scatters running until the next group's backward ends. Same results either way; false makes every collective block in place (for debugging).");
+  VEOMNI_CONFIG_FIELD(s, train.accelerator.fsdp_config.offload, "Optimizer offload: the float32 master weights, their reduced gradients and the AdamW moments live in host memory and the optimizer step runs on the CPU; the GPU keeps the parameters in the compute dtype, the activations and the collectives' buffers. Same results as without it, bit for bit.");
 
   VEOMNI_CONFIG_FIELD(s, train.checkpoint.output_dir, "Run directory: checkpoints/global_step_N, log_dict.json, the saved config.");
   VEOMNI_CONFIG_FIELD(s, train.checkpoint.save_steps, "Save a checkpoint every this many steps, and at the end of the run; 0: only at the end; -1: never (benchmarks; nothing to resume from).");

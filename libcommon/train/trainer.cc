@@ -226,6 +226,9 @@ void Trainer::build_mesh_and_model() {
   hf_config_json_ = std::move(run_model.hf_config_json);
   layout_ = resolve_batch_layout(config_, world_->size());
   validate_parallel_layout(config_, model_config_);
+  VEOMNI_INPUT_CHECK(!(config_.model.lora_config.enabled() && config_.train.accelerator.fsdp_config.offload),
+                     "train.accelerator.fsdp_config.offload is for full fine-tuning: with model.lora_config the frozen "
+                     "base holds no optimizer state and the adapters' is small (hint: set offload false)");
   device_ = select_device();
   const auto& acc = config_.train.accelerator;
   RunParallel parallel = build_run_parallel(world_, acc, model_config_, device_);
@@ -236,8 +239,9 @@ void Trainer::build_mesh_and_model() {
 
   ModelOptions options = run_model_options(config_, device_, parallel);
   const DType reduce_dtype = device_.is_cpu() ? DType::F32 : config_.reduce_dtype();
-  spdlog::info("device: {}, compute {}, gradient reduction {}, master weights and optimizer state float32",
-               device_.str(), dtype_name(options.compute_dtype), dtype_name(reduce_dtype));
+  spdlog::info("device: {}, compute {}, gradient reduction {}, master weights and optimizer state float32{}",
+               device_.str(), dtype_name(options.compute_dtype), dtype_name(reduce_dtype),
+               acc.fsdp_config.offload ? " in host memory, stepped on the CPU (offload)" : "");
   ulysses_ = std::move(parallel.ulysses);
   expert_parallel_ = std::move(parallel.expert_parallel);
   model_options_ = options;
@@ -256,7 +260,8 @@ void Trainer::build_mesh_and_model() {
                  config_.model.model_path.empty() ? fmt::format("random init (seed {})", config_.train.seed)
                                                   : "from " + config_.model.model_path);
   }
-  fsdp_ = std::make_unique<Fsdp>(model_->params(), mesh_, options.compute_dtype, reduce_dtype, acc.fsdp_config.overlap);
+  fsdp_ = std::make_unique<Fsdp>(model_->params(), mesh_, options.compute_dtype, reduce_dtype, acc.fsdp_config.overlap,
+                                 acc.fsdp_config.offload);
   model_->set_param_hooks(fsdp_.get());
 }
 
@@ -461,8 +466,8 @@ void Trainer::build_optimizer() {
   std::vector<double> all{bytes, frozen_bytes};
   world_->allreduce_max(all);
   state_bytes_max_ = all[0];
-  spdlog::info("memory: parameters + gradients + optimizer state {} bytes on this rank (max over ranks {})",
-               format_count(bytes), format_count(all[0]));
+  spdlog::info("memory: parameters + gradients + optimizer state {} bytes on this rank (max over ranks {}){}",
+               format_count(bytes), format_count(all[0]), fsdp_->offload() ? " in host memory" : "");
   if (adapter_) log_trainable_parameters(frozen_bytes, all[1]);
 }
 
@@ -544,7 +549,8 @@ GradientClip Trainer::clip_gradients() {
   std::vector<const Tensor*> grads;
   for (size_t i = 0; i < shards.size(); ++i)
     if (!shard_frozen_[i] && shards[i].grad.numel() > 0) grads.push_back(&shards[i].grad);
-  std::vector<double> total{ops::sum_squares_multi(grads)};
+  // Offloaded gradients are in host memory: summed in the GPU kernel's order, the norm is the same bits as without.
+  std::vector<double> total{ops::sum_squares_multi_as_on(grads, device_)};
   world_->allreduce_sum(total);
   GradientClip clip;
   clip.norm = std::sqrt(total[0]);
@@ -615,6 +621,7 @@ void Trainer::resume_from(const std::string& dir) {
   check_checkpoint_model(reader, model_config_, model_->head(), states);
   check_resume_position(dir, saved);
   restore_param_shards(reader, mesh_.shape, mesh_.rank, states);
+  fsdp_->masters_updated();
   start_ = saved.position;
   for (OptimizerGroup& g : optimizers_) g.adamw->set_steps_taken(start_.optimizer_steps);
   metrics_ = reader.metrics();
@@ -770,6 +777,7 @@ StepMetrics Trainer::run_step(const StepPlan& step, int64_t global_step) {
   m.compute_seconds = seconds_since(mark);
   m.lr = schedule_->lr_at(global_step - 1);
   step_optimizers(m.lr, clip.grad_scale);
+  fsdp_->masters_updated();
   backend::synchronize();  // the step's time includes its queued GPU work
   m.optimizer_seconds = seconds_since(mark);
   measure_gpu_memory(m);

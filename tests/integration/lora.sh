@@ -31,6 +31,13 @@ model_of() { [[ $1 == moe ]] && echo qwen3_moe_toy || echo qwen3_toy; }
 keys_of() { echo "loss,foundation_loss,$([[ $1 == moe ]] && echo aux_loss,)grad_norm,lr,tokens"; }
 lora_args=(--model.lora_config.rank 4 --model.lora_config.alpha 8)
 
+# stop_at_step_5 KIND NP:SP:EP OUT: the 8-step run killed by an injected fault at step 5, its step-3 checkpoint left.
+stop_at_step_5() {
+  VEOMNI_FAULT_INJECT=rank=0,step=5 train "$1" "$2" "$3" >"$work/stop.out" 2>&1 &&
+    { cat "$work/stop.out"; fail "the run with an injected fault at step 5 exited 0"; }
+  [ "$(cat "$3/checkpoints/latest")" = global_step_3 ] || fail "latest is $(cat "$3/checkpoints/latest")"
+}
+
 # train KIND NP:SP:EP OUT [overrides...]: 8 steps of 4 samples with LoRA, a checkpoint every 3 steps (and at 8).
 train() {
   local kind=$1 layout=$2 out=$3 np sp ep
@@ -62,8 +69,8 @@ case "$case" in
     kind=$1 layout=$2
     train "$kind" "$layout" "$work/straight" || fail "straight run"
     check_adapter_checkpoint "$work/straight/checkpoints/global_step_8"
-    train "$kind" "$layout" "$work/stopped" --train.max_steps 3 || fail "first half"
-    # The same 8-step schedule: resume from step 3 with max_steps 8.
+    # The same 8-step schedule, stopped at step 5 (after the step-3 save), resumed with load_path auto.
+    stop_at_step_5 "$kind" "$layout" "$work/stopped"
     train "$kind" "$layout" "$work/stopped" --train.checkpoint.load_path auto || fail "resume"
     "$bin/veomni-align-check" --rtol 0 --atol 0 --keys "$(keys_of "$kind")" "$work/straight" "$work/stopped" ||
       fail "resumed run differs from the straight one"
@@ -75,7 +82,7 @@ case "$case" in
   reshard)
     kind=$1 from=$2 to=$3
     train "$kind" "$to" "$work/straight" || fail "straight run"
-    train "$kind" "$from" "$work/moved" --train.max_steps 3 || fail "first part under $from"
+    stop_at_step_5 "$kind" "$from" "$work/moved"
     train "$kind" "$to" "$work/moved" --train.checkpoint.load_path auto || fail "resume under $to"
     "$bin/veomni-align-check" --rtol 1e-5 --atol 1e-7 --keys "$(keys_of "$kind")" "$work/straight" "$work/moved" ||
       fail "resharded resume not aligned"
@@ -137,7 +144,7 @@ PY
     "$bin/veomni-ckpt-merge" "$work/run" --peft --out "$work/peft" --log-level warn >/dev/null || fail "--peft"
     # One more step at a learning rate too small to move a weight: the LoRA model (resumed) and the merged model
     # (a whole model, the same data plan) see the same 4th batch and must give the same loss.
-    tiny=(--train.optimizer.lr 1e-30 --train.max_steps 4)
+    tiny=(--train.optimizer.lr 1e-30 --train.optimizer.lr_min 0 --train.max_steps 4)
     train moe 2:1:2 "$work/run" --model.model_path "$base" --train.checkpoint.load_path auto "${tiny[@]}" ||
       fail "LoRA resume"
     mpirun --oversubscribe -np 2 "$bin/veomni-train" configs/qwen3_moe_toy.yaml --model.model_path "$work/merged" \
@@ -154,14 +161,16 @@ with open(sys.argv[3] + "/adapter_model.safetensors", "rb") as f:
     header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
 config = json.load(open(sys.argv[3] + "/adapter_config.json"))
 base_config = json.load(open(sys.argv[4] + "/config.json"))
-experts, r = base_config["num_experts"], config["r"]
+experts, r = base_config.get("num_experts") or base_config["num_local_experts"], config["r"]
 want = {"base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight": [r, base_config["hidden_size"]],
-        "base_model.model.model.layers.1.mlp.experts.base_layer.lora_A.weight": [experts * r, base_config["hidden_size"]],
+        # gate_up_proj stands for gate_proj and up_proj: rank 2r (PEFT's rank_pattern)
+        "base_model.model.model.layers.1.mlp.experts.base_layer.lora_A.weight": [experts * 2 * r, base_config["hidden_size"]],
         "base_model.model.model.layers.1.mlp.experts.lora_B.weight": [base_config["hidden_size"], experts * r]}
 for name, shape in want.items():
     if header.get(name, {}).get("shape") != shape:
         sys.exit(f"FAIL: {name} is {header.get(name)}, expected shape {shape}")
-if config["peft_type"] != "LORA" or config["target_parameters"] != ["mlp.experts.gate_up_proj", "mlp.experts.down_proj"]:
+if (config["peft_type"] != "LORA" or config["target_parameters"] != ["mlp.experts.gate_up_proj", "mlp.experts.down_proj"]
+        or config.get("rank_pattern") != {".*\\.gate_up_proj": 2 * r}):
     sys.exit(f"FAIL: adapter_config.json {config}")
 print(f"PEFT directory: {len(header) - ('__metadata__' in header)} tensors, r {r}")
 PY

@@ -1,0 +1,368 @@
+// FSDP optimizer offload (train.accelerator.fsdp_config.offload): where the masters, gradients and compute copies
+// live, and steps with AdamW that give the same bits as without offload, in one process and on two MPI ranks
+// (FsdpOffloadTwoRanks: ctest fsdp_offload_2ranks runs mpirun -np 2 veomni_unit_tests --gtest_filter='FsdpOffload*';
+// in a single process those skip). The host AdamW loop and the host gradient norm are checked here against the ops
+// they stand in for.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "dist/device_mesh.h"
+#include "kernels/cpu/gpu_order_sums.h"
+#include "kernels/cpu/threads.h"
+#include "kernels/ops.h"
+#include "optim/adamw.h"
+#include "parallel/fsdp.h"
+#include "test_ckpt_util.h"
+
+namespace veomni {
+namespace {
+
+std::shared_ptr<Communicator> two_rank_world() {
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (!size || std::string(size) != "2") return nullptr;
+  static const bool ready = [] {
+    mpi_initialize(nullptr, nullptr);
+    std::atexit(mpi_finalize);
+    return true;
+  }();
+  static_cast<void>(ready);
+  return mpi_world();
+}
+
+DeviceMesh one_rank_mesh() {
+  DeviceMesh mesh;
+  mesh.shape = MeshShape{1, 1, 1};
+  mesh.rank = 0;
+  mesh.world = mesh.sp = mesh.ep = mesh.ep_fsdp = std::make_shared<test::LocalCommunicator>();
+  return mesh;
+}
+
+std::vector<float> host_floats(const Tensor& t) {
+  Tensor host = t.to(Device::cpu());
+  if (host.dtype() != DType::F32) host = host.to_dtype(DType::F32);
+  return host.to_float_vector();
+}
+
+// Where two runs' records first differ, or "" when they are the same bits.
+std::string first_difference(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return fmt::format("{} records against {}", a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].size() != b[i].size()) return fmt::format("record {}: {} values against {}", i, a[i].size(), b[i].size());
+    for (size_t k = 0; k < a[i].size(); ++k)
+      if (std::memcmp(&a[i][k], &b[i][k], sizeof(float)) != 0)
+        return fmt::format("record {} element {}: {:.9g} against {:.9g}", i, k, a[i][k], b[i][k]);
+  }
+  return "";
+}
+
+// Embed, two layers (a matrix, an expert tensor, a norm), a head with the tied embedding. Odd sizes pad every shard;
+// values depend only on the element's place in the full tensor.
+std::unique_ptr<ParamStore> synthetic_store(const DeviceMesh& mesh) {
+  auto store = std::make_unique<ParamStore>();
+  store->begin_group("embed");
+  Parameter* embed = store->add("embed", {11, 6});
+  for (int l = 0; l < 2; ++l) {
+    store->begin_group(fmt::format("layers.{}", l));
+    store->add(fmt::format("layers.{}.w", l), {7, 5});
+    Parameter* experts = store->add(fmt::format("layers.{}.experts", l), {4, 3, 5}, true);
+    const int64_t per_rank = 4 / mesh.shape.ep;
+    experts->local_begin = mesh.ep_rank() * per_rank;
+    experts->local_end = experts->local_begin + per_rank;
+    store->add(fmt::format("layers.{}.norm", l), {6});
+  }
+  store->begin_group("head");
+  store->add("norm", {6});
+  store->add_shared(embed);
+  for (size_t i = 0; i < store->all().size(); ++i) {
+    Parameter& p = *store->all()[i];
+    const Shape local = p.local_shape();
+    const int64_t row = shape_numel(local) / local.at(0);
+    std::vector<float> v(static_cast<size_t>(shape_numel(local)));
+    for (size_t k = 0; k < v.size(); ++k)
+      v[k] = std::sin(0.37f * static_cast<float>(static_cast<int64_t>(k) + p.local_begin * row) +
+                      1.3f * static_cast<float>(i));
+    p.value = Tensor::from_vector(v, local);
+  }
+  return store;
+}
+
+// The trainer's use of Fsdp and AdamW: zero, micro-batches through the hooks, wait, a clipped AdamW step over the
+// shards, masters_updated. Records every value a request handed out and every shard's gradient, master and moments.
+class OptimizerRun {
+ public:
+  OptimizerRun(const DeviceMesh& mesh, DType compute, bool offload)
+      : store_(synthetic_store(mesh)),
+        fsdp_(*store_, mesh, compute, DType::F32, true, offload),
+        adamw_(AdamWOptions{1e-2, 0.9, 0.95, 1e-8, 0.1}),
+        world_(mesh.world),
+        rank_(mesh.rank) {
+    for (ParamShard& s : fsdp_.shards()) adamw_.add_slot(s.param->name, s.master, &s.grad);
+  }
+
+  Fsdp& fsdp() { return fsdp_; }
+  ParamStore& store() { return *store_; }
+  const std::vector<std::vector<float>>& record() const { return record_; }
+
+  void step(int step, int micro_batch_count) {
+    fsdp_.zero_grads();
+    std::vector<ParamGroup>& groups = store_->groups();
+    for (int m = 0; m < micro_batch_count; ++m) {
+      for (ParamGroup& g : groups) {
+        fsdp_.before_forward(g);
+        read_values(g);
+        fsdp_.after_forward(g);
+      }
+      for (size_t i = groups.size(); i-- > 0;) {
+        fsdp_.before_backward(groups[i]);
+        read_values(groups[i]);
+        add_gradients(groups[i], step, m);
+        fsdp_.after_backward(groups[i]);
+      }
+    }
+    fsdp_.wait_for_gradients();
+    std::vector<const Tensor*> grads;
+    for (const ParamShard& s : fsdp_.shards()) grads.push_back(&s.grad);
+    std::vector<double> total{ops::sum_squares_multi(grads)};
+    world_->allreduce_sum(total);
+    adamw_.step(1e-2, static_cast<float>(std::min(1.0, 0.05 / (std::sqrt(total[0]) + 1e-6))));
+    fsdp_.masters_updated();
+    record_.push_back({static_cast<float>(total[0])});
+    for (size_t i = 0; i < fsdp_.shards().size(); ++i) {
+      record_.push_back(host_floats(fsdp_.shards()[i].grad));
+      record_.push_back(host_floats(fsdp_.shards()[i].master));
+      record_.push_back(host_floats(adamw_.slots()[i].exp_avg));
+      record_.push_back(host_floats(adamw_.slots()[i].exp_avg_sq));
+    }
+  }
+
+ private:
+  void read_values(const ParamGroup& g) {
+    for (const Parameter* p : g.params) record_.push_back(host_floats(p->value));
+  }
+
+  // Rank- and value-dependent gradients accumulated as backward does (into whatever gradient the hooks attached).
+  void add_gradients(const ParamGroup& g, int step, int micro_batch) {
+    for (Parameter* p : g.params) {
+      if (!p->grad.defined()) p->grad = Tensor::zeros(p->local_shape(), DType::F32, p->value.device());
+      const std::vector<float> value = host_floats(p->value);
+      std::vector<float> d(value.size());
+      for (size_t k = 0; k < d.size(); ++k)
+        d[k] = 0.3f * value[k] + 0.01f * std::cos(0.91f * static_cast<float>(k) + 1.7f * static_cast<float>(micro_batch) +
+                                                  2.3f * static_cast<float>(rank_) + 0.3f * static_cast<float>(step));
+      ops::add_(p->grad, Tensor::from_vector(d, p->local_shape()).to(p->grad.device()));
+    }
+  }
+
+  std::unique_ptr<ParamStore> store_;
+  Fsdp fsdp_;
+  AdamW adamw_;
+  std::shared_ptr<Communicator> world_;
+  int64_t rank_;
+  std::vector<std::vector<float>> record_;
+};
+
+TEST(FsdpOffload, StateOnTheHostComputeCopiesOnTheComputeDevice) {
+  const DeviceMesh mesh = one_rank_mesh();
+  for (DType compute : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(compute));
+    OptimizerRun off(mesh, compute, false), on(mesh, compute, true);
+    EXPECT_FALSE(off.fsdp().offload());
+    EXPECT_TRUE(on.fsdp().offload());
+    EXPECT_TRUE(on.fsdp().state_device().is_cpu());
+    for (size_t i = 0; i < on.fsdp().shards().size(); ++i) {
+      const ParamShard& s = on.fsdp().shards()[i];
+      SCOPED_TRACE(s.param->name);
+      // An f32 run of one rank aliases value and grad to master and grad without offload, never with it: the GPU
+      // must not compute on host memory.
+      EXPECT_EQ(off.fsdp().shards()[i].aliased, compute == DType::F32);
+      EXPECT_FALSE(s.aliased);
+      EXPECT_TRUE(s.master.device().is_cpu() && s.grad.device().is_cpu());
+      ASSERT_TRUE(s.compute.defined());
+      EXPECT_EQ(s.compute.dtype(), compute);
+      EXPECT_EQ(s.compute.numel(), s.shard_numel);
+      EXPECT_EQ(host_floats(s.compute), host_floats(s.master.to_dtype(compute)));
+      EXPECT_FALSE(off.fsdp().shards()[i].compute.defined());
+    }
+  }
+  // The hooks hand out views of the compute copies, and backward of a group of one accumulates into a gradient of
+  // the compute device, moved into the host gradient when the step's gradients are complete.
+  OptimizerRun on(mesh, DType::BF16, true);
+  ParamGroup& layer = on.store().groups()[1];
+  const ParamShard& w = on.fsdp().shards()[1];
+  ASSERT_EQ(w.param->name, "layers.0.w");
+  on.fsdp().zero_grads();
+  on.fsdp().before_backward(layer);
+  EXPECT_EQ(w.param->value.raw_data(), w.compute.raw_data());
+  ASSERT_TRUE(w.device_grad.defined());
+  EXPECT_EQ(w.param->grad.raw_data(), w.device_grad.raw_data());
+  EXPECT_NE(w.param->grad.raw_data(), w.grad.raw_data());
+  EXPECT_FALSE(w.grad_written);
+  ops::fill_(w.param->grad, 0.5f);
+  on.fsdp().after_backward(layer);
+  on.fsdp().wait_for_gradients();
+  EXPECT_FALSE(w.device_grad.defined()) << "no gradient stays on the compute device after the step";
+  EXPECT_TRUE(w.grad_written);
+  EXPECT_EQ(ops::sum(w.grad), 0.5 * 35);
+  // Unwritten gradients read as zeros, and zero_grads keeps the host buffer.
+  const void* before = w.grad.raw_data();
+  on.fsdp().zero_grads();
+  on.fsdp().wait_for_gradients();
+  EXPECT_EQ(w.grad.raw_data(), before);
+  EXPECT_EQ(ops::sum_squares(w.grad), 0.0);
+}
+
+TEST(FsdpOffload, MastersReachTheGathersThroughMastersUpdated) {
+  const DeviceMesh mesh = one_rank_mesh();
+  OptimizerRun run(mesh, DType::BF16, true);
+  ParamShard& s = run.fsdp().shards()[1];
+  ParamGroup& layer = run.store().groups()[1];
+  ops::fill_(s.master, 3.0f);
+  run.fsdp().before_forward(layer);
+  EXPECT_NE(host_floats(s.param->value)[0], 3.0f) << "the copy is refreshed only when told";
+  run.fsdp().after_forward(layer);
+  run.fsdp().masters_updated();
+  run.fsdp().before_forward(layer);
+  EXPECT_EQ(host_floats(s.param->value), std::vector<float>(35, 3.0f));
+  run.fsdp().after_forward(layer);
+}
+
+TEST(FsdpOffload, StepsMatchWithoutOffloadBitForBit) {
+  const DeviceMesh mesh = one_rank_mesh();
+  for (DType compute : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(compute));
+    OptimizerRun off(mesh, compute, false), on(mesh, compute, true);
+    for (int step = 0; step < 3; ++step) {
+      off.step(step, 2);
+      on.step(step, 2);
+    }
+    EXPECT_EQ(first_difference(on.record(), off.record()), "");
+  }
+}
+
+TEST(FsdpOffloadTwoRanks, StepsMatchWithoutOffloadBitForBit) {
+  const std::shared_ptr<Communicator> world = two_rank_world();
+  if (!world) GTEST_SKIP() << "runs on two MPI ranks: ctest -R fsdp_offload_2ranks";
+  for (int64_t ep : {1, 2}) {
+    for (DType compute : {DType::F32, DType::BF16}) {
+      SCOPED_TRACE(fmt::format("ep {} {}", ep, dtype_name(compute)));
+      const DeviceMesh mesh = build_device_mesh(world, 1, ep);
+      OptimizerRun off(mesh, compute, false), on(mesh, compute, true);
+      for (int step = 0; step < 3; ++step) {
+        off.step(step, 2);
+        on.step(step, 2);
+      }
+      EXPECT_EQ(first_difference(on.record(), off.record()), "");
+      EXPECT_GT(on.fsdp().overlap_stats().deferred_reductions, 0) << "reductions land on the host as they finish";
+    }
+  }
+}
+
+// With overlap, a group's reduce-scatter is finished at the next group's after_backward and its sum sent to the host
+// then; it is summed into the host gradient one group later still, so that the host adds while the GPU computes.
+TEST(FsdpOffloadTwoRanks, ReducedGradientsLandOneGroupLater) {
+  const std::shared_ptr<Communicator> world = two_rank_world();
+  if (!world) GTEST_SKIP() << "runs on two MPI ranks: ctest -R fsdp_offload_2ranks";
+  const DeviceMesh mesh = build_device_mesh(world, 1, 1);
+  const std::unique_ptr<ParamStore> store = synthetic_store(mesh);
+  Fsdp fsdp(*store, mesh, DType::F32, DType::F32, true, true);
+  std::vector<ParamGroup>& groups = store->groups();  // embed, layers.0, layers.1, head
+  fsdp.zero_grads();
+  for (ParamGroup& g : groups) {
+    fsdp.before_forward(g);
+    fsdp.after_forward(g);
+  }
+  const auto backward = [&](size_t i) {
+    fsdp.before_backward(groups[i]);
+    for (Parameter* p : groups[i].params) {
+      if (!p->grad.defined()) p->grad = Tensor::zeros(p->local_shape(), DType::F32);
+      ops::add_(p->grad, Tensor::full<float>(p->local_shape(), 1.0f));
+    }
+    fsdp.after_backward(groups[i]);
+  };
+  const ParamShard& head_norm = fsdp.shards().back();
+  ASSERT_EQ(head_norm.param->name, "norm");
+  backward(3);
+  EXPECT_FALSE(head_norm.grad_written) << "the reduce-scatter is still running";
+  backward(2);
+  EXPECT_FALSE(head_norm.grad_written) << "the sum is on its way to the host";
+  backward(1);
+  EXPECT_TRUE(head_norm.grad_written);
+  backward(0);
+  fsdp.wait_for_gradients();
+  for (const ParamShard& s : fsdp.shards()) {
+    EXPECT_TRUE(s.grad_written) << s.param->name;
+    // Two ranks added 1 to every element (the embedding twice: by the head and by its own group).
+    const double per_element = s.param->name == "embed" ? 4.0 : 2.0;
+    const int64_t mine = std::max<int64_t>(0, std::min(s.shard_numel, s.local_numel - mesh.rank * s.shard_numel));
+    EXPECT_EQ(ops::sum(s.grad), per_element * static_cast<double>(mine)) << s.param->name;
+  }
+}
+
+// The host loop steps every chunk of every slot in one parallel pass: whatever the thread count, the bits are those
+// of scaling each gradient and stepping each slot alone.
+TEST(OpsAdamw, MultiAcrossSlotsAndThreadsEqualsOneSlotAtATime) {
+  const std::vector<int64_t> sizes = {1, 3, 16383, 16384, 16385, 50001, 7};
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(fmt::format("{} threads", threads));
+    ops::cpu::set_num_threads(threads);
+    std::vector<Tensor> multi[4], single[4];
+    for (size_t i = 0; i < sizes.size(); ++i)
+      for (int k = 0; k < 4; ++k) {
+        Tensor t = test::random_tensor({sizes[i]}, 100 * i + static_cast<uint64_t>(k));
+        if (k == 3) ops::scale_(t, 0.0f);  // exp_avg_sq starts at zero, as AdamW's does
+        multi[k].push_back(t);
+        single[k].push_back(t.to(Device::cpu()));
+      }
+    for (int step = 1; step <= 2; ++step) {
+      std::vector<ops::AdamWTensors> slots;
+      for (size_t i = 0; i < sizes.size(); ++i)
+        slots.push_back({&multi[0][i], &multi[1][i], &multi[2][i], &multi[3][i], i % 2 ? 0.0 : 0.1});
+      ops::adamw_step_multi(slots, 1e-3, 0.9, 0.999, 1e-8, step, 0.25f);
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        Tensor scaled = single[1][i].to(Device::cpu());
+        ops::scale_(scaled, 0.25f);
+        ops::adamw_step(single[0][i], scaled, single[2][i], single[3][i], 1e-3, 0.9, 0.999, 1e-8, i % 2 ? 0.0 : 0.1,
+                        step);
+      }
+    }
+    for (size_t i = 0; i < sizes.size(); ++i)
+      for (int k : {0, 2, 3})
+        EXPECT_EQ(std::memcmp(multi[k][i].raw_data(), single[k][i].raw_data(), multi[k][i].nbytes()), 0)
+            << "slot " << i << " tensor " << k;
+  }
+  ops::cpu::set_num_threads(1);
+}
+
+TEST(OpsMultiTensor, SumSquaresInGpuOrderIsTheSumOfSquares) {
+  // Small integers: every partial sum is exact, so any order gives the same double.
+  std::vector<Tensor> ints;
+  double expected = 0.0;
+  for (int64_t n : {int64_t{5}, int64_t{16384}, int64_t{40000}, int64_t{1} << 21}) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (size_t k = 0; k < v.size(); ++k) {
+      v[k] = static_cast<float>(static_cast<int64_t>(k % 7) - 3);
+      expected += static_cast<double>(v[k]) * v[k];
+    }
+    ints.push_back(Tensor::from_vector(v, {n}));
+  }
+  std::vector<const Tensor*> xs;
+  for (const Tensor& t : ints) xs.push_back(&t);
+  EXPECT_EQ(ops::cpu::sum_squares_multi_gpu_order(xs), expected);
+  EXPECT_EQ(ops::cpu::sum_squares_multi_gpu_order({}), 0.0);
+  // Random values: the f64 sum up to rounding; a CPU order keeps the CPU's own sum.
+  const Tensor r = test::random_tensor({100003}, 5);
+  EXPECT_NEAR(ops::cpu::sum_squares_multi_gpu_order({&r}), ops::sum_squares(r), 1e-9);
+  EXPECT_EQ(ops::sum_squares_multi_as_on({&r}, Device::cpu()), ops::sum_squares_multi({&r}));
+  EXPECT_EQ(ops::sum_squares_multi_as_on({&r}, Device::cuda(0)), ops::cpu::sum_squares_multi_gpu_order({&r}));
+}
+
+}  // namespace
+}  // namespace veomni
