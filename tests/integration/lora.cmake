@@ -18,7 +18,8 @@ if(VEOMNI_MPIEXEC)
     "reshard_moe_ep2_np1|reshard moe 2:1:2 1:1:1"
     "base_changed|base_changed"
     "whole_model_tools|whole_model_tools"
-    "merge_outputs|merge_outputs")
+    "merge_outputs|merge_outputs"
+    "merge_outputs_vl|merge_outputs_vl")
   foreach(entry ${lora_cases})
     string(REPLACE "|" ";" parts "${entry}")
     list(GET parts 0 name)

@@ -12,6 +12,7 @@
 #   merge_outputs                    a LoRA run from the MoE toy's HF directory: veomni-ckpt-merge writes the merged
 #                                    model (base + scale * B A: scored like the LoRA model by veomni-score) and
 #                                    PEFT's adapter directory (names and shapes)
+#   merge_outputs_vl                 the same on a Qwen3-VL base with adapters in the vision tower too
 # KIND dense (qwen3_toy) or moe (qwen3_moe_toy, adapters on the experts too).
 set -uo pipefail
 bin=$1 src=$2 case=$3
@@ -175,6 +176,48 @@ if (config["peft_type"] != "LORA" or config["target_parameters"] != ["mlp.expert
 print(f"PEFT directory: {len(header) - ('__metadata__' in header)} tensors, r {r}")
 PY
     echo "ok: the merged model computes the LoRA model's loss; PEFT's directory has PEFT's names and shapes"
+    ;;
+  merge_outputs_vl)
+    # A Qwen3-VL base on disk (one full step of the toy recipe, merged), then LoRA on it, vision tower included.
+    "$bin/veomni-dummy-data" --type qwen3vl --seq-len 128 --num-samples 48 --seed 5 --out "$work/vl.h5" >/dev/null ||
+      fail "VL data"
+    vl=(configs/qwen3_vl_toy.yaml --data.train_path "$work/vl.h5" --data.max_seq_len 128 --train.global_batch_size 2
+        --train.device cpu --train.checkpoint.save_steps 0 --log-level warn)
+    config=$(sed -n 's/^ *config_path: *//p' configs/qwen3_vl_toy.yaml)
+    mkdir -p "$work/vl_config"
+    sed -E 's/"vocab_size": *[0-9]+/"vocab_size": 2048/' "$config/config.json" >"$work/vl_config/config.json"
+    mpirun --oversubscribe -np 1 "$bin/veomni-train" "${vl[@]}" --model.config_path "$work/vl_config" \
+      --train.max_steps 1 --train.checkpoint.output_dir "$work/vl_base_run" || fail "VL base run"
+    "$bin/veomni-ckpt-merge" "$work/vl_base_run" --out "$work/vl_base" --no-tokenizer --log-level warn >/dev/null ||
+      fail "VL base merge"
+    lora_vl=("${vl[@]}" --model.config_path "$work/vl_base" --model.model_path "$work/vl_base"
+             --model.lora_config.rank 4 --model.lora_config.lora_modules "[q_proj, down_proj, attn.qkv, mlp.linear_fc1]")
+    mpirun --oversubscribe -np 2 "$bin/veomni-train" "${lora_vl[@]}" --train.max_steps 3 --train.optimizer.lr 1e-2 \
+      --train.checkpoint.output_dir "$work/vl_run" || fail "VL LoRA run"
+    "$bin/veomni-ckpt-merge" "$work/vl_run" --out "$work/vl_merged" --no-tokenizer --log-level warn >/dev/null ||
+      fail "veomni-ckpt-merge of the VL adapter checkpoint"
+    "$bin/veomni-ckpt-merge" "$work/vl_run" --peft --out "$work/vl_peft" --log-level warn >/dev/null || fail "VL --peft"
+    # The vision tower's own learning rate (train.vit_lr) must be as small, or the merged model's tower would move.
+    tiny=(--train.optimizer.lr 1e-30 --train.optimizer.lr_min 0 --train.vit_lr 1e-30 --train.max_steps 4)
+    mpirun --oversubscribe -np 2 "$bin/veomni-train" "${lora_vl[@]}" --train.checkpoint.output_dir "$work/vl_run" \
+      --train.checkpoint.load_path auto "${tiny[@]}" || fail "VL LoRA resume"
+    mpirun --oversubscribe -np 2 "$bin/veomni-train" "${vl[@]}" --model.config_path "$work/vl_merged" \
+      --model.model_path "$work/vl_merged" --train.checkpoint.output_dir "$work/vl_merged_run" "${tiny[@]}" ||
+      fail "VL merged-model run"
+    python3 - "$work/vl_run/log_dict.json" "$work/vl_merged_run/log_dict.json" "$work/vl_peft" <<'PY' || exit 1
+import json, struct, sys
+lora, merged = (json.load(open(p))["loss"][-1] for p in sys.argv[1:3])
+print(f"step 4 loss: VL LoRA model {lora!r}, merged model {merged!r}")
+if abs(lora - merged) > 1e-5 * abs(lora):
+    sys.exit("FAIL: the merged VL model does not compute what the LoRA model computes")
+with open(sys.argv[3] + "/adapter_model.safetensors", "rb") as f:
+    names = set(json.loads(f.read(struct.unpack("<Q", f.read(8))[0])))
+for name in ("base_model.model.model.visual.blocks.0.attn.qkv.lora_A.weight",
+             "base_model.model.model.language_model.layers.0.self_attn.q_proj.lora_B.weight"):
+    if name not in names:
+        sys.exit(f"FAIL: the PEFT directory lacks {name}")
+PY
+    echo "ok: the merged VL model computes the LoRA model's loss; PEFT's directory holds the vision adapters"
     ;;
   *) fail "unknown case '$case'" ;;
 esac
