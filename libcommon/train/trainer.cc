@@ -349,6 +349,8 @@ void Trainer::build_objective() {
       options.compute_dtype = t.dpo_config.refer_model_precision == "float32" ? DType::F32 : DType::BF16;
     reference_ = make_model(options, ModelHead::LanguageModel);
     load_start_weights(*reference_);
+    // Never stepped: held as a LoRA base is, in its compute dtype only (no float32 master, no gradient buffer).
+    for (const auto& p : reference_->params().all()) p->trainable = false;
     reference_fsdp_ = std::make_unique<Fsdp>(reference_->params(), mesh_, options.compute_dtype, DType::F32,
                                              t.accelerator.fsdp_config.overlap);
     reference_->set_param_hooks(reference_fsdp_.get());
