@@ -20,10 +20,13 @@
 #include "kernels/ops.h"
 #include "optim/adamw.h"
 #include "parallel/fsdp.h"
+#include "tests/common/fsdp_synthetic_store.h"
 #include "test_ckpt_util.h"
 
 namespace veomni {
 namespace {
+
+using testing::synthetic_store;
 
 std::shared_ptr<Communicator> two_rank_world() {
   const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
@@ -61,37 +64,6 @@ std::string first_difference(const std::vector<std::vector<float>>& a, const std
         return fmt::format("record {} element {}: {:.9g} against {:.9g}", i, k, a[i][k], b[i][k]);
   }
   return "";
-}
-
-// Embed, two layers (a matrix, an expert tensor, a norm), a head with the tied embedding. Odd sizes pad every shard;
-// values depend only on the element's place in the full tensor.
-std::unique_ptr<ParamStore> synthetic_store(const DeviceMesh& mesh) {
-  auto store = std::make_unique<ParamStore>();
-  store->begin_group("embed");
-  Parameter* embed = store->add("embed", {11, 6});
-  for (int l = 0; l < 2; ++l) {
-    store->begin_group(fmt::format("layers.{}", l));
-    store->add(fmt::format("layers.{}.w", l), {7, 5});
-    Parameter* experts = store->add(fmt::format("layers.{}.experts", l), {4, 3, 5}, true);
-    const int64_t per_rank = 4 / mesh.shape.ep;
-    experts->local_begin = mesh.ep_rank() * per_rank;
-    experts->local_end = experts->local_begin + per_rank;
-    store->add(fmt::format("layers.{}.norm", l), {6});
-  }
-  store->begin_group("head");
-  store->add("norm", {6});
-  store->add_shared(embed);
-  for (size_t i = 0; i < store->all().size(); ++i) {
-    Parameter& p = *store->all()[i];
-    const Shape local = p.local_shape();
-    const int64_t row = shape_numel(local) / local.at(0);
-    std::vector<float> v(static_cast<size_t>(shape_numel(local)));
-    for (size_t k = 0; k < v.size(); ++k)
-      v[k] = std::sin(0.37f * static_cast<float>(static_cast<int64_t>(k) + p.local_begin * row) +
-                      1.3f * static_cast<float>(i));
-    p.value = Tensor::from_vector(v, local);
-  }
-  return store;
 }
 
 // The trainer's use of Fsdp and AdamW: zero, micro-batches through the hooks, wait, a clipped AdamW step over the
