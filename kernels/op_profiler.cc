@@ -38,6 +38,18 @@ bool g_enabled = env_flag("VEOMNI_PROFILE_OPS");
 
 namespace {
 
+// Whether the report is printed at exit and where every rank also writes it: the environment's at load time, a
+// run's config once op_profile_configure says so (before the first op).
+bool g_report_at_exit = op_profiler_detail::g_enabled;
+std::string g_report_path = [] {
+  const char* path = std::getenv("VEOMNI_PROFILE_OPS_OUT");
+  return std::string(path ? path : "");
+}();
+
+}  // namespace
+
+namespace {
+
 // Resolve the completed prefix of the pending CUDA calls every this many calls (non-blocking).
 constexpr size_t kSweepEvery = 256;
 
@@ -263,8 +275,7 @@ void report_at_exit() {
     const std::string report = op_profile_report();
     const int rank = mpi_rank();
     if (rank == 0) std::fputs(report.c_str(), stderr);
-    const char* path = std::getenv("VEOMNI_PROFILE_OPS_OUT");
-    if (path != nullptr && *path != '\0') write_file_atomic(fmt::format("{}.rank{}", path, rank), report);
+    if (!g_report_path.empty()) write_file_atomic(fmt::format("{}.rank{}", g_report_path, rank), report);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "veomni op profiler: no report at exit: %s\n", e.what());
   }
@@ -273,7 +284,7 @@ void report_at_exit() {
 // The exit report is installed at the first timed call, after the CUDA runtime has initialised, so that it runs
 // before the runtime's own exit teardown (atexit handlers run in reverse order of registration).
 void install_exit_report_once() {
-  static const bool installed = env_flag("VEOMNI_PROFILE_OPS") && std::atexit(report_at_exit) == 0;
+  static const bool installed = g_report_at_exit && std::atexit(report_at_exit) == 0;
   (void)installed;
 }
 
@@ -348,5 +359,11 @@ void op_profile_reset() {
 }
 
 void op_profile_set_enabled_for_testing(bool enabled) { op_profiler_detail::g_enabled = enabled; }
+
+void op_profile_configure(bool enabled, const std::string& report_path) {
+  op_profiler_detail::g_enabled = enabled;
+  g_report_at_exit = enabled;
+  g_report_path = report_path;
+}
 
 }  // namespace veomni

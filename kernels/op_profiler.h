@@ -76,6 +76,9 @@ std::vector<OpProfileRow> op_profile_rows();
 std::string op_profile_report();
 // Drops everything recorded so far (e.g. after warm-up steps), waiting for pending CUDA timings first.
 void op_profile_reset();
+// A run's settings (train.op_profile), replacing the environment's: profiling on or off, the report at exit on rank 0
+// and, when report_path is not empty, in <report_path>.rank<r> on every rank. Call before the first op.
+void op_profile_configure(bool enabled, const std::string& report_path);
 // Turns profiling on or off regardless of VEOMNI_PROFILE_OPS, for tests; does not install the exit report.
 void op_profile_set_enabled_for_testing(bool enabled);
 

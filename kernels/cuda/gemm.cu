@@ -18,6 +18,7 @@
 #include <cublas_v2.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -430,14 +431,14 @@ bool known_unsupported(cudaDataType_t in, cudaDataType_t out) {
   return std::find(g_unsupported.begin(), g_unsupported.end(), std::pair{in, out}) != g_unsupported.end();
 }
 
-// VEOMNI_GROUPED_GEMM=loop runs grouped GEMMs as one cuBLASLt call per group (to compare the two in benchmarks).
-bool grouped_api_enabled() {
-  static const bool enabled = [] {
-    const char* mode = std::getenv("VEOMNI_GROUPED_GEMM");
-    return !(mode && std::strcmp(mode, "loop") == 0);
-  }();
-  return enabled;
-}
+// VEOMNI_GROUPED_GEMM=loop (or set_grouped_gemm_loop) runs grouped GEMMs as one cuBLASLt call per group, to compare
+// the two in benchmarks.
+std::atomic<bool> g_grouped_api{[] {
+  const char* mode = std::getenv("VEOMNI_GROUPED_GEMM");
+  return !(mode && std::strcmp(mode, "loop") == 0);
+}()};
+
+bool grouped_api_enabled() { return g_grouped_api.load(std::memory_order_relaxed); }
 
 // All jobs (one dtype pair) in one cublasGemmGroupedBatchedEx call, each job a group of one problem. Returns false
 // when cuBLAS does not take this dtype pair; then nothing was computed.
@@ -504,6 +505,8 @@ void run_all(const std::vector<Gemm>& jobs, bool spread, Device device) {
 }
 
 }  // namespace
+
+void set_grouped_gemm_loop(bool loop) { g_grouped_api.store(!loop, std::memory_order_relaxed); }
 
 void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& out, float alpha, float beta) {
   const int64_t m = out.dim(0), n = out.dim(1), k = trans_a ? a.dim(0) : a.dim(1);

@@ -14,6 +14,9 @@ namespace veomni::ops::cuda {
 
 // gemm.cu (cuBLASLt)
 void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& out, float alpha, float beta);
+// true: grouped GEMMs run as one cuBLASLt call per group instead of one grouped call (train.kernels.grouped_gemm
+// loop; VEOMNI_GROUPED_GEMM=loop until set).
+void set_grouped_gemm_loop(bool loop);
 void grouped_matmul(const Tensor& x, const Tensor& w, bool trans_w, const std::vector<int64_t>& group_sizes,
                     Tensor& out);
 void grouped_matmul_weight_grad(const Tensor& dy, const Tensor& x, const std::vector<int64_t>& group_sizes, Tensor& dw,

@@ -2,6 +2,7 @@
 #include "train/train_config.h"
 
 #include <spdlog/fmt/ranges.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "model/model_config.h"
+#include "train/environment_overrides.h"
 #include "train/objective_names.h"
 
 namespace veomni {
@@ -68,6 +70,13 @@ ConfigSchema<TrainConfig> build_schema() {
   VEOMNI_CONFIG_FIELD(s, train.vit_lr, "Multimodal models: peak learning rate of the vision tower's parameters (VeOmni's vit_lr; it follows the schedule of train.optimizer.lr, scaled).");
   VEOMNI_CONFIG_FIELD(s, train.audio_lr, "Qwen3-Omni: peak learning rate of the audio encoder's parameters, scaled like vit_lr. -1 (or null): train.optimizer.lr (VeOmni trains the audio encoder with the language model's group).", minus_one_when_null);
   VEOMNI_CONFIG_FIELD(s, train.gradient_checkpointing.enable, "Recompute each decoder layer's activations in backward instead of keeping them.");
+
+  VEOMNI_CONFIG_FIELD(s, train.kernels.attention_backend, "CUDA builds: attention kernel. auto: cuDNN's fused attention where it takes the case, else ours; cudnn: cuDNN only (a case it cannot take is an error); native: ours only. Environment override: VEOMNI_ATTENTION_BACKEND.", {.choices = {"auto", "cudnn", "native"}});
+  VEOMNI_CONFIG_FIELD(s, train.kernels.gemm_autotune, "CUDA builds: time cuBLASLt's candidate algorithms at each GEMM shape's first use and keep the fastest (false: cuBLASLt's heuristic pick). Environment override: VEOMNI_GEMM_AUTOTUNE=0|1.");
+  VEOMNI_CONFIG_FIELD(s, train.kernels.grouped_gemm, "CUDA builds: MoE expert GEMMs as one cuBLAS grouped call (grouped) or one call per expert (loop, for comparison). Environment override: VEOMNI_GROUPED_GEMM.", {.choices = {"grouped", "loop"}});
+  VEOMNI_CONFIG_FIELD(s, train.op_profile.enable, "Time every op (CUDA events on a GPU) and print the table of op times at exit on rank 0. Environment override: VEOMNI_PROFILE_OPS=0|1.");
+  VEOMNI_CONFIG_FIELD(s, train.op_profile.out, "With op_profile.enable: also write every rank's table to <out>.rank<r>. Environment override: VEOMNI_PROFILE_OPS_OUT.");
+  VEOMNI_CONFIG_FIELD(s, train.op_profile.skip_steps, "With op_profile.enable: leave the run's first this many steps (warm-up) out of the table. Environment override: VEOMNI_PROFILE_OPS_SKIP_STEPS.");
 
   VEOMNI_CONFIG_FIELD(s, train.optimizer.type, "Optimizer.", {.choices = {"adamw"}});
   VEOMNI_CONFIG_FIELD(s, train.optimizer.lr, "Peak learning rate, reached at the end of warmup.");
@@ -151,6 +160,8 @@ void validate_accelerator_and_checkpoint(const TrainArgs& t) {
   const CheckpointArgs& ck = t.checkpoint;
   check(!ck.output_dir.empty(), "train.checkpoint.output_dir is empty");
   check(ck.save_steps >= -1, fmt::format("train.checkpoint.save_steps must be >= -1, got {}", ck.save_steps));
+  check(t.op_profile.skip_steps >= 0,
+        fmt::format("train.op_profile.skip_steps must be >= 0, got {}", t.op_profile.skip_steps));
   check(ck.save_total_limit >= 0,
         fmt::format("train.checkpoint.save_total_limit must be >= 0, got {}", ck.save_total_limit));
 }
@@ -190,6 +201,15 @@ DType TrainConfig::reduce_dtype() const {
   return mp.enable && train.precision != "fp32" ? dtype_from_name(mp.reduce_dtype) : DType::F32;
 }
 
+KernelSettings kernel_settings_of(const TrainConfig& config) {
+  const TrainArgs& t = config.train;
+  return {.attention_backend = t.kernels.attention_backend,
+          .gemm_autotune = t.kernels.gemm_autotune,
+          .grouped_gemm_loop = t.kernels.grouped_gemm == "loop",
+          .profile_ops = t.op_profile.enable,
+          .profile_ops_out = t.op_profile.out};
+}
+
 int64_t TrainConfig::total_train_steps(int64_t steps_per_epoch) const {
   const int64_t per_epoch = train.max_steps > 0 ? std::min(steps_per_epoch, train.max_steps) : steps_per_epoch;
   return per_epoch * train.num_train_epochs;
@@ -212,6 +232,7 @@ void apply_train_config_overrides(TrainConfig& config, const std::vector<std::st
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides) {
   TrainConfig config = load_train_config(path);
   apply_train_config_overrides(config, overrides);
+  for (const std::string& line : apply_environment_overrides(config)) spdlog::info("environment: {}", line);
   try {
     validate_train_config(config);
   } catch (const InputError& e) {

@@ -7,6 +7,7 @@
 
 #include "core/dtype.h"
 #include "io/yaml_config.h"
+#include "kernels/kernel_settings.h"
 #include "model/lora_config.h"
 #include "objective/objective_config.h"
 
@@ -69,6 +70,23 @@ struct AcceleratorArgs {
   bool operator==(const AcceleratorArgs&) const = default;
 };
 
+// Kernel choices that change how (not what) the model computes; each has a VEOMNI_* environment override
+// (train/environment_overrides.h).
+struct KernelArgs {
+  std::string attention_backend = "auto";  // CUDA: auto (cuDNN where it can, else ours) | cudnn | native
+  bool gemm_autotune = false;              // CUDA: time cuBLASLt's candidate algorithms at a GEMM shape's first use
+  std::string grouped_gemm = "grouped";    // CUDA: grouped (one cuBLAS grouped call) | loop (one call per group)
+  bool operator==(const KernelArgs&) const = default;
+};
+
+// The per-op time table (kernels/op_profiler.h), printed at exit.
+struct OpProfileArgs {
+  bool enable = false;
+  std::string out;         // also write the table to <out>.rank<r> on every rank; "" = stderr of rank 0 only
+  int64_t skip_steps = 0;  // leave the run's first N steps (warm-up) out of the table
+  bool operator==(const OpProfileArgs&) const = default;
+};
+
 struct GradientCheckpointingArgs {
   bool enable = true;  // recompute each decoder layer's activations in backward
   bool operator==(const GradientCheckpointingArgs&) const = default;
@@ -104,6 +122,8 @@ struct TrainArgs {
   double vit_lr = 1e-6;             // peak learning rate of the vision tower's parameters (VeOmni's default)
   double audio_lr = -1;             // peak learning rate of the audio encoder's; -1: optimizer.lr (VeOmni has none)
   GradientCheckpointingArgs gradient_checkpointing;
+  KernelArgs kernels;
+  OpProfileArgs op_profile;
   OptimizerArgs optimizer;
   AcceleratorArgs accelerator;
   CheckpointArgs checkpoint;
@@ -126,6 +146,9 @@ struct TrainConfig {
   int64_t total_train_steps(int64_t steps_per_epoch) const;
 };
 
+// train.kernels and train.op_profile as the kernels take them (apply_kernel_settings).
+KernelSettings kernel_settings_of(const TrainConfig& config);
+
 // How a global batch splits over a data-parallel group.
 struct BatchLayout {
   int64_t global_batch_size = 0;
@@ -144,7 +167,8 @@ TrainConfig load_train_config(const std::string& path);
 // Applies command-line overrides ("--train.optimizer.lr 1e-4", "--train.optimizer.lr=1e-4"), e.g. the arguments
 // CLI11 leaves over with allow_extras(). Throws InputError.
 void apply_train_config_overrides(TrainConfig& config, const std::vector<std::string>& args);
-// load_train_config + apply_train_config_overrides + validate_train_config.
+// load_train_config + apply_train_config_overrides + the VEOMNI_* environment overrides (logged;
+// train/environment_overrides.h) + validate_train_config.
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides);
 
 // Cross-field checks that need no world size; throws InputError naming the keys.

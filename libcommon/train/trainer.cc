@@ -32,6 +32,7 @@
 #include "dist/nccl_communicator.h"
 #include "io/json_file.h"
 #include "kernels/backend.h"
+#include "kernels/kernel_settings.h"
 #include "kernels/op_profiler.h"
 #include "kernels/ops.h"
 #include "model/hf_loader.h"
@@ -828,23 +829,11 @@ void Trainer::write_summary(const TrainSummary& summary, const std::string& path
   write_json_file(path, j);
 }
 
-// VEOMNI_PROFILE_OPS_SKIP_STEPS=N: the op profile leaves out this run's first N steps (warm-up: first-use kernel
-// loading, cuBLASLt timing, allocator growth), so its table describes steady steps. Unset: 0.
-int64_t op_profile_skip_steps() {
-  const char* text = std::getenv("VEOMNI_PROFILE_OPS_SKIP_STEPS");
-  if (!text || !*text) return 0;
-  int64_t steps = -1;
-  const char* end = text + std::strlen(text);
-  const auto [ptr, ec] = std::from_chars(text, end, steps);
-  VEOMNI_INPUT_CHECK(ec == std::errc() && ptr == end && steps >= 0,
-                     "VEOMNI_PROFILE_OPS_SKIP_STEPS is '{}': expected a step count >= 0", text);
-  return steps;
-}
-
 TrainSummary Trainer::run() {
   // Before anything is read from or written to output_dir: its checks and the one-run-per-directory lock. The other
   // ranks learn of a failure through the abort.
   if (world_->rank() == 0) output_lock_ = std::make_unique<OutputDirLock>(config_.train.checkpoint.output_dir);
+  apply_kernel_settings(kernel_settings_of(config_));
   resume_dir_ = agree_on_resume_checkpoint();
   build_mesh_and_model();
   build_data();
@@ -865,7 +854,9 @@ TrainSummary Trainer::run() {
 
   ProgressClock clock(start_.global_step, total_steps_);
   int64_t global_step = start_.global_step;
-  const int64_t profile_skip = op_profile_skip_steps();
+  // The op profile leaves out the first steps (warm-up: first-use kernel loading, cuBLASLt timing, allocator growth),
+  // so its table describes steady steps.
+  const int64_t profile_skip = config_.train.op_profile.skip_steps;
   const int64_t save_steps = config_.train.checkpoint.save_steps;
   if (config_.train.checkpoint.save_on_signal) install_stop_signal_handlers();
   int stop_signal = 0;

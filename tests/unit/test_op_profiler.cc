@@ -124,10 +124,8 @@ TEST_F(OpProfiler, ExitReportGoesToStderrAndTheRankFile) {
   std::remove((path + ".rank0").c_str());
   EXPECT_EXIT(
       {
-        setenv("VEOMNI_PROFILE_OPS", "1", 1);
-        setenv("VEOMNI_PROFILE_OPS_OUT", path.c_str(), 1);
         setenv("OMPI_COMM_WORLD_RANK", "0", 1);
-        op_profile_set_enabled_for_testing(true);
+        op_profile_configure(true, path);  // what a run's train.op_profile does
         run_a_few_ops();
         std::exit(0);
       },

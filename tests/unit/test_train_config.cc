@@ -339,9 +339,10 @@ TEST(TrainConfig, ToYamlListsEveryKeyBySection) {
       << text;
   // One line per key plus one per section header and the blank lines between the three top sections.
   const size_t lines = static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
-  const size_t sections = 3 + 1 + 1 + 3 + 1 + 1 + 1 + 1 + 1 + 1;  // model data train, lora_config, dataloader,
-                                                                  // dpo_config actor critic,
-                                                                  // gradient_checkpointing, optimizer, accelerator,
+  const size_t sections = 3 + 1 + 1 + 3 + 1 + 2 + 1 + 1 + 1 + 1 + 1;  // model data train, lora_config,
+                                                                      // dataloader, dpo_config actor critic,
+                                                                      // gradient_checkpointing, kernels op_profile,
+                                                                      // optimizer, accelerator,
                                                                   // fsdp_config, mixed_precision, checkpoint
   EXPECT_EQ(lines, train_config_schema().fields().size() + sections + 2);
 }

@@ -13,6 +13,7 @@
 #include "dist/collective_timeout.h"
 #include "dist/communicator.h"
 #include "train/progress.h"
+#include "train/environment_overrides.h"
 #include "train/scorer.h"
 #include "train/train_config.h"
 #include "tools/cli.h"
@@ -33,6 +34,8 @@ veomni::ScoreOptions score_options(const Flags& flags, const std::vector<std::st
   veomni::ScoreOptions options;
   options.config = flags.config_path.empty() ? veomni::TrainConfig{} : veomni::load_train_config(flags.config_path);
   veomni::apply_train_config_overrides(options.config, overrides);
+  for (const std::string& line : veomni::apply_environment_overrides(options.config))
+    spdlog::info("environment: {}", line);
   if (!flags.model_dir.empty()) {
     options.config.model.model_path = flags.model_dir;
     options.config.model.config_path.clear();
@@ -100,6 +103,7 @@ int score_main(int argc, char** argv) {
   auto world = veomni::mpi_world();
   veomni::init_logging({kTool, world->rank(), world->size(), log_all_ranks, log_level});
   const veomni::ScoreOptions options = score_options(flags, app.remaining());
+  veomni::apply_kernel_settings(veomni::kernel_settings_of(options.config));
   veomni::set_collective_timeout(options.config.train.accelerator.dist_timeout);
   print_summary(options, veomni::run_scoring(options, world));
   world->barrier();
