@@ -356,21 +356,4 @@ CheckpointMetadata read_checkpoint_metadata(const std::string& dir) {
   return checkpoint_metadata_from_json(read_json_file(path), path);
 }
 
-std::vector<std::string> model_config_differences(const ModelConfig& a, const ModelConfig& b) {
-  static const char* const kArchitectureKeys[] = {
-      "model_type",          "vocab_size",           "hidden_size",         "intermediate_size",
-      "num_hidden_layers",   "num_attention_heads",  "num_key_value_heads", "head_dim",
-      "rms_norm_eps",        "rope_parameters",      "tie_word_embeddings", "num_local_experts",
-      "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob",     "decoder_sparse_step",
-      "mlp_only_layers",     "router_aux_loss_coef", "output_router_logits"};
-  const json ja = model_config_to_json(a), jb = model_config_to_json(b);
-  std::vector<std::string> out;
-  for (const char* key : kArchitectureKeys) {
-    const json va = ja.contains(key) ? ja.at(key) : json(nullptr);
-    const json vb = jb.contains(key) ? jb.at(key) : json(nullptr);
-    if (va != vb) out.push_back(fmt::format("{}: {} vs {}", key, va.dump(), vb.dump()));
-  }
-  return out;
-}
-
 }  // namespace veomni

@@ -109,8 +109,4 @@ CheckpointMetadata checkpoint_metadata_from_json(const nlohmann::json& json, con
 void write_checkpoint_metadata(const CheckpointMetadata& metadata, const std::string& dir);
 CheckpointMetadata read_checkpoint_metadata(const std::string& dir);
 
-// The architecture keys (those that change the parameters or the math) on which two model configs differ, as
-// "key: a vs b" lines; empty when a checkpoint of one can be used by the other.
-std::vector<std::string> model_config_differences(const ModelConfig& a, const ModelConfig& b);
-
 }  // namespace veomni

@@ -30,7 +30,7 @@ void check_checkpoint_model(const CheckpointReader& reader, const ModelConfig& m
                      "its merged model (veomni-ckpt-merge, then model.model_path)",
                      metadata_path(reader), model_head_name(saved_head), model_head_objectives(saved_head),
                      model_head_name(head), model_head_objectives(head));
-  const std::vector<std::string> differences = model_config_differences(reader.metadata().model_config, model);
+  const std::vector<std::string> differences = model_architecture_differences(reader.metadata().model_config, model);
   VEOMNI_INPUT_CHECK(differences.empty(),
                      "{}: the checkpoint is of a different model ({}; checkpoint vs this run). A checkpoint can be "
                      "resumed under another parallel layout, not with another model config",

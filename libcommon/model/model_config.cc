@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "io/json_config.h"
 #include "io/json_file.h"
 
 namespace veomni {
@@ -52,17 +53,6 @@ class ConfigReader {
     const json& v = at(key);
     if (!v.is_string()) throw type_error(key, "a string", v);
     return v.get<std::string>();
-  }
-  std::vector<int64_t> integer_list(const char* key) const {
-    if (!has(key)) return {};
-    const json& v = at(key);
-    if (!v.is_array()) throw type_error(key, "a list of integers", v);
-    std::vector<int64_t> out;
-    for (const json& item : v) {
-      if (!item.is_number_integer()) throw type_error(key, "a list of integers", v);
-      out.push_back(item.get<int64_t>());
-    }
-    return out;
   }
   const json& object(const char* key) const {
     const json& v = at(key);
@@ -150,86 +140,154 @@ void reject_unsupported_features(const ConfigReader& reader) {
   }
 }
 
-// Keys this file reads or writes itself; everything else of config.json travels in extra_json.
-const std::set<std::string>& interpreted_keys() {
+// The plain keys of config.json: one row each, with the model types that have it, transformers 5.x's defaults for
+// qwen3 and qwen3_moe, and its checks. Reading, writing, the positivity and size checks and the comparison of a
+// resumed run's model all follow this table. Keys with more to them (model_type, rope, the two spellings of the
+// expert count and of dtype, the features refused by name) are handled below it.
+enum class KeyScope { All, Moe };
+
+struct KeyChecks {
+  bool positive = false;     // must be > 0
+  int64_t max = 0;           // an upper bound far above every released model (0: none); keeps size products in 64 bits
+  bool architecture = true;  // part of the model's shape: a checkpoint resumed under another value is refused
+};
+
+struct ModelKeyRow {
+  KeyScope scope;
+  ConfigValue dense_default, moe_default;
+  KeyChecks checks;
+};
+
+class ModelKeyTable {
+ public:
+  template <class T, class Accessor>
+  ModelKeyTable& add(const char* key, Accessor accessor, KeyScope scope, T dense_default, T moe_default,
+                     KeyChecks checks, const char* help) {
+    schema_.add(key, accessor, help);
+    rows_.push_back({scope, ConfigValue(std::in_place_type<T>, dense_default),
+                     ConfigValue(std::in_place_type<T>, moe_default), checks});
+    return *this;
+  }
+  const ConfigSchema<ModelConfig>& schema() const { return schema_; }
+  const std::vector<ModelKeyRow>& rows() const { return rows_; }
+  bool applies(size_t i, const std::string& model_type) const {
+    return rows_[i].scope == KeyScope::All || model_type == kQwen3Moe;
+  }
+
+ private:
+  ConfigSchema<ModelConfig> schema_;
+  std::vector<ModelKeyRow> rows_;
+};
+
+#define VEOMNI_MODEL_KEY(table, member, ...) \
+  table.add(#member, [](auto& c) -> auto& { return c.member; }, __VA_ARGS__)
+
+constexpr int64_t kMaxSize = int64_t{1} << 20;
+
+ModelKeyTable build_model_key_table() {
+  ModelKeyTable t;
+  const KeyChecks sizes{.positive = true, .max = kMaxSize};
+  const KeyChecks not_architecture{.architecture = false};
+  VEOMNI_MODEL_KEY(t, vocab_size, KeyScope::All, int64_t{151936}, int64_t{151936}, {.positive = true, .max = int64_t{1} << 24}, "vocabulary size");
+  VEOMNI_MODEL_KEY(t, hidden_size, KeyScope::All, int64_t{4096}, int64_t{2048}, {.positive = true, .max = int64_t{1} << 17}, "model width");
+  VEOMNI_MODEL_KEY(t, intermediate_size, KeyScope::All, int64_t{22016}, int64_t{6144}, sizes, "dense MLP width");
+  VEOMNI_MODEL_KEY(t, num_hidden_layers, KeyScope::All, int64_t{32}, int64_t{24}, {.positive = true, .max = 1024}, "decoder layers");
+  VEOMNI_MODEL_KEY(t, num_attention_heads, KeyScope::All, int64_t{32}, int64_t{32}, {.positive = true, .max = 1024}, "query heads");
+  // Absent: num_attention_heads for qwen3, 4 for qwen3_moe (read_derived_defaults).
+  VEOMNI_MODEL_KEY(t, num_key_value_heads, KeyScope::All, int64_t{0}, int64_t{4}, {.positive = true, .max = 1024}, "key/value heads");
+  // Absent: 128 for qwen3 (Qwen3Config.head_dim); hidden_size / num_attention_heads for qwen3_moe.
+  VEOMNI_MODEL_KEY(t, head_dim, KeyScope::All, int64_t{128}, int64_t{0}, {.positive = true, .max = 4096}, "width of one head");
+  VEOMNI_MODEL_KEY(t, rms_norm_eps, KeyScope::All, 1e-6, 1e-6, {}, "RMSNorm epsilon");
+  VEOMNI_MODEL_KEY(t, tie_word_embeddings, KeyScope::All, false, false, {}, "the LM head shares the embedding");
+  VEOMNI_MODEL_KEY(t, initializer_range, KeyScope::All, 0.02, 0.02, not_architecture, "std of the random initialisation");
+  VEOMNI_MODEL_KEY(t, attention_bias, KeyScope::All, false, false, not_architecture, "biased q/k/v/o projections (refused)");
+  VEOMNI_MODEL_KEY(t, max_position_embeddings, KeyScope::All, int64_t{32768}, int64_t{32768}, {.positive = true, .max = int64_t{1} << 32, .architecture = false}, "longest position (kept, not used by training)");
+  VEOMNI_MODEL_KEY(t, num_experts_per_tok, KeyScope::Moe, int64_t{8}, int64_t{8}, {.positive = true}, "experts each token is routed to");
+  VEOMNI_MODEL_KEY(t, moe_intermediate_size, KeyScope::Moe, int64_t{768}, int64_t{768}, sizes, "expert MLP width");
+  VEOMNI_MODEL_KEY(t, norm_topk_prob, KeyScope::Moe, false, false, {}, "renormalise the top-k routing weights");
+  VEOMNI_MODEL_KEY(t, decoder_sparse_step, KeyScope::Moe, int64_t{1}, int64_t{1}, {.positive = true, .max = 1024}, "every this many layers is sparse");
+  VEOMNI_MODEL_KEY(t, mlp_only_layers, KeyScope::Moe, std::vector<int64_t>{}, std::vector<int64_t>{}, {}, "layers kept dense");
+  VEOMNI_MODEL_KEY(t, router_aux_loss_coef, KeyScope::Moe, 0.001, 0.001, {}, "weight of the load-balancing loss");
+  VEOMNI_MODEL_KEY(t, output_router_logits, KeyScope::Moe, false, false, {}, "add the load-balancing loss");
+  return t;
+}
+
+#undef VEOMNI_MODEL_KEY
+
+const ModelKeyTable& model_keys() {
+  static const ModelKeyTable table = build_model_key_table();
+  return table;
+}
+
+// Keys of config.json read or written outside the table; everything neither has travels in extra_json.
+const std::set<std::string>& special_keys() {
   static const std::set<std::string> keys = {
-      "architectures", "model_type", "transformers_version", "vocab_size", "hidden_size", "intermediate_size",
-      "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "hidden_act", "rms_norm_eps",
-      "rope_theta", "rope_parameters", "rope_scaling", "tie_word_embeddings", "initializer_range", "attention_bias",
-      "attention_dropout", "use_sliding_window", "sliding_window", "layer_types", "max_position_embeddings", "dtype",
-      "torch_dtype", "num_experts", "num_local_experts", "num_experts_per_tok", "moe_intermediate_size",
-      "norm_topk_prob", "decoder_sparse_step", "mlp_only_layers", "router_aux_loss_coef", "output_router_logits"};
+      "architectures", "model_type", "transformers_version", "hidden_act", "rope_theta", "rope_parameters",
+      "rope_scaling", "attention_dropout", "use_sliding_window", "sliding_window", "layer_types", "dtype",
+      "torch_dtype", "num_experts", "num_local_experts"};
   return keys;
+}
+
+bool interpreted_key(const std::string& key) {
+  return special_keys().contains(key) || model_keys().schema().has_field(key);
 }
 
 std::string uninterpreted_keys_json(const json& object) {
   json extra = json::object();
   for (const auto& [key, value] : object.items())
-    if (!interpreted_keys().contains(key)) extra[key] = value;
+    if (!interpreted_key(key)) extra[key] = value;
   return extra.empty() ? std::string() : extra.dump();
 }
 
-void read_attention_and_sizes(const ConfigReader& reader, ModelConfig& c) {
+// The table's keys that the model type has: the type's defaults, then the file's values.
+void read_table_keys(const json& object, const std::string& source, ModelConfig& c) {
+  const ModelKeyTable& table = model_keys();
   const bool moe = c.model_type == kQwen3Moe;
-  // Defaults of transformers 5.x's Qwen3Config / Qwen3MoeConfig.
-  c.vocab_size = reader.integer("vocab_size", 151936);
-  c.hidden_size = reader.integer("hidden_size", moe ? 2048 : 4096);
-  c.intermediate_size = reader.integer("intermediate_size", moe ? 6144 : 22016);
-  c.num_hidden_layers = reader.integer("num_hidden_layers", moe ? 24 : 32);
-  c.num_attention_heads = reader.integer("num_attention_heads", 32);
-  c.num_key_value_heads = reader.integer("num_key_value_heads", moe ? 4 : c.num_attention_heads);
-  const int64_t derived_head_dim = c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0;
-  c.head_dim = reader.integer("head_dim", moe ? derived_head_dim : 128);
-  c.rms_norm_eps = reader.number("rms_norm_eps", 1e-6);
-  c.rope_theta = read_rope_theta(reader);
-  c.tie_word_embeddings = reader.boolean("tie_word_embeddings", false);
-  c.initializer_range = reader.number("initializer_range", 0.02);
-  c.attention_bias = reader.boolean("attention_bias", false);
-  c.max_position_embeddings = reader.integer("max_position_embeddings", 32768);
-  c.dtype = reader.string("dtype", reader.string("torch_dtype", ""));
+  const auto applies = [&](size_t i) { return table.applies(i, c.model_type); };
+  std::vector<ConfigAssignment> defaults;
+  for (size_t i = 0; i < table.rows().size(); ++i)
+    if (applies(i)) defaults.push_back({i, moe ? table.rows()[i].moe_default : table.rows()[i].dense_default, "default"});
+  table.schema().apply(c, defaults);
+  table.schema().apply(c, json_assignments(object, source, table.schema().fields(), applies));
 }
 
-void read_experts(const ConfigReader& reader, ModelConfig& c) {
-  c.num_experts = read_expert_count(reader);
-  c.num_experts_per_tok = reader.integer("num_experts_per_tok", 8);
-  c.moe_intermediate_size = reader.integer("moe_intermediate_size", 768);
-  c.norm_topk_prob = reader.boolean("norm_topk_prob", false);
-  c.decoder_sparse_step = reader.integer("decoder_sparse_step", 1);
-  c.mlp_only_layers = reader.integer_list("mlp_only_layers");
-  c.router_aux_loss_coef = reader.number("router_aux_loss_coef", 0.001);
-  c.output_router_logits = reader.boolean("output_router_logits", false);
+// Defaults that depend on other keys, as transformers' config classes compute them.
+void read_derived_defaults(const ConfigReader& reader, ModelConfig& c) {
+  const bool moe = c.model_type == kQwen3Moe;
+  if (!moe && !reader.has("num_key_value_heads")) c.num_key_value_heads = c.num_attention_heads;
+  if (moe && !reader.has("head_dim"))
+    c.head_dim = c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0;
+}
+
+void read_special_keys(const ConfigReader& reader, ModelConfig& c) {
+  c.rope_theta = read_rope_theta(reader);
+  c.dtype = reader.string("dtype", reader.string("torch_dtype", ""));
+  if (c.model_type == kQwen3Moe) c.num_experts = read_expert_count(reader);
 }
 
 void check_positive(const std::string& source, const char* key, int64_t value) {
   VEOMNI_INPUT_CHECK(value > 0, "{}: key '{}': must be positive, got {}", source, key, value);
 }
 
-// Upper bounds far above every released model (the largest have ~16k hidden, ~53k intermediate, ~256k vocabulary,
-// ~130 layers, 384 experts) that keep every size product within 64 bits and refuse a corrupt or hostile config
-// before anything is allocated.
-struct SizeBound {
-  const char* key;
-  int64_t value;
-  int64_t max;
-};
-
-void check_size_bounds(const ModelConfig& c, const std::string& source) {
-  std::vector<SizeBound> bounds = {{"vocab_size", c.vocab_size, int64_t{1} << 24},
-                                   {"hidden_size", c.hidden_size, int64_t{1} << 17},
-                                   {"intermediate_size", c.intermediate_size, int64_t{1} << 20},
-                                   {"num_hidden_layers", c.num_hidden_layers, 1024},
-                                   {"num_attention_heads", c.num_attention_heads, 1024},
-                                   {"num_key_value_heads", c.num_key_value_heads, 1024},
-                                   {"head_dim", c.head_dim, 4096},
-                                   {"max_position_embeddings", c.max_position_embeddings, int64_t{1} << 32}};
-  if (c.model_type == kQwen3Moe) {
-    bounds.push_back({"num_local_experts", c.num_experts, int64_t{1} << 14});
-    bounds.push_back({"moe_intermediate_size", c.moe_intermediate_size, int64_t{1} << 20});
-    bounds.push_back({"decoder_sparse_step", c.decoder_sparse_step, 1024});
+// The table's positivity checks and upper bounds (which refuse a corrupt or hostile config before anything is
+// allocated), for the keys the model type has.
+void check_table_keys(const ModelConfig& c, const std::string& source) {
+  const ModelKeyTable& table = model_keys();
+  const std::vector<ConfigValue> values = table.schema().values(c);
+  for (size_t i = 0; i < table.rows().size(); ++i) {
+    const KeyChecks& checks = table.rows()[i].checks;
+    if (!table.applies(i, c.model_type) || !std::holds_alternative<int64_t>(values[i])) continue;
+    const std::string& key = table.schema().fields()[i].key;
+    const int64_t value = std::get<int64_t>(values[i]);
+    if (checks.positive) check_positive(source, key.c_str(), value);
+    VEOMNI_INPUT_CHECK(checks.max == 0 || value <= checks.max,
+                       "{}: key '{}': {} is more than {}, the largest this toolkit accepts", source, key, value,
+                       checks.max);
   }
-  for (const SizeBound& b : bounds)
-    VEOMNI_INPUT_CHECK(b.value <= b.max, "{}: key '{}': {} is more than {}, the largest this toolkit accepts", source,
-                       b.key, b.value, b.max);
+  if (c.model_type == kQwen3Moe)
+    VEOMNI_INPUT_CHECK(c.num_experts <= int64_t{1} << 14,
+                       "{}: key 'num_local_experts': {} is more than {}, the largest this toolkit accepts", source,
+                       c.num_experts, int64_t{1} << 14);
 }
 
 // a * b + c * d ..., false on overflow.
@@ -266,15 +324,13 @@ void check_parameter_count(const ModelConfig& c, const std::string& source) {
                      kMaxParameters);
 }
 
+// Checks across keys of a qwen3_moe model (the table checked each key alone).
 void validate_experts(const ModelConfig& c, const std::string& source) {
   VEOMNI_INPUT_CHECK(c.num_experts > 0, "{}: key 'num_local_experts': a qwen3_moe model needs at least one expert, got {}",
                      source, c.num_experts);
-  check_positive(source, "num_experts_per_tok", c.num_experts_per_tok);
   VEOMNI_INPUT_CHECK(c.num_experts_per_tok <= c.num_experts,
                      "{}: key 'num_experts_per_tok': {} exceeds the number of experts ({})", source,
                      c.num_experts_per_tok, c.num_experts);
-  check_positive(source, "moe_intermediate_size", c.moe_intermediate_size);
-  check_positive(source, "decoder_sparse_step", c.decoder_sparse_step);
   for (int64_t layer : c.mlp_only_layers)
     VEOMNI_INPUT_CHECK(layer >= 0 && layer < c.num_hidden_layers,
                        "{}: key 'mlp_only_layers': layer {} is out of range [0, {})", source, layer,
@@ -301,13 +357,7 @@ void validate_model_config(const ModelConfig& c, const std::string& source) {
   VEOMNI_INPUT_CHECK(std::find(types.begin(), types.end(), c.model_type) != types.end(),
                      "{}: key 'model_type': \"{}\" is not supported (supported: {})", source, c.model_type,
                      fmt::join(types, ", "));
-  check_positive(source, "vocab_size", c.vocab_size);
-  check_positive(source, "hidden_size", c.hidden_size);
-  check_positive(source, "intermediate_size", c.intermediate_size);
-  check_positive(source, "num_hidden_layers", c.num_hidden_layers);
-  check_positive(source, "num_attention_heads", c.num_attention_heads);
-  check_positive(source, "num_key_value_heads", c.num_key_value_heads);
-  check_positive(source, "head_dim", c.head_dim);
+  check_table_keys(c, source);
   VEOMNI_INPUT_CHECK(c.num_attention_heads % c.num_key_value_heads == 0,
                      "{}: key 'num_key_value_heads': num_attention_heads ({}) must be a multiple of it ({})", source,
                      c.num_attention_heads, c.num_key_value_heads);
@@ -325,8 +375,6 @@ void validate_model_config(const ModelConfig& c, const std::string& source) {
   else
     VEOMNI_INPUT_CHECK(c.num_experts == 0, "{}: key 'num_experts': a dense qwen3 model has no experts, got {}", source,
                        c.num_experts);
-  check_positive(source, "max_position_embeddings", c.max_position_embeddings);
-  check_size_bounds(c, source);
   check_parameter_count(c, source);
 }
 
@@ -343,8 +391,9 @@ ModelConfig model_config_from_json(const json& object, const std::string& source
                      "{}: key 'model_type': \"{}\" is not supported (supported: {})", source, c.model_type,
                      fmt::join(types, ", "));
   reject_unsupported_features(reader);
-  read_attention_and_sizes(reader, c);
-  if (c.model_type == kQwen3Moe) read_experts(reader, c);
+  read_table_keys(object, source, c);
+  read_derived_defaults(reader, c);
+  read_special_keys(reader, c);
   c.extra_json = uninterpreted_keys_json(object);
   validate_model_config(c, source);
   return c;
@@ -368,39 +417,40 @@ json model_config_to_json(const ModelConfig& c, ModelHead head) {
   if (!out.contains("use_cache")) out["use_cache"] = true;
   set_hf_head_keys(out, c.model_type, head);
   out["model_type"] = c.model_type;
-  out["vocab_size"] = c.vocab_size;
-  out["hidden_size"] = c.hidden_size;
-  out["intermediate_size"] = c.intermediate_size;
-  out["num_hidden_layers"] = c.num_hidden_layers;
-  out["num_attention_heads"] = c.num_attention_heads;
-  out["num_key_value_heads"] = c.num_key_value_heads;
-  out["head_dim"] = c.head_dim;  // a plain attribute for Qwen3MoeConfig, read by its attention layer
+  const ModelKeyTable& table = model_keys();
+  const std::vector<ConfigValue> values = table.schema().values(c);
+  for (size_t i = 0; i < values.size(); ++i)
+    if (table.applies(i, c.model_type)) out[table.schema().fields()[i].key] = config_value_json(values[i]);
+  // Fixed values of the features this toolkit refuses other values of.
   out["hidden_act"] = "silu";
-  out["rms_norm_eps"] = c.rms_norm_eps;
   out["rope_parameters"] = {{"rope_theta", c.rope_theta}, {"rope_type", "default"}};
-  out["tie_word_embeddings"] = c.tie_word_embeddings;
-  out["initializer_range"] = c.initializer_range;
-  out["attention_bias"] = false;
   out["attention_dropout"] = 0.0;
   out["use_sliding_window"] = false;
   out["sliding_window"] = nullptr;
-  out["max_position_embeddings"] = c.max_position_embeddings;
   if (!c.dtype.empty()) out["dtype"] = c.dtype;
   if (moe) {
     // 5.x saves num_local_experts; transformers 4.x only reads num_experts. Both keys load the same value in 5.x
     // (num_experts is mapped onto num_local_experts), so write both.
     out["num_local_experts"] = c.num_experts;
     out["num_experts"] = c.num_experts;
-    out["num_experts_per_tok"] = c.num_experts_per_tok;
-    out["moe_intermediate_size"] = c.moe_intermediate_size;
-    out["norm_topk_prob"] = c.norm_topk_prob;
-    out["decoder_sparse_step"] = c.decoder_sparse_step;
-    out["mlp_only_layers"] = c.mlp_only_layers;
-    out["router_aux_loss_coef"] = c.router_aux_loss_coef;
-    out["output_router_logits"] = c.output_router_logits;
   } else {
     out["layer_types"] = std::vector<std::string>(static_cast<size_t>(c.num_hidden_layers), "full_attention");
     if (!out.contains("max_window_layers")) out["max_window_layers"] = 28;
+  }
+  return out;
+}
+
+std::vector<std::string> model_architecture_differences(const ModelConfig& a, const ModelConfig& b) {
+  const json ja = model_config_to_json(a), jb = model_config_to_json(b);
+  std::vector<std::string> keys = {"model_type", "rope_parameters", "num_local_experts"};
+  const ModelKeyTable& table = model_keys();
+  for (size_t i = 0; i < table.rows().size(); ++i)
+    if (table.rows()[i].checks.architecture) keys.push_back(table.schema().fields()[i].key);
+  std::vector<std::string> out;
+  for (const std::string& key : keys) {
+    const json va = ja.contains(key) ? ja.at(key) : json(nullptr);
+    const json vb = jb.contains(key) ? jb.at(key) : json(nullptr);
+    if (va != vb) out.push_back(fmt::format("{}: {} vs {}", key, va.dump(), vb.dump()));
   }
   return out;
 }

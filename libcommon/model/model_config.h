@@ -63,6 +63,9 @@ nlohmann::json model_config_to_json(const ModelConfig& config, ModelHead head = 
 // Writes model_config_to_json(config, head) to path atomically (indented like transformers' save_pretrained).
 void save_model_config(const ModelConfig& config, const std::string& path,
                        ModelHead head = ModelHead::LanguageModel);
+// The keys that define the model's shape (sizes, heads, experts, RoPE, norms; not initializer_range or
+// max_position_embeddings) whose values differ, as "key: a vs b". A checkpoint resumes only onto the same model.
+std::vector<std::string> model_architecture_differences(const ModelConfig& a, const ModelConfig& b);
 // The checks model_config_from_json makes, for a config built or edited in code; errors name `source`.
 void validate_model_config(const ModelConfig& config, const std::string& source);
 

@@ -376,3 +376,49 @@ TEST(ModelConfig, WriterRefusesAnInvalidConfig) {
   c.model_type = "gpt2";
   expect_input_error([&] { model_config_to_json(c); }, {"'model_type'", "\"gpt2\""});
 }
+
+TEST(ModelConfig, EveryWrittenKeyIsReadBack) {
+  // What the writer puts in config.json is what the reader interprets: nothing of it lands in extra_json, and a
+  // change to any key survives the round trip.
+  for (const json& source : {dense_toy(), moe_toy()}) {
+    const ModelConfig c = model_config_from_json(source, "cfg.json");
+    const json written = model_config_to_json(c);
+    const ModelConfig back = model_config_from_json(written, "written");
+    const json extra = back.extra_json.empty() ? json::object() : json::parse(back.extra_json);
+    for (const auto& [key, value] : extra.items())
+      EXPECT_TRUE(key == "bos_token_id" || key == "eos_token_id" || key == "pad_token_id" || key == "use_cache" ||
+                  key == "max_window_layers")
+          << key << " is written but not interpreted";
+    EXPECT_EQ(model_config_to_json(back), written);
+  }
+}
+
+TEST(ModelConfig, ArchitectureDifferencesFollowTheKeyTable) {
+  const ModelConfig a = model_config_from_json(moe_toy(), "cfg.json");
+  ModelConfig b = a;
+  EXPECT_TRUE(model_architecture_differences(a, b).empty());
+  b.initializer_range = 0.5;        // not part of the shape
+  b.max_position_embeddings = 128;  // kept, not used by training
+  EXPECT_TRUE(model_architecture_differences(a, b).empty());
+  b.moe_intermediate_size += 2;
+  b.norm_topk_prob = !a.norm_topk_prob;
+  b.rope_theta = 7.0;
+  const auto differences = model_architecture_differences(a, b);
+  ASSERT_EQ(differences.size(), 3u);
+  EXPECT_EQ(differences[0].rfind("rope_parameters:", 0), 0u) << differences[0];
+  EXPECT_EQ(differences[1].rfind("moe_intermediate_size:", 0), 0u) << differences[1];
+  EXPECT_EQ(differences[2].rfind("norm_topk_prob:", 0), 0u) << differences[2];
+}
+
+TEST(ModelConfig, SizeBoundsNameTheKey) {
+  json j = dense_toy();
+  j["num_hidden_layers"] = 5000;
+  expect_rejected(j, {"cfg.json", "'num_hidden_layers'", "5000 is more than 1024"});
+  j = moe_toy();
+  j["decoder_sparse_step"] = 0;
+  expect_rejected(j, {"'decoder_sparse_step'", "must be positive"});
+  // A dense model's file may carry MoE keys with any value: they are not read.
+  j = dense_toy();
+  j["decoder_sparse_step"] = 0;
+  EXPECT_NO_THROW(model_config_from_json(j, "cfg.json"));
+}
