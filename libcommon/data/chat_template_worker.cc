@@ -198,10 +198,11 @@ void ChatTemplateWorker::write_all(const std::string& bytes, const std::string& 
       broken = true;
       break;
     }
-    if (fds[1].revents & POLLIN) {
+    if (errors_from_child_ >= 0 && (fds[1].revents & (POLLIN | POLLHUP))) {
       char buffer[4096];
       const ssize_t n = ::read(errors_from_child_, buffer, sizeof buffer);
       if (n > 0) stderr_tail_.append(buffer, static_cast<size_t>(n));
+      if (n == 0) close_fd(errors_from_child_);
       if (stderr_tail_.size() > kStderrTail) stderr_tail_.erase(0, stderr_tail_.size() - kStderrTail);
     }
     if (fds[0].revents & (POLLOUT | POLLERR | POLLHUP)) {
