@@ -2,7 +2,8 @@
 """Writes tests/fixtures/chat_templates/transformers_renderings.jsonl: transformers' apply_chat_template renderings.
 
 Run where transformers 5.x is installed; no network is needed. It reads the tokenizer from a directory (the one
-scripts/setup.sh fills) and the Qwen3-VL template from tests/fixtures/chat_templates/:
+scripts/setup.sh fills) and the Qwen3-VL template (and Qwen3-Omni's, qwen3_omni_chat_template.json, when it is
+stored there) from tests/fixtures/chat_templates/:
 
     HF_HUB_OFFLINE=1 python3 scripts/gen_chat_template_fixtures.py .cache/tokenizers/qwen3
 
@@ -108,6 +109,20 @@ def vl_cases():
     ]
 
 
+def omni_cases():
+    """Records for Qwen3-Omni's template (when its chat_template.json is stored): audio, image and video parts."""
+    return [
+        ("omni_audio_text", {"messages": [
+            {"role": "user", "content": [{"type": "audio", "audio": "a.wav"}, {"type": "text", "text": "Transcribe."}]},
+            {"role": "assistant", "content": "Hello there."}]}),
+        ("omni_mixed_parts", {"messages": [
+            {"role": "system", "content": "You are Qwen."},
+            {"role": "user", "content": [{"type": "image", "image": "x.png"}, {"type": "video", "video": "y.mp4"},
+                                         {"type": "audio", "audio": "z.wav"}, {"type": "text", "text": "Describe."}]},
+            {"role": "assistant", "content": "A scene with sound."}]}),
+    ]
+
+
 def sharegpt_to_messages(record):
     """veomni's ShareGPT mapping (man veomni-preprocess): human/gpt/system/observation/function_call turns."""
     roles = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system",
@@ -162,6 +177,12 @@ def main() -> int:
         "qwen3": (config["chat_template"], text_cases()),
         vl_file: (json.loads((TEMPLATES / vl_file).read_text(encoding="utf-8"))["chat_template"], vl_cases()),
     }
+    omni_file = "qwen3_omni_chat_template.json"
+    if (TEMPLATES / omni_file).exists():
+        omni = json.loads((TEMPLATES / omni_file).read_text(encoding="utf-8"))["chat_template"]
+        templates[omni_file] = (omni, omni_cases())
+    else:
+        print(f"note: no {TEMPLATES / omni_file}: Qwen3-Omni cases left out", file=sys.stderr)
     lines = []
     for name, (template, cases) in templates.items():
         for case, record in cases:
