@@ -4,9 +4,12 @@ if(NOT TARGET veomni_text)
   return()
 endif()
 
-set(VEOMNI_CHAT_TEMPLATE_RENDERINGS ${CMAKE_SOURCE_DIR}/tests/fixtures/chat_templates/transformers_renderings.jsonl)
-if(EXISTS ${VEOMNI_CHAT_TEMPLATE_RENDERINGS})
-  target_compile_definitions(veomni_unit_tests PRIVATE VEOMNI_CHAT_TEMPLATE_FIXTURES=1)
+# A glob (re-checked at every build) rather than EXISTS, so that committing the file reconfigures the build.
+file(GLOB VEOMNI_CHAT_TEMPLATE_RENDERINGS CONFIGURE_DEPENDS
+     ${CMAKE_SOURCE_DIR}/tests/fixtures/chat_templates/transformers_renderings.jsonl)
+if(VEOMNI_CHAT_TEMPLATE_RENDERINGS)
+  set_property(SOURCE ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_tokenizer_chat_template_model.cc APPEND PROPERTY
+               COMPILE_DEFINITIONS VEOMNI_CHAT_TEMPLATE_FIXTURES=1)
 endif()
 
 foreach(case chatml_identical model_qwen3 model_vl_parts errors)
