@@ -32,6 +32,10 @@ if(VEOMNI_PCRE2_FOUND AND VEOMNI_UTF8PROC_FOUND)
       CACHE PATH "The node_modules folder holding @huggingface/jinja (veomni-preprocess --chat-template model)")
   configure_file(${VEOMNI_CHAT_TEMPLATE_WORKER} ${CMAKE_BINARY_DIR}/share/veomni/chat_template_worker.mjs COPYONLY)
   install(FILES ${VEOMNI_CHAT_TEMPLATE_WORKER} DESTINATION share/veomni)
+  # An installed tree carries the package beside the worker, where the tool looks first.
+  if(EXISTS ${VEOMNI_NODE_MODULES}/@huggingface/jinja)
+    install(DIRECTORY ${VEOMNI_NODE_MODULES}/@huggingface/jinja DESTINATION share/veomni/node_modules/@huggingface)
+  endif()
   set_property(SOURCE ${CMAKE_CURRENT_SOURCE_DIR}/data/chat_template_worker.cc APPEND PROPERTY COMPILE_DEFINITIONS
                VEOMNI_CHAT_TEMPLATE_WORKER_DEFAULT="${VEOMNI_CHAT_TEMPLATE_WORKER}"
                VEOMNI_NODE_MODULES_DEFAULT="${VEOMNI_NODE_MODULES}")
