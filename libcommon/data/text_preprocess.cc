@@ -5,9 +5,13 @@
 
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "data/chat_template_model.h"
+#include "data/chat_template_source.h"
+#include "data/chat_template_worker.h"
 #include "data/dataset_writer.h"
 #include "data/text_preprocess_input.h"
 #include "data/text_preprocess_pack.h"
@@ -144,6 +148,19 @@ TextPreprocessSummary preprocess_text(const TextPreprocessOptions& options) {
   const int threads = resolve_threads(options.threads);
   spdlog::info("tokenizer {} ({} ids), {} thread(s)", tokenizer.fingerprint(), tokenizer.id_limit(), threads);
 
+  std::unique_ptr<ChatTemplateWorker> worker;
+  std::unique_ptr<ModelTemplateEncoder> model_encoder;
+  if (options.chat_template != "chatml") {
+    const ChatTemplateSource source = load_chat_template(options.chat_template, options.tokenizer_path);
+    worker = std::make_unique<ChatTemplateWorker>(default_chat_template_worker_paths(), source.text, source.globals);
+    model_encoder = std::make_unique<ModelTemplateEncoder>(
+        tokenizer, encoder, *worker,
+        ModelTemplateOptions{.system_prompt = options.record.system_prompt, .kwargs = options.chat_template_kwargs});
+    spdlog::info("chat template {} ({})", source.origin,
+                 worker->has_generation_blocks() ? "assistant text from its {% generation %} blocks"
+                                                 : "assistant text from renderings of prefixes");
+  }
+
   RecordReader reader(options.inputs, RecordReader::kDefaultBlockBytes, options.max_line_bytes);
   RecordProgress progress(reader);
   TextPreprocessSummary summary;
@@ -152,10 +169,14 @@ TextPreprocessSummary preprocess_text(const TextPreprocessOptions& options) {
   std::vector<RecordRef> block;
   std::vector<EncodedRecord> results;
   while (reader.next_block(block)) {
-    results.assign(block.size(), {});
-    parallel_for(block.size(), threads, [&](size_t i) {
-      results[i] = block[i].value ? encoder.encode_value(*block[i].value) : encoder.encode_line(block[i].line);
-    });
+    if (model_encoder) {
+      results = model_encoder->encode_block(block, reader, threads);
+    } else {
+      results.assign(block.size(), {});
+      parallel_for(block.size(), threads, [&](size_t i) {
+        results[i] = block[i].value ? encoder.encode_value(*block[i].value) : encoder.encode_line(block[i].line);
+      });
+    }
     for (size_t i = 0; i < block.size(); ++i)
       tally(results[i], reader.location(block[i]), options.skip_bad, store, summary);
     summary.records += static_cast<int64_t>(block.size());

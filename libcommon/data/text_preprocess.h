@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +36,10 @@ struct TextPreprocessOptions {
   std::vector<std::string> inputs;
   std::string out;  // .h5 path; with num_shards > 1 "<out without .h5>-0000k-of-0000N.h5"
   RecordOptions record;
+  // Conversations: "chatml" (our ChatML, the default), "model" (the template beside the tokenizer) or a .jinja
+  // file, rendered by the chat-template worker with `chat_template_kwargs` (enable_thinking, ...).
+  std::string chat_template = "chatml";
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   bool pack = false;  // rows of exactly record.max_seq_len tokens
   int64_t num_shards = 1;
   int threads = 0;

@@ -58,8 +58,10 @@ class RecordEncoder {
   // NoTarget (a conversation without an assistant message, or cut before one).
   LabeledTokens encode_record(const nlohmann::json& record) const;
 
- private:
+  // Truncation to max_seq_len and the record's status (TooLong, NoTarget or Kept).
   EncodedRecord finish(LabeledTokens tokens) const;
+
+ private:
 
   const Tokenizer& tokenizer_;
   ChatTemplate chat_;

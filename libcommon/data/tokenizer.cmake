@@ -25,6 +25,20 @@ if(VEOMNI_PCRE2_FOUND AND VEOMNI_UTF8PROC_FOUND)
   target_link_libraries(veomni_text PUBLIC veomni_common
     PRIVATE PkgConfig::VEOMNI_PCRE2 PkgConfig::VEOMNI_UTF8PROC veomni_warnings)
   target_compile_definitions(veomni_text PUBLIC VEOMNI_HAVE_TOKENIZER=1)
+  # --chat-template model: the node worker (copied into the build tree's share/veomni as installed beside bin/) and
+  # the folder holding @huggingface/jinja (scripts/setup.sh installs it into .cache/node_modules).
+  set(VEOMNI_CHAT_TEMPLATE_WORKER ${CMAKE_SOURCE_DIR}/tools/veomni-preprocess/chat_template_worker.mjs)
+  set(VEOMNI_NODE_MODULES ${CMAKE_SOURCE_DIR}/.cache/node_modules
+      CACHE PATH "The node_modules folder holding @huggingface/jinja (veomni-preprocess --chat-template model)")
+  configure_file(${VEOMNI_CHAT_TEMPLATE_WORKER} ${CMAKE_BINARY_DIR}/share/veomni/chat_template_worker.mjs COPYONLY)
+  install(FILES ${VEOMNI_CHAT_TEMPLATE_WORKER} DESTINATION share/veomni)
+  # An installed tree carries the package beside the worker, where the tool looks first.
+  if(EXISTS ${VEOMNI_NODE_MODULES}/@huggingface/jinja)
+    install(DIRECTORY ${VEOMNI_NODE_MODULES}/@huggingface/jinja DESTINATION share/veomni/node_modules/@huggingface)
+  endif()
+  set_property(SOURCE ${CMAKE_CURRENT_SOURCE_DIR}/data/chat_template_worker.cc APPEND PROPERTY COMPILE_DEFINITIONS
+               VEOMNI_CHAT_TEMPLATE_WORKER_DEFAULT="${VEOMNI_CHAT_TEMPLATE_WORKER}"
+               VEOMNI_NODE_MODULES_DEFAULT="${VEOMNI_NODE_MODULES}")
   set_target_properties(veomni_text PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
   install(TARGETS veomni_text LIBRARY DESTINATION lib)
   set(VEOMNI_HAVE_TOKENIZER ON CACHE INTERNAL "")

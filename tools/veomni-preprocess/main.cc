@@ -3,6 +3,7 @@
 // with images, video and audio to a Qwen3-VL / Qwen3-Omni dataset).
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/error.h"
@@ -27,6 +28,7 @@ struct Arguments {
   veomni::PreferencePreprocessOptions preference;
   std::string truncation = "right";
   std::string system_prompt;
+  std::string chat_template_kwargs;
   std::string log_level = "info";
   bool overwrite = false;
 #ifdef VEOMNI_HAVE_MEDIA
@@ -77,6 +79,11 @@ CLI::App* add_text(CLI::App& app, Arguments& args) {
   sub->add_option("--text-key", t.record.text_key, "Key of the text in plain-text records (default text)");
   sub->add_option("--system", args.system_prompt,
                   "System prompt for conversations that do not start with a system message");
+  sub->add_option("--chat-template", t.chat_template,
+                  "chatml (default: our ChatML), model (the tokenizer folder's chat_template.jinja, chat_template.json "
+                  "or tokenizer_config.json, rendered with node and @huggingface/jinja) or a .jinja file");
+  sub->add_option("--chat-template-kwargs", args.chat_template_kwargs,
+                  "JSON object of template variables for model templates, e.g. '{\"enable_thinking\": false}'");
   sub->add_option("--max-seq-len", t.record.max_seq_len, "Longest sample in tokens; the row length with --pack")
       ->check(veomni::integer_range(1, veomni::kMaxSampleTokens));
   sub->add_option("--truncation", args.truncation, "Longer samples: right (keep the start, default), left, drop")
@@ -124,6 +131,12 @@ int run_text(Arguments& args, const CLI::App& sub) {
   veomni::check_outputs(veomni::sharded_dataset_paths(t.out, t.num_shards), t.inputs, args.overwrite, "--out");
   t.record.truncation = veomni::truncation_from_name(args.truncation);
   if (sub.count("--system") > 0) t.record.system_prompt = args.system_prompt;
+  if (!args.chat_template_kwargs.empty()) {
+    VEOMNI_INPUT_CHECK(t.chat_template != "chatml", "--chat-template-kwargs needs --chat-template model or a file");
+    t.chat_template_kwargs = nlohmann::ordered_json::parse(args.chat_template_kwargs, nullptr, false);
+    VEOMNI_INPUT_CHECK(t.chat_template_kwargs.is_object(), "--chat-template-kwargs '{}' is not a JSON object",
+                       args.chat_template_kwargs);
+  }
   const veomni::TextPreprocessSummary summary = veomni::preprocess_text(t);
   print_text_summary(summary, t.pack);
   return veomni::kExitOk;
