@@ -846,10 +846,11 @@ void Trainer::log_step(int64_t step, const StepMetrics& m, double seconds, Progr
     const std::string memory =
         device_.is_cuda() ? fmt::format(" | peak mem {:.2f} GiB", m.peak_allocated_gib) : std::string();
     const std::string mfu_text = peak_flops_per_gpu_ > 0 ? fmt::format(" | MFU {:.1f}%", 100.0 * mfu) : std::string();
-    spdlog::info("step {}/{} | loss {:.5f} | grad_norm {:.4f} | lr {:.3e} | {} tok/s ({}/GPU){}{} | ETA {}", step,
+    spdlog::info("step {}/{} | loss {:.5f} | grad_norm {:.4f} | lr {:.3e} | {} tok/s ({}/{}){}{} | ETA {}", step,
                  total_steps_, m.loss, m.grad_norm, m.lr,
                  format_count(static_cast<double>(m.tokens) / std::max(seconds, 1e-9)),
-                 format_count(tokens_per_gpu_per_sec), mfu_text, memory, format_duration(clock.eta_seconds()));
+                 format_count(tokens_per_gpu_per_sec), device_.is_cuda() ? "GPU" : "rank", mfu_text, memory,
+                 format_duration(clock.eta_seconds()));
   }
 }
 
