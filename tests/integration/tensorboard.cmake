@@ -8,7 +8,8 @@ if(VEOMNI_HAVE_TENSORBOARD)
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/tensorboard.sh ${VEOMNI_BIN_DIR} ${CMAKE_SOURCE_DIR} events)
   add_test(NAME tensorboard.python_reader
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/tensorboard.sh ${VEOMNI_BIN_DIR} ${CMAKE_SOURCE_DIR} python)
-  set_tests_properties(tensorboard.events tensorboard.python_reader PROPERTIES LABELS "integration" TIMEOUT 300)
+  set_tests_properties(tensorboard.python_reader PROPERTIES LABELS "integration" TIMEOUT 300)
+  set_tests_properties(tensorboard.events PROPERTIES LABELS "integration;mpi" RESOURCE_LOCK mpi TIMEOUT 300)
   set_tests_properties(tensorboard.python_reader PROPERTIES SKIP_RETURN_CODE 77)
 else()
   add_test(NAME tensorboard.disabled_build

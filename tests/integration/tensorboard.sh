@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # veomni-train's TensorBoard event files under <output_dir>/tensorboard.
 #   events:   3 steps write one file (TensorBoard's name) holding every metric of log_dict.json at every step as the
-#             float32 of its value; train.use_tensorboard false writes none; a resumed run appends a second file and
+#             float32 of its value; on 2 ranks rank 0 alone writes; train.use_tensorboard false writes none; a resumed run appends a second file and
 #             the two agree with the final log; a corrupted record is reported with the file and its byte offset.
 #   python:   TensorBoard's own EventAccumulator agrees with log_dict.json (scripts/check_tensorboard_events.py),
 #             also after a resume that repeats two steps; exit 77 (skipped) where python3 cannot import tensorboard.
@@ -46,6 +46,22 @@ case $mode in
         fail "$key is not in the event file at every step"
     done
     echo "ok: one event file holds every metric of log_dict.json at every step"
+
+    # Two ranks: rank 0 alone writes (one file), and tokens/s per GPU is the world's tokens/s over 2.
+    mpirun --oversubscribe -np 2 "$bin/veomni-train" configs/qwen3_toy.yaml --data.train_path "$work/data.h5" \
+      --data.max_seq_len 64 --train.global_batch_size 2 --train.max_steps 2 --train.checkpoint.output_dir "$work/np2" \
+      --train.checkpoint.save_steps -1 --train.device cpu --log-level warn >"$work/out" 2>"$work/err" ||
+      { cat "$work/err"; fail "training on 2 ranks failed"; }
+    files=("$work"/np2/tensorboard/*)
+    [[ ${#files[@]} -eq 1 ]] || fail "2 ranks should write one event file (rank 0's), found: ${files[*]}"
+    "$bin/tensorboard_vs_log" "$work/np2/tensorboard" "$work/np2/log_dict.json" >"$work/check" ||
+      { cat "$work/check"; fail "the 2-rank event file disagrees with log_dict.json"; }
+    python3 -c "
+import json, sys
+log = json.load(open(sys.argv[1]))
+for tps, per_gpu in zip(log['tokens_per_sec'], log['tokens_per_sec_per_gpu']):
+    assert per_gpu == tps / 2, (tps, per_gpu)" "$work/np2/log_dict.json" || fail "tokens_per_sec_per_gpu is not tokens_per_sec / 2"
+    echo "ok: on 2 ranks rank 0 alone writes the event file; tokens/s per GPU is the total over 2"
 
     train "$work/off" --train.use_tensorboard false || { cat "$work/err"; fail "training without TensorBoard failed"; }
     [[ ! -e $work/off/tensorboard ]] || fail "train.use_tensorboard false wrote $work/off/tensorboard"
