@@ -3,7 +3,9 @@
 # weights, computed in the step) or the Bradley-Terry reward model, on `veomni-dummy-data --type preference` pairs of
 # SEQ tokens (chosen SEQ/2 then rejected SEQ/2), one pair per micro-batch and step, bf16 compute with fp32 master
 # weights and AdamW. Prints tokens/s (pair tokens), MFU and peak GPU memory over the steps after the first WARMUP.
-# MFU counts 6N per token for the trained model and, for DPO, 2N more for the reference forward (REFERENCE.md's N).
+# MFU is the trainer's (libcommon/metrics/model_flops.h): 6N per token for the trained model (the reward model's head
+# is score [1, H]), attention over the chosen and rejected sequences apart, and for DPO 2N more (and a third of the
+# attention term) for the reference forward.
 # usage: bench/objective_throughput.sh BIN_DIR MODEL_CONFIG_DIR dpo|reward [SEQ=4096] [STEPS=10] [extra args...]
 set -euo pipefail
 bin=$1 model=$2 objective=$3 seq=${4:-4096} steps=${5:-10}
@@ -24,23 +26,14 @@ total=$((steps + warmup))
   --train.checkpoint.save_steps -1 --log-level "${LOG_LEVEL:-warn}" "$@"
 python3 - "$model/config.json" "$work/run/log_dict.json" "$seq" "$warmup" "$objective" <<'PY'
 import json, sys
-cfg, log = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+log = json.load(open(sys.argv[2]))
 seq, warmup, objective = int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-h, L, V = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
-hd = cfg.get("head_dim") or h // cfg["num_attention_heads"]
-q, kv = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
-E = cfg.get("num_experts") or cfg.get("num_local_experts")
-mlp = h * E + 3 * h * cfg["moe_intermediate_size"] * cfg["num_experts_per_tok"] if E else 3 * h * cfg["intermediate_size"]
-body = (mlp + h * (2 * q + 2 * kv)) * L
-N = body + (V * h if objective == "dpo" else h)  # the reward model's head is score [1, H]
-half = seq // 2  # two sequences of seq/2: attention's quadratic term per sequence
-attn = 2 * 12 * half * half * hd * cfg["num_attention_heads"] * L
-flops = 6 * N * seq + attn + ((2 * N * seq + attn / 3) if objective == "dpo" else 0)
 times = log["step_time"][warmup:]
 sec = sum(times) / len(times)
+mfu = sum(m * t for m, t in zip(log["mfu"][warmup:], times)) / sum(times)  # the timed steps' FLOPs over their time
 mem = max(log.get("max_memory_allocated_gib", [0])[warmup:] or [0])
 print(json.dumps({"peer": "veomni", "objective": objective, "config": sys.argv[1], "seq": seq,
-                  "tokens_per_s": round(seq / sec, 1), "mfu": round(flops / sec / 989e12, 4),
+                  "tokens_per_s": round(seq / sec, 1), "mfu": round(mfu, 4),
                   "peak_memory_gib": round(mem, 2), "step_seconds": round(sec, 4),
                   "loss": round(log["loss"][-1], 4)}))
 PY

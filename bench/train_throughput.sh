@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end training throughput of veomni-train on one GPU: synthetic packed text (one sample of SEQ tokens per
-# micro-batch), bf16 compute with fp32 master weights and AdamW, NP processes. Prints tokens/s, MFU (REFERENCE.md's
-# formula against 989 TFLOP/s per GPU) and peak GPU memory, averaged over the steps after the first WARMUP.
+# micro-batch), bf16 compute with fp32 master weights and AdamW, NP processes. Prints tokens/s, MFU (the trainer's
+# per-step mfu: VeOmni's formula in libcommon/metrics/model_flops.h against the GPU's bf16 peak, 989.4 TFLOP/s on an
+# H100 or H200) and peak GPU memory, averaged over the steps after the first WARMUP.
 # usage: bench/train_throughput.sh BIN_DIR MODEL_CONFIG_DIR [SEQ=4096] [STEPS=10] [NP=1] [extra veomni-train args...]
 # PROFILE=1 bench/train_throughput.sh ... also prints rank 0's op profile (VEOMNI_PROFILE_OPS=1, man veomni-train:
 # per-op CUDA-event times over the timed steps, VEOMNI_PROFILE_OPS_SKIP_STEPS leaving the warm-up out) after the JSON
@@ -47,31 +48,24 @@ mpirun --bind-to none -np "$np" "$bin/veomni-train" "$recipe" --model.config_pat
   --train.optimizer.lr 1e-4 --train.checkpoint.output_dir "$work/run" --train.checkpoint.save_steps -1 \
   --train.accelerator.fsdp_config.offload "$offload" \
   --log-level "${LOG_LEVEL:-warn}" "$@"
-# MFU from config.json (tokens per GPU per second x FLOPs per token, attention's seq^2 term included).
+# MFU: the trainer's per-step mfu weighted by step time (= the timed steps' FLOPs over their time and the peak).
 python3 - "$model/config.json" "$work/run/log_dict.json" "$seq" "$warmup" "$np" "$data_type" "$offload" <<'PY'
 import json, sys
 cfg, log = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 seq, warmup, np_ = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 extra = {}
-if "thinker_config" in cfg:  # Qwen3-Omni: MFU of the language model only
-    cfg = cfg["thinker_config"]["text_config"]
+if "thinker_config" in cfg:  # Qwen3-Omni: the trainer's MFU counts the language model only
     extra = {"data_type": sys.argv[6], "mfu_scope": "LM only (vision tower and audio encoder FLOPs not counted)",
              "tokens_counted": "all LM tokens incl. image/video/audio placeholders"}
-h, L, V = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
-hd = cfg.get("head_dim") or h // cfg["num_attention_heads"]
-q, kv = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
-E = cfg.get("num_experts") or cfg.get("num_local_experts")
-mlp = h * E + 3 * h * cfg["moe_intermediate_size"] * cfg["num_experts_per_tok"] if E else 3 * h * cfg["intermediate_size"]
-N = (mlp + h * (2 * q + 2 * kv)) * L + V * h
-flops = 6 * N * seq + 12 * seq * seq * hd * cfg["num_attention_heads"] * L  # one sample of seq tokens
 times = log["step_time"][warmup:]
 sec = sum(times) / len(times)
+mfu = sum(m * t for m, t in zip(log["mfu"][warmup:], times)) / sum(times)
 mem = max(log.get("max_memory_allocated_gib", [0])[warmup:] or [0])
 # optimizer_time is the optimizer's own share of each step (the trainer logs consecutive laps: data, compute, optimizer).
 opt = log["optimizer_time"][warmup:]
 print(json.dumps({"peer": "veomni", "config": sys.argv[1], "seq": seq, "gpus": np_,
                   "tokens_per_s": round(np_ * seq / sec, 1), "tokens_per_s_per_gpu": round(seq / sec, 1),
-                  "mfu": round(flops / sec / 989e12, 4), "peak_memory_gib": round(mem, 2),
+                  "mfu": round(mfu, 4), "peak_memory_gib": round(mem, 2),
                   "step_seconds": round(sec, 4), "optimizer_s": round(sum(opt) / len(opt), 4),
                   "offload": sys.argv[7] == "true", "final_loss": round(log["loss"][-1], 4), **extra}))
 PY

@@ -31,6 +31,15 @@ void reset_gpu_peak_memory() {
   if (cuda_rt::initialized()) cuda_rt::reset_peak_memory();
 }
 
+std::string gpu_name() {
+  if (!cuda_rt::initialized()) return "";
+  int device = 0;
+  VEOMNI_CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp properties{};
+  VEOMNI_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
+  return properties.name;
+}
+
 PinnedHostRange::PinnedHostRange(void* data, size_t bytes) {
   if (!cuda_rt::initialized() || data == nullptr || bytes == 0) return;
   // A small buffer may share a page with one pinned already (the driver refuses overlaps): it then stays pageable,
@@ -90,6 +99,7 @@ void use_cuda_device(int index) {
 void synchronize() {}
 GpuMemory gpu_memory() { return {}; }
 void reset_gpu_peak_memory() {}
+std::string gpu_name() { return ""; }
 PinnedHostRange::PinnedHostRange(void*, size_t) {}
 PinnedHostRange::~PinnedHostRange() = default;
 

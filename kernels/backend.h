@@ -2,6 +2,7 @@
 // figures, without any CUDA header (the CPU-only build answers "no GPU").
 #pragma once
 #include <cstddef>
+#include <string>
 
 #include "core/device.h"
 
@@ -27,6 +28,8 @@ struct GpuMemory {
 };
 GpuMemory gpu_memory();
 void reset_gpu_peak_memory();
+// The bound GPU's name as the driver reports it ("NVIDIA H100 80GB HBM3"); "" without one.
+std::string gpu_name();
 
 // Page-locks a range of host memory (cudaHostRegister) so that copies between it and the GPU run by DMA at the
 // bus's speed; unpins it when destroyed. Pins nothing without a CUDA device in use (the CPU build, a CPU run).

@@ -25,3 +25,10 @@ veomni_say "3/3 merging the last checkpoint ($(cat "$out/run/checkpoints/latest"
 
 veomni_say "done: dataset in $out/data; effective config, metrics (log_dict.json) and checkpoints in $out/run;"
 veomni_say "      the trained model as a HuggingFace directory (config.json + model.safetensors) in $out/hf"
+if [ -d "$out/run/tensorboard" ]; then
+  veomni_say "TensorBoard event files in $out/run/tensorboard; view them with:"
+  veomni_say "      tensorboard --logdir $out/run/tensorboard"
+else
+  veomni_say "no TensorBoard files: this build has no protobuf (install libprotobuf-dev and protobuf-compiler)"
+fi
+veomni_say "loss curve as a PNG: scripts/plot_loss.sh $out/loss.png $out/run"

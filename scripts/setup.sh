@@ -13,6 +13,7 @@ packages=(
   libcli11-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libhdf5-dev
   libopenmpi-dev openmpi-bin nlohmann-json3-dev libgtest-dev
   libpcre2-dev libutf8proc-dev
+  libprotobuf-dev protobuf-compiler gnuplot-nox
   libpng-dev libjpeg-dev libsndfile1-dev libsoxr-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
   ffmpeg espeak-ng
   clang libclang-rt-14-dev

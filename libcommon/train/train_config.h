@@ -8,6 +8,7 @@
 #include "core/dtype.h"
 #include "io/yaml_config.h"
 #include "kernels/kernel_settings.h"
+#include "metrics/tensorboard_writer.h"
 #include "model/lora_config.h"
 #include "objective/objective_config.h"
 
@@ -109,6 +110,8 @@ struct TrainArgs {
   int64_t seed = 42;
   bool abort_on_nan = true;
   int64_t log_steps = 1;
+  // TensorBoard event files under checkpoint.output_dir/tensorboard (rank 0); on by default where the build can.
+  bool use_tensorboard = tensorboard_supported();
   std::string device = "auto";      // auto (GPU when the build has CUDA and one is visible) | cpu | cuda
   std::string precision = "mixed";  // mixed (accelerator.fsdp_config.mixed_precision) | fp32 (exact alignment runs)
   std::string objective = "sft";    // sft | dpo | reward | value | ppo_actor (train/objective.h)

@@ -35,6 +35,8 @@
 #include "kernels/kernel_settings.h"
 #include "kernels/op_profiler.h"
 #include "kernels/ops.h"
+#include "metrics/model_flops.h"
+#include "metrics/tensorboard_writer.h"
 #include "model/hf_loader.h"
 #include "model/model_config.h"
 #include "model/weight_source.h"
@@ -65,12 +67,23 @@ struct StepMetrics {
   double loss = 0, grad_norm = 0, lr = 0;
   ObjectiveMetrics objective;  // the objective's loss and metrics, "loss" first
   int64_t tokens = 0, valid_tokens = 0;
+  double sum_squared_seqlens = 0;  // over the step's packed sequences (MFU's attention term)
   double peak_allocated_gib = 0, peak_reserved_gib = 0;  // GPU caching allocator, max over ranks (CUDA only)
   // Where this rank's step time went (seconds), cut at points where the host already waits for the device: reading
   // and collating the micro-batches; forward, backward and gradient reduction up to the gradient norm (a host
   // read); clipping's scale and the optimizer step, finished.
   double data_seconds = 0, compute_seconds = 0, optimizer_seconds = 0;
 };
+
+// Σ over the packed sequences of a micro-batch of their squared lengths.
+int64_t sum_squared_seqlens(const std::vector<int32_t>& cu_seqlens) {
+  int64_t sum = 0;
+  for (size_t i = 0; i + 1 < cu_seqlens.size(); ++i) {
+    const int64_t length = cu_seqlens[i + 1] - cu_seqlens[i];
+    sum += length * length;
+  }
+  return sum;
+}
 
 double seconds_since(std::chrono::steady_clock::time_point& mark) {
   const auto now = std::chrono::steady_clock::now();
@@ -164,6 +177,8 @@ class Trainer {
   StepMetrics run_step(const StepPlan& step, int64_t global_step);
   GradientClip clip_gradients();
   void log_step(int64_t step, const StepMetrics& m, double seconds, ProgressClock& clock);
+  double step_mfu(const StepMetrics& m, double seconds) const;
+  double mfu_peak_flops() const;
   void write_summary(const TrainSummary& summary, const std::string& path) const;
   void maybe_inject_fault(int64_t step) const;
   void measure_gpu_memory(StepMetrics& m);
@@ -215,6 +230,8 @@ class Trainer {
   double state_bytes_max_ = 0;
   double peak_gpu_bytes_ = 0;  // max over steps and ranks of the caching allocator's peak
   MetricsLog metrics_;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;  // rank 0's, when train.use_tensorboard
+  double peak_flops_per_gpu_ = 0;                   // bf16 peak of this GPU; 0: MFU is not reported
 };
 
 // One GPU per process, chosen by the process's rank on its node (as torchrun's LOCAL_RANK).
@@ -748,8 +765,11 @@ StepMetrics Trainer::run_step(const StepPlan& step, int64_t global_step) {
   const double data_seconds = seconds_since(mark);
   // Every rank counts its share of the objective's normaliser; the sum over the world is the global batch's (SP
   // slices partition a row).
-  std::vector<int64_t> counts{0, 0};
-  for (const MultimodalBatch& b : batches) counts[0] += objective_->normaliser(b, mesh_.sp_rank() == 0);
+  std::vector<int64_t> counts{0, 0, 0};
+  for (const MultimodalBatch& b : batches) {
+    counts[0] += objective_->normaliser(b, mesh_.sp_rank() == 0);
+    if (mesh_.sp_rank() == 0) counts[2] += sum_squared_seqlens(b.text.cu_seqlens);
+  }
   for (size_t i = static_cast<size_t>(mesh_.dp_rank()); i < step.micro_batches.size();
        i += static_cast<size_t>(mesh_.shape.dp()))
     if (mesh_.sp_rank() == 0) counts[1] += step.micro_batches[i].tokens;
@@ -771,6 +791,7 @@ StepMetrics Trainer::run_step(const StepPlan& step, int64_t global_step) {
   m.loss = m.objective.front().second;
   m.valid_tokens = counts[0];
   m.tokens = counts[1];
+  m.sum_squared_seqlens = static_cast<double>(counts[2]);
   if (!std::isfinite(m.loss) && config_.train.abort_on_nan)
     throw Error(fmt::format("loss is {} at step {} (train.abort_on_nan is on; lower train.optimizer.lr or check the "
                             "data)", std::isnan(m.loss) ? "NaN" : (m.loss > 0 ? "+inf" : "-inf"), global_step));
@@ -787,22 +808,50 @@ StepMetrics Trainer::run_step(const StepPlan& step, int64_t global_step) {
   return m;
 }
 
+// MFU is measured against the GPU's dense bf16 peak: reported for bf16 compute on a GPU of the table only (a
+// float32 run or the CPU has no comparable peak).
+double Trainer::mfu_peak_flops() const {
+  if (!device_.is_cuda() || config_.compute_dtype() != DType::BF16) return 0.0;
+  const std::string gpu = backend::gpu_name();
+  const double peak = peak_bf16_flops_per_second(gpu);
+  if (peak > 0)
+    spdlog::info("MFU: against {:g} TFLOP/s per GPU ({} bf16)", peak / 1e12, gpu);
+  else
+    spdlog::info("MFU: not reported ({} is not in the peak-throughput table)", gpu);
+  return peak;
+}
+
+// The step's model FLOPs per GPU-second against the GPU's bf16 peak (0 when the peak is unknown).
+double Trainer::step_mfu(const StepMetrics& m, double seconds) const {
+  if (peak_flops_per_gpu_ <= 0 || seconds <= 0) return 0.0;
+  const StepWork work{static_cast<double>(m.tokens), m.sum_squared_seqlens, reference_ != nullptr};
+  return train_step_flops(model_config_, model_->head(), work) / seconds / world_->size() / peak_flops_per_gpu_;
+}
+
 void Trainer::log_step(int64_t step, const StepMetrics& m, double seconds, ProgressClock& clock) {
   std::vector<std::pair<std::string, double>> values = m.objective;
   values.insert(values.end(), {{"grad_norm", m.grad_norm}, {"lr", m.lr}, {"tokens", static_cast<double>(m.tokens)},
                                {"tokens_per_sec", seconds > 0 ? static_cast<double>(m.tokens) / seconds : 0.0},
                                {"step_time", seconds}, {"data_time", m.data_seconds},
                                {"compute_time", m.compute_seconds}, {"optimizer_time", m.optimizer_seconds}});
+  const double tokens_per_gpu_per_sec = seconds > 0 ? static_cast<double>(m.tokens) / seconds / world_->size() : 0.0;
+  values.push_back({"tokens_per_sec_per_gpu", tokens_per_gpu_per_sec});
+  const double mfu = step_mfu(m, seconds);
   if (device_.is_cuda())
-    values.insert(values.end(),
-                  {{"max_memory_allocated_gib", m.peak_allocated_gib}, {"max_memory_reserved_gib", m.peak_reserved_gib}});
+    values.insert(values.end(), {{"mfu", mfu},
+                                 {"max_memory_allocated_gib", m.peak_allocated_gib},
+                                 {"max_memory_reserved_gib", m.peak_reserved_gib}});
   metrics_.append(values);
+  if (tensorboard_) tensorboard_->add_scalars(step, values);
   if (step % std::max<int64_t>(1, config_.train.log_steps) == 0 || step == total_steps_) {
     const std::string memory =
         device_.is_cuda() ? fmt::format(" | peak mem {:.2f} GiB", m.peak_allocated_gib) : std::string();
-    spdlog::info("step {}/{} | loss {:.5f} | grad_norm {:.4f} | lr {:.3e} | {} tok/s{} | ETA {}", step, total_steps_,
-                 m.loss, m.grad_norm, m.lr, format_count(static_cast<double>(m.tokens) / std::max(seconds, 1e-9)),
-                 memory, format_duration(clock.eta_seconds()));
+    const std::string mfu_text = peak_flops_per_gpu_ > 0 ? fmt::format(" | MFU {:.1f}%", 100.0 * mfu) : std::string();
+    spdlog::info("step {}/{} | loss {:.5f} | grad_norm {:.4f} | lr {:.3e} | {} tok/s ({}/{}){}{} | ETA {}", step,
+                 total_steps_, m.loss, m.grad_norm, m.lr,
+                 format_count(static_cast<double>(m.tokens) / std::max(seconds, 1e-9)),
+                 format_count(tokens_per_gpu_per_sec), device_.is_cuda() ? "GPU" : "rank", mfu_text, memory,
+                 format_duration(clock.eta_seconds()));
   }
 }
 
@@ -834,12 +883,18 @@ TrainSummary Trainer::run() {
   // ranks learn of a failure through the abort.
   if (world_->rank() == 0) output_lock_ = std::make_unique<OutputDirLock>(config_.train.checkpoint.output_dir);
   apply_kernel_settings(kernel_settings_of(config_));
+  if (world_->rank() == 0 && config_.train.use_tensorboard) {
+    const std::string dir = (fs::path(config_.train.checkpoint.output_dir) / "tensorboard").string();
+    tensorboard_ = std::make_unique<TensorBoardWriter>(dir);
+    spdlog::info("tensorboard: {} (view with: tensorboard --logdir {})", tensorboard_->path(), dir);
+  }
   resume_dir_ = agree_on_resume_checkpoint();
   build_mesh_and_model();
   build_data();
   build_objective();
   build_optimizer();
   if (resume_dir_) resume_from(*resume_dir_);
+  peak_flops_per_gpu_ = mfu_peak_flops();
   const fs::path output_dir = config_.train.checkpoint.output_dir;
   TrainSummary summary;
   summary.metrics_path = (output_dir / "log_dict.json").string();

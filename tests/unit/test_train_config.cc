@@ -159,9 +159,13 @@ TEST(TrainConfig, LoadsEveryKeyFixture) {
   EXPECT_EQ(c.train.checkpoint.load_path, "runs/every key/checkpoints/global_step_50");
   EXPECT_EQ(c.model.lora_config.lora_modules, (std::vector<std::string>{"q_proj", "v_proj", "experts.down_proj"}));
   EXPECT_NO_THROW(validate_train_config(c));
-  // The fixture moves every key off its default, so it exercises the whole table.
+  // The fixture moves every key off its default (a protobuf build's, for train.use_tensorboard), so it exercises
+  // the whole table.
+  EXPECT_FALSE(c.train.use_tensorboard);
   const auto& schema = train_config_schema();
-  const auto defaults = schema.values(TrainConfig());
+  TrainConfig with_protobuf;
+  with_protobuf.train.use_tensorboard = true;
+  const auto defaults = schema.values(with_protobuf);
   const auto values = schema.values(c);
   for (size_t i = 0; i < values.size(); ++i)
     // adamw is the only optimizer, sft the only objective this version trains (the others are refused).
@@ -508,7 +512,9 @@ TEST(TrainConfig, RecipesLoadAndValidate) {
 TEST(TrainConfig, ManPageListsEveryKeyWithItsDefault) {
   const std::string page = read_text_file(kSource + "/man/veomni-config.5");
   const auto& schema = train_config_schema();
-  const auto defaults = schema.values(TrainConfig());
+  TrainConfig documented;
+  documented.train.use_tensorboard = true;  // the page gives the default of a build with protobuf
+  const auto defaults = schema.values(documented);
   for (size_t i = 0; i < schema.fields().size(); ++i) {
     const ConfigFieldSpec& f = schema.fields()[i];
     // Each key has an entry ".TP" / "\fBkey\fR (type, default value)".
