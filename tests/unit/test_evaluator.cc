@@ -11,9 +11,9 @@
 #include "data/collator.h"
 #include "data/dataset_reader.h"
 #include "data/dataset_writer.h"
-#include "dist/communicator.h"
 #include "dist/device_mesh.h"
 #include "model/causal_lm.h"
+#include "test_ckpt_util.h"
 #include "test_model_util.h"
 #include "tests/common/expect_error.h"
 #include "tests/common/scratch_dir.h"
@@ -70,8 +70,8 @@ TEST_F(EvaluatorTest, SftEvalLossIsTheTokenWeightedMeanOverTheWholeSet) {
   const std::vector<int64_t> lengths{9, 5, 12, 7, 16, 6, 20};  // the last one truncated to kMaxSeqLen
   const std::string file = write_set("eval.h5", lengths);
   const DatasetReader reader(file);
-  const std::shared_ptr<Communicator> world = mpi_world();
-  const DeviceMesh mesh = build_device_mesh(world, 1, 1);
+  const auto world = std::make_shared<test::LocalCommunicator>();
+  const DeviceMesh mesh;  // one process
   TrainModel model(config, ModelOptions{});
   model.init_weights(7);
   std::unique_ptr<Objective> sft = make_objective(ObjectiveSettings{}, config);
