@@ -9,6 +9,7 @@
 #include "ckpt/checkpoint_reader.h"
 #include "ckpt/merge_adapters.h"
 #include "ckpt/merge_to_hf.h"
+#include "ckpt/staged_directory.h"
 
 namespace veomni {
 
@@ -16,6 +17,7 @@ std::string write_checkpoint_hf_weights(const std::string& checkpoint_dir) {
   const std::string out = (std::filesystem::path(checkpoint_dir) / kHfWeightsDir).string();
   MergeOptions options;  // veomni-ckpt-merge's defaults
   options.overwrite = true;
+  remove_temporaries(checkpoint_dir);  // an hf_ckpt left half-written by a killed run
   const bool adapter = CheckpointReader(checkpoint_dir).is_adapter();
   return adapter ? merge_adapter_checkpoint_to_hf(checkpoint_dir, out, options).out_dir
                  : merge_checkpoint_to_hf(checkpoint_dir, out, options).out_dir;
