@@ -2,9 +2,10 @@
 # Validation during training (data.eval_path, train.eval_steps): the eval metrics of every parallel layout agree
 # with one process; a resumed run logs what an uninterrupted one logs; every objective reports its eval_* metrics;
 # a missing or mismatched eval set is refused with exit 2 naming data.eval_path.
-# usage: train_eval.sh BIN_DIR SOURCE_DIR layouts|resume|objectives|errors
+# usage: train_eval.sh BIN_DIR SOURCE_DIR layouts|resume|objectives|errors [cpu|cuda]
+# Environment: EVAL_RTOL (1e-6), the tolerance of the layouts case.
 set -euo pipefail
-bin=$1 src=$2 case=$3
+bin=$1 src=$2 case=$3 device=${4:-cpu}
 work=$(mktemp -d "${TMPDIR:-/tmp}/veomni-eval-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
@@ -23,7 +24,7 @@ train() {
   shift 3
   mpirun --oversubscribe --bind-to none -np "$np" "$bin/veomni-train" "configs/$recipe.yaml" \
     --data.max_seq_len 32 --train.global_batch_size 2 --train.micro_batch_size 1 --train.num_train_epochs 1 \
-    --train.precision fp32 --train.device cpu --train.checkpoint.output_dir "$out" --log-level info "$@" \
+    --train.precision fp32 --train.device "$device" --train.checkpoint.output_dir "$out" --log-level info "$@" \
     >"$out.log" 2>&1 || { cat "$out.log" >&2; fail "veomni-train $*"; }
 }
 eval_steps_of() { tr -d '\n ' <"$1/log_dict.json" | sed 's/.*"eval_step":\[\([^]]*\)\].*/\1/'; }
@@ -46,7 +47,7 @@ case "$case" in
       grep -q '"final_eval": {' "$run/run_summary.json" || { cat "$run/run_summary.json" >&2; fail "run_summary"; }
       runs+=("$run")
     done
-    "$bin/veomni-align-check" --rtol 1e-6 --atol 0 --keys eval_loss,eval_foundation_loss "${runs[@]}"
+    "$bin/veomni-align-check" --rtol "${EVAL_RTOL:-1e-6}" --atol 0 --keys eval_loss,eval_foundation_loss "${runs[@]}"
     ;;
   resume)
     # Evaluations after steps 2 and 4, a checkpoint after step 2; the interrupted run fails at step 3's start.
@@ -58,7 +59,7 @@ case "$case" in
     code=0
     VEOMNI_FAULT_INJECT="rank=0,step=3" mpirun --oversubscribe --bind-to none -np 1 "$bin/veomni-train" \
       configs/qwen3_toy.yaml --data.max_seq_len 32 --train.global_batch_size 2 --train.micro_batch_size 1 \
-      --train.num_train_epochs 1 --train.precision fp32 --train.device cpu \
+      --train.num_train_epochs 1 --train.precision fp32 --train.device "$device" \
       --train.checkpoint.output_dir "$work/split" "${args[@]}" >"$work/split.log" 2>&1 || code=$?
     [ "$code" -ne 0 ] || fail "the injected fault did not stop the run"
     [ "$(eval_steps_of "$work/split")" = "2" ] || fail "interrupted log: eval_step [$(eval_steps_of "$work/split")]"
