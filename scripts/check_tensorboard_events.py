@@ -38,13 +38,18 @@ def main(argv):
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
     failures = []
+    eval_steps = [int(step) for step in log.get("eval_step", [])]
     for key, values in log.items():
+        if key == "eval_step":
+            continue
         if key not in tags:
             failures.append(f"{key}: no scalar tag in {tb_dir} (tags: {sorted(tags)})")
             continue
         # A resumed run writes repeated steps to a newer file; TensorBoard keeps the newest value of a step.
         by_step = {e.step: e.value for e in acc.Scalars(key)}
-        for step, value in enumerate(values, start=1):
+        # Validation metrics (eval_*) hold one value per evaluation, logged at the steps of eval_step.
+        steps = eval_steps if key.startswith("eval_") else range(1, len(values) + 1)
+        for step, value in zip(steps, values):
             got = by_step.get(step)
             want = float32(value)
             if got is None:
@@ -55,8 +60,9 @@ def main(argv):
         print(line)
     if failures:
         return 1
-    steps = len(next(iter(log.values()), []))
-    print(f"agree: TensorBoard's EventAccumulator reads {len(log)} keys x {steps} steps as in {log_path}")
+    steps = len(log.get("loss", []))
+    print(f"agree: TensorBoard's EventAccumulator reads {len(log)} keys over {steps} steps "
+          f"({len(eval_steps)} evaluations) as in {log_path}")
     return 0
 
 

@@ -133,12 +133,13 @@ MetricsLog CheckpointReader::metrics() const {
     VEOMNI_INPUT_CHECK(array.is_array(), "{}: key '{}' is not an array", path, key);
     MetricSeries s{key, {}};
     for (size_t i = 0; i < array.size(); ++i) s.values.push_back(metric_value(array[i], path, key, i));
-    VEOMNI_INPUT_CHECK(static_cast<int64_t>(s.values.size()) == metadata_.position.global_step,
-                       "{}: key '{}' has {} steps but the checkpoint is at step {}", path, key, s.values.size(),
-                       metadata_.position.global_step);
     series.push_back(std::move(s));
   }
-  return MetricsLog(std::move(series), path);
+  MetricsLog log(std::move(series), path);
+  VEOMNI_INPUT_CHECK(log.series().empty() || static_cast<int64_t>(log.num_steps()) == metadata_.position.global_step,
+                     "{}: it has {} steps but the checkpoint is at step {}", path, log.num_steps(),
+                     metadata_.position.global_step);
+  return log;
 }
 
 }  // namespace veomni

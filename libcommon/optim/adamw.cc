@@ -5,11 +5,7 @@
 
 namespace veomni {
 
-bool parameter_uses_weight_decay(const std::string& hf_name) {
-  const bool is_norm = hf_name.find("norm") != std::string::npos;
-  const bool is_bias = hf_name.size() >= 5 && hf_name.compare(hf_name.size() - 5, 5, ".bias") == 0;
-  return !is_norm && !is_bias;
-}
+bool parameter_uses_weight_decay(const std::string& hf_name) { return WeightDecayRule().decays(hf_name); }
 
 namespace {
 
@@ -31,7 +27,7 @@ void AdamW::add_slot(const std::string& name, Tensor master, const Tensor* grad)
   slot.exp_avg_sq = Tensor::zeros(master.shape(), DType::F32, master.device());
   slot.master = std::move(master);
   slot.grad = grad;
-  slot.weight_decay = parameter_uses_weight_decay(name);
+  slot.weight_decay = options_.decay_rule.decays(name);
   slots_.push_back(std::move(slot));
 }
 

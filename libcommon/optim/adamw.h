@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "optim/weight_decay_rule.h"
 
 namespace veomni {
 
@@ -14,9 +15,10 @@ struct AdamWOptions {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.0;
+  WeightDecayRule decay_rule;  // which parameters weight_decay applies to
 };
 
-// No weight decay on norms and biases (the HF Trainer / VeOmni convention).
+// The default rule: no weight decay on norms and biases (the HF Trainer convention).
 bool parameter_uses_weight_decay(const std::string& hf_name);
 
 // What the optimizer updates for one parameter on this rank: the fp32 master values (the whole tensor in a single

@@ -3,7 +3,9 @@
 
 #include <spdlog/fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <set>
 
@@ -51,14 +53,44 @@ MetricSeries parse_series(const std::string& path, const std::string& key, const
 
 }  // namespace
 
-MetricsLog::MetricsLog(std::vector<MetricSeries> series, std::string source)
-    : series_(std::move(series)), source_(std::move(source)) {
-  std::set<std::string> seen;
-  for (const MetricSeries& s : series_) {
-    VEOMNI_CHECK(seen.insert(s.key).second, "metric '{}' appears twice", s.key);
-    VEOMNI_CHECK(s.values.size() == series_.front().values.size(), "metric '{}' has {} steps, '{}' has {}", s.key,
-                 s.values.size(), series_.front().key, series_.front().values.size());
+bool is_eval_metric(const std::string& key) { return key.rfind("eval_", 0) == 0; }
+
+namespace {
+
+// eval_step: whole, increasing step numbers within the logged steps.
+void check_eval_steps(const std::vector<double>& steps, size_t num_steps, const std::string& source) {
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const double step = steps[i];
+    VEOMNI_INPUT_CHECK(step == std::floor(step) && step >= 1 && step <= static_cast<double>(num_steps) &&
+                           (i == 0 || step > steps[i - 1]),
+                       "{}: key '{}' index {} is {}: expected increasing optimizer steps within the {} logged steps",
+                       source, kEvalStepKey, i, step, num_steps);
   }
+}
+
+}  // namespace
+
+MetricsLog::MetricsLog(std::vector<MetricSeries> series, std::string source) : source_(std::move(source)) {
+  const std::string where = source_.empty() ? "metrics log" : source_;
+  std::set<std::string> seen;
+  for (MetricSeries& s : series) {
+    VEOMNI_INPUT_CHECK(seen.insert(s.key).second, "{}: metric '{}' appears twice", where, s.key);
+    (is_eval_metric(s.key) ? eval_ : series_).push_back(std::move(s));
+  }
+  for (const MetricSeries& s : series_)
+    VEOMNI_INPUT_CHECK(s.values.size() == series_.front().values.size(),
+                       "{}: key '{}' has {} steps but '{}' has {}: every metric needs one entry per step", where,
+                       s.key, s.values.size(), series_.front().key, series_.front().values.size());
+  if (eval_.empty()) return;
+  const auto step = std::find_if(eval_.begin(), eval_.end(), [](const MetricSeries& s) { return s.key == kEvalStepKey; });
+  VEOMNI_INPUT_CHECK(step != eval_.end(), "{}: eval metrics ({}) without '{}', the steps they were measured at",
+                     where, eval_.front().key, kEvalStepKey);
+  std::rotate(eval_.begin(), step, step + 1);  // eval_step first
+  check_eval_steps(eval_.front().values, num_steps(), where);
+  for (const MetricSeries& s : eval_)
+    VEOMNI_INPUT_CHECK(s.values.size() == eval_.front().values.size(),
+                       "{}: key '{}' has {} entries but '{}' has {}: every eval metric needs one entry per evaluation",
+                       where, s.key, s.values.size(), kEvalStepKey, eval_.front().values.size());
 }
 
 void MetricsLog::append(const std::vector<std::pair<std::string, double>>& step_values) {
@@ -81,16 +113,45 @@ void MetricsLog::append(const std::vector<std::pair<std::string, double>>& step_
   for (const auto& [key, value] : step_values) find(key)->values.push_back(value);
 }
 
+void MetricsLog::append_eval(int64_t step, const std::vector<std::pair<std::string, double>>& eval_values) {
+  VEOMNI_CHECK(step >= 1 && static_cast<size_t>(step) <= num_steps() &&
+                   (eval_.empty() || eval_.front().values.empty() || static_cast<double>(step) > eval_.front().values.back()),
+               "evaluation after step {}: {} steps logged, the last evaluation after step {}", step, num_steps(),
+               eval_.empty() || eval_.front().values.empty() ? 0.0 : eval_.front().values.back());
+  if (eval_.empty()) {
+    eval_.push_back({kEvalStepKey, {}});
+    for (const auto& [key, value] : eval_values) {
+      VEOMNI_CHECK(is_eval_metric(key) && key != kEvalStepKey && !find(key), "eval metric '{}'", key);
+      eval_.push_back({key, {}});
+    }
+  }
+  VEOMNI_CHECK(eval_values.size() + 1 == eval_.size(), "evaluation after step {} logs {} metrics, earlier ones {}", step,
+               eval_values.size(), eval_.size() - 1);
+  for (const auto& [key, value] : eval_values)
+    VEOMNI_CHECK(find(key) != nullptr && is_eval_metric(key), "evaluation after step {} logs '{}', earlier ones did not",
+                 step, key);
+  eval_.front().values.push_back(static_cast<double>(step));
+  for (const auto& [key, value] : eval_values) find(key)->values.push_back(value);
+}
+
 void MetricsLog::truncate(size_t num_steps_to_keep) {
   for (MetricSeries& s : series_)
     if (s.values.size() > num_steps_to_keep) s.values.resize(num_steps_to_keep);
+  if (eval_.empty()) return;
+  const std::vector<double>& steps = eval_.front().values;
+  const auto kept = static_cast<size_t>(
+      std::upper_bound(steps.begin(), steps.end(), static_cast<double>(num_steps_to_keep)) - steps.begin());
+  for (MetricSeries& s : eval_) s.values.resize(kept);
 }
 
 size_t MetricsLog::num_steps() const { return series_.empty() ? 0 : series_.front().values.size(); }
 
+size_t MetricsLog::num_evals() const { return eval_.empty() ? 0 : eval_.front().values.size(); }
+
 std::vector<std::string> MetricsLog::keys() const {
   std::vector<std::string> out;
   for (const MetricSeries& s : series_) out.push_back(s.key);
+  for (const MetricSeries& s : eval_) out.push_back(s.key);
   return out;
 }
 
@@ -104,7 +165,7 @@ const std::vector<double>& MetricsLog::values(const std::string& key) const {
 }
 
 const MetricSeries* MetricsLog::find(const std::string& key) const {
-  for (const MetricSeries& s : series_)
+  for (const MetricSeries& s : is_eval_metric(key) ? eval_ : series_)
     if (s.key == key) return &s;
   return nullptr;
 }
@@ -115,15 +176,19 @@ MetricSeries* MetricsLog::find(const std::string& key) {
 
 std::string MetricsLog::to_json() const {
   std::string out = "{";
-  for (size_t k = 0; k < series_.size(); ++k) {
-    out += fmt::format("{}\n  {}: [", k == 0 ? "" : ",", nlohmann::json(series_[k].key).dump());
-    for (size_t i = 0; i < series_[k].values.size(); ++i) {
-      if (i > 0) out += ", ";
-      out += format_metric(series_[k].values[i]);
+  bool first = true;
+  for (const std::vector<MetricSeries>* group : {&series_, &eval_})
+    for (const MetricSeries& s : *group) {
+      out += fmt::format("{}\n  {}: [", first ? "" : ",", nlohmann::json(s.key).dump());
+      first = false;
+      for (size_t i = 0; i < s.values.size(); ++i) {
+        if (i > 0) out += ", ";
+        // Steps are whole numbers and read as such.
+        out += s.key == kEvalStepKey ? fmt::format("{}", static_cast<int64_t>(s.values[i])) : format_metric(s.values[i]);
+      }
+      out += "]";
     }
-    out += "]";
-  }
-  out += series_.empty() ? "}\n" : "\n}\n";
+  out += first ? "}\n" : "\n}\n";
   return out;
 }
 
@@ -145,13 +210,7 @@ MetricsLog load_metrics(const std::string& path_or_run_dir) {
   VEOMNI_INPUT_CHECK(root.is_object(), "{}: expected an object of metric arrays like {{\"loss\": [...]}}, found {}",
                      path, root.type_name());
   std::vector<MetricSeries> series;
-  for (const auto& [key, array] : root.items()) {
-    series.push_back(parse_series(path, key, array));
-    const MetricSeries& first = series.front();
-    VEOMNI_INPUT_CHECK(series.back().values.size() == first.values.size(),
-                       "{}: key '{}' has {} steps but '{}' has {}: every metric needs one entry per step", path, key,
-                       series.back().values.size(), first.key, first.values.size());
-  }
+  for (const auto& [key, array] : root.items()) series.push_back(parse_series(path, key, array));
   return MetricsLog(std::move(series), path);
 }
 

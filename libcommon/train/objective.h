@@ -40,6 +40,10 @@ class Objective {
   // loss), so that they count once per micro-batch.
   virtual void micro_batch(TrainModel& model, const MultimodalBatch& batch, const StepLossScale& scale,
                            bool reports_shared, std::vector<double>& sums) = 0;
+  // Forward only (validation): adds this micro-batch's share of the same sums as micro_batch, with no backward and no
+  // gradient. scale is the evaluation's: step_scale of the normaliser summed over the whole eval set.
+  virtual void evaluate(TrainModel& model, const MultimodalBatch& batch, const StepLossScale& scale,
+                        bool reports_shared, std::vector<double>& sums) = 0;
   // The step's loss and metrics from the world's sums.
   virtual ObjectiveMetrics step_metrics(const std::vector<double>& sums, const StepLossScale& scale) const = 0;
 };

@@ -76,15 +76,15 @@ std::vector<double> DpoObjective::reference_logps(TrainModel& model, const Multi
   return sequence_sums(text, lp.logprobs, sequence);
 }
 
-void DpoObjective::micro_batch(TrainModel& model, const MultimodalBatch& batch, const StepLossScale& scale,
-                               bool reports_shared, std::vector<double>& sums) {
+void DpoObjective::run(TrainModel& model, const MultimodalBatch& batch, const StepLossScale& scale,
+                       bool reports_shared, std::vector<double>& sums, bool backward) {
   const Batch& text = batch.text;
   SequenceHooks* sequence = model.body().sequence_hooks();
   const std::vector<PairIndex> pairs = preference_pairs(text);
   const PairValues ref = split_pairs(pairs, reference_logps(model, batch, sequence));
 
-  BodyOutput body = model.body().forward(batch, true);
-  LmHead::LogprobOutput lp = model.lm_head().logprobs_forward(body.hidden, text.target_ids, true);
+  BodyOutput body = model.body().forward(batch, backward);
+  LmHead::LogprobOutput lp = model.lm_head().logprobs_forward(body.hidden, text.target_ids, backward);
   const PairValues policy = split_pairs(pairs, sequence_sums(text, lp.logprobs, sequence));
   const objective::DpoResult result =
       objective::dpo_loss(config_, {policy.chosen, policy.rejected, ref.chosen, ref.rejected}, global_count(scale));
@@ -93,6 +93,7 @@ void DpoObjective::micro_batch(TrainModel& model, const MultimodalBatch& batch, 
     add_loss(sums, result.loss, result.metrics);
     add_aux(sums, body.aux_loss);
   }
+  if (!backward) return;
   const std::vector<double> d_sums =
       join_pairs(pairs, text.cu_seqlens.size() - 1, result.dchosen_logps, result.drejected_logps);
   Tensor d_logprobs = sequence_sums_backward(text, d_sums, lp.logprobs.device());
@@ -103,14 +104,14 @@ void DpoObjective::micro_batch(TrainModel& model, const MultimodalBatch& batch, 
 RewardObjective::RewardObjective(const ModelConfig& text_config)
     : ReportingObjective(text_config, Normaliser::Pairs, kRewardMetrics) {}
 
-void RewardObjective::micro_batch(TrainModel& model, const MultimodalBatch& batch, const StepLossScale& scale,
-                                  bool reports_shared, std::vector<double>& sums) {
+void RewardObjective::run(TrainModel& model, const MultimodalBatch& batch, const StepLossScale& scale,
+                          bool reports_shared, std::vector<double>& sums, bool backward) {
   const Batch& text = batch.text;
   SequenceHooks* sequence = model.body().sequence_hooks();
   const std::vector<PairIndex> pairs = preference_pairs(text);
 
-  BodyOutput body = model.body().forward(batch, true);
-  ValueHead::Output values = model.value_head().forward(body.hidden, true);
+  BodyOutput body = model.body().forward(batch, backward);
+  ValueHead::Output values = model.value_head().forward(body.hidden, backward);
   const PairValues rewards = split_pairs(pairs, sequence_last_values(text, values.values, sequence));
   const objective::RewardResult result =
       objective::bradley_terry_loss({rewards.chosen, rewards.rejected}, global_count(scale));
@@ -118,6 +119,7 @@ void RewardObjective::micro_batch(TrainModel& model, const MultimodalBatch& batc
     add_loss(sums, result.loss, result.metrics);
     add_aux(sums, body.aux_loss);
   }
+  if (!backward) return;
   const std::vector<double> d_last =
       join_pairs(pairs, text.cu_seqlens.size() - 1, result.dchosen_rewards, result.drejected_rewards);
   Tensor d_values = sequence_last_values_backward(text, d_last, values.values.device());

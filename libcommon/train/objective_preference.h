@@ -12,8 +12,8 @@ class DpoObjective final : public ReportingObjective {
   // reference: the frozen reference model, or null (the batch carries ref log-probs, or reference_free). Under LoRA
   // it is the policy itself: its reference pass runs with the adapters disabled (the frozen base).
   DpoObjective(const ModelConfig& text_config, const objective::DpoConfig& config, TrainModel* reference);
-  void micro_batch(TrainModel& model, const MultimodalBatch& batch, const StepLossScale& scale, bool reports_shared,
-                   std::vector<double>& sums) override;
+  void run(TrainModel& model, const MultimodalBatch& batch, const StepLossScale& scale, bool reports_shared,
+           std::vector<double>& sums, bool backward) override;
 
  private:
   // Per packed sequence: the reference's log-prob sums (the batch's, the reference model's, or zeros).
@@ -26,8 +26,8 @@ class DpoObjective final : public ReportingObjective {
 class RewardObjective final : public ReportingObjective {
  public:
   explicit RewardObjective(const ModelConfig& text_config);
-  void micro_batch(TrainModel& model, const MultimodalBatch& batch, const StepLossScale& scale, bool reports_shared,
-                   std::vector<double>& sums) override;
+  void run(TrainModel& model, const MultimodalBatch& batch, const StepLossScale& scale, bool reports_shared,
+           std::vector<double>& sums, bool backward) override;
 };
 
 }  // namespace veomni

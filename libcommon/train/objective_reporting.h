@@ -20,10 +20,22 @@ class ReportingObjective : public Objective {
   int64_t normaliser(const MultimodalBatch& batch, bool reports_shared) const override;
   StepLossScale step_scale(int64_t global_normaliser, int64_t micro_batches) const override;
   size_t num_sums() const override { return metric_names_.size() + 2; }
+  // Forward and backward (micro_batch), forward only (evaluate): the same pass, run().
+  void micro_batch(TrainModel& model, const MultimodalBatch& batch, const StepLossScale& scale, bool reports_shared,
+                   std::vector<double>& sums) final {
+    run(model, batch, scale, reports_shared, sums, true);
+  }
+  void evaluate(TrainModel& model, const MultimodalBatch& batch, const StepLossScale& scale, bool reports_shared,
+                std::vector<double>& sums) final {
+    run(model, batch, scale, reports_shared, sums, false);
+  }
   // loss (the objective's loss + router_aux_loss_coef x the mean aux loss), its metrics, aux_loss for MoE models.
   ObjectiveMetrics step_metrics(const std::vector<double>& sums, const StepLossScale& scale) const override;
 
  protected:
+  // One micro-batch's forward, its share of the sums, and with `backward` its backward (gradients accumulate).
+  virtual void run(TrainModel& model, const MultimodalBatch& batch, const StepLossScale& scale, bool reports_shared,
+                   std::vector<double>& sums, bool backward) = 0;
   // The step's pairs or response tokens, the denominators the loss functions divide by.
   int64_t global_count(const StepLossScale& scale) const;
   // Adds a loss contribution and its metrics (a metric not declared at construction is an internal error).

@@ -22,8 +22,8 @@ PpoActorObjective::PpoActorObjective(const ModelConfig& text_config, const objec
   config_.validate("train.actor");
 }
 
-void PpoActorObjective::micro_batch(TrainModel& model, const MultimodalBatch& batch, const StepLossScale& scale,
-                                    bool reports_shared, std::vector<double>& sums) {
+void PpoActorObjective::run(TrainModel& model, const MultimodalBatch& batch, const StepLossScale& scale,
+                            bool reports_shared, std::vector<double>& sums, bool backward) {
   const Batch& text = batch.text;
   const std::vector<double> old_log_probs = token_values_of(text, "old_log_probs");
   const std::vector<double> advantages = token_values_of(text, "advantages");
@@ -31,8 +31,8 @@ void PpoActorObjective::micro_batch(TrainModel& model, const MultimodalBatch& ba
       config_.use_kl_loss ? token_values_of(text, "ref_log_probs") : std::vector<double>();
   const std::vector<uint8_t> mask = response_mask(text);
 
-  BodyOutput body = model.body().forward(batch, true);
-  LmHead::LogprobOutput lp = model.lm_head().logprobs_forward(body.hidden, text.target_ids, true, true);
+  BodyOutput body = model.body().forward(batch, backward);
+  LmHead::LogprobOutput lp = model.lm_head().logprobs_forward(body.hidden, text.target_ids, backward, true);
   const std::vector<double> log_probs = host_doubles(lp.logprobs);
   const std::vector<double> entropy = host_doubles(lp.entropy);
   objective::ActorInputs in{log_probs, old_log_probs, advantages, ref_log_probs, entropy, mask};
@@ -40,6 +40,7 @@ void PpoActorObjective::micro_batch(TrainModel& model, const MultimodalBatch& ba
   // Each SP rank holds its own tokens: every rank adds its share; the aux loss is the group's, added once.
   add_loss(sums, result.loss, result.metrics);
   if (reports_shared) add_aux(sums, body.aux_loss);
+  if (!backward) return;
 
   const Device device = lp.logprobs.device();
   const Tensor d_entropy = config_.entropy_coeff != 0.0 ? f32_tensor(result.dentropy, device) : Tensor();
@@ -53,20 +54,21 @@ ValueObjective::ValueObjective(const ModelConfig& text_config, const objective::
   config_.validate("train.critic");
 }
 
-void ValueObjective::micro_batch(TrainModel& model, const MultimodalBatch& batch, const StepLossScale& scale,
-                                 bool reports_shared, std::vector<double>& sums) {
+void ValueObjective::run(TrainModel& model, const MultimodalBatch& batch, const StepLossScale& scale,
+                         bool reports_shared, std::vector<double>& sums, bool backward) {
   const Batch& text = batch.text;
   const std::vector<double> returns = token_values_of(text, "returns");
   const std::vector<double> old_values = token_values_of(text, "old_values");
   const std::vector<uint8_t> mask = response_mask(text);
 
-  BodyOutput body = model.body().forward(batch, true);
-  ValueHead::Output values = model.value_head().forward(body.hidden, true);
+  BodyOutput body = model.body().forward(batch, backward);
+  ValueHead::Output values = model.value_head().forward(body.hidden, backward);
   const std::vector<double> v = host_doubles(values.values);
   const objective::ValueResult result =
       objective::value_loss(config_, {v, returns, old_values, mask}, global_count(scale));
   add_loss(sums, result.loss, result.metrics);
   if (reports_shared) add_aux(sums, body.aux_loss);
+  if (!backward) return;
 
   Tensor d_hidden =
       model.value_head().backward(std::move(values.saved), f32_tensor(result.dvalues, values.values.device()));

@@ -10,8 +10,8 @@ namespace veomni {
 class PpoActorObjective final : public ReportingObjective {
  public:
   PpoActorObjective(const ModelConfig& text_config, const objective::PpoActorConfig& config);
-  void micro_batch(TrainModel& model, const MultimodalBatch& batch, const StepLossScale& scale, bool reports_shared,
-                   std::vector<double>& sums) override;
+  void run(TrainModel& model, const MultimodalBatch& batch, const StepLossScale& scale, bool reports_shared,
+           std::vector<double>& sums, bool backward) override;
 
  private:
   objective::PpoActorConfig config_;
@@ -20,8 +20,8 @@ class PpoActorObjective final : public ReportingObjective {
 class ValueObjective final : public ReportingObjective {
  public:
   ValueObjective(const ModelConfig& text_config, const objective::ValueConfig& config);
-  void micro_batch(TrainModel& model, const MultimodalBatch& batch, const StepLossScale& scale, bool reports_shared,
-                   std::vector<double>& sums) override;
+  void run(TrainModel& model, const MultimodalBatch& batch, const StepLossScale& scale, bool reports_shared,
+           std::vector<double>& sums, bool backward) override;
 
  private:
   objective::ValueConfig config_;

@@ -27,6 +27,13 @@ void SftObjective::micro_batch(TrainModel& model, const MultimodalBatch& batch, 
   if (reports_shared) sums[1] += stats.aux_loss;
 }
 
+void SftObjective::evaluate(TrainModel& model, const MultimodalBatch& batch, const StepLossScale&,
+                            bool reports_shared, std::vector<double>& sums) {
+  const ForwardStats stats = sft_forward(model.body(), model.lm_head(), batch, false).stats;
+  sums[0] += stats.ce_sum;
+  if (reports_shared) sums[1] += stats.aux_loss;
+}
+
 ObjectiveMetrics SftObjective::step_metrics(const std::vector<double>& sums, const StepLossScale& scale) const {
   ObjectiveMetrics metrics{{"loss", scale.total_loss(sums[0], sums[1])}, {"foundation_loss", scale.ce_loss(sums[0])}};
   if (moe_) metrics.emplace_back("aux_loss", scale.aux_loss(sums[1]));

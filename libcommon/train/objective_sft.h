@@ -13,6 +13,8 @@ class SftObjective final : public Objective {
   size_t num_sums() const override { return 2; }  // ce_sum, aux_sum
   void micro_batch(TrainModel& model, const MultimodalBatch& batch, const StepLossScale& scale, bool reports_shared,
                    std::vector<double>& sums) override;
+  void evaluate(TrainModel& model, const MultimodalBatch& batch, const StepLossScale& scale, bool reports_shared,
+                std::vector<double>& sums) override;
   // loss, foundation_loss (the cross-entropy), and aux_loss for MoE models (VeOmni's keys).
   ObjectiveMetrics step_metrics(const std::vector<double>& sums, const StepLossScale& scale) const override;
 

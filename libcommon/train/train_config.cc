@@ -38,6 +38,7 @@ ConfigSchema<TrainConfig> build_schema() {
   VEOMNI_CONFIG_FIELD(s, model.lora_config.share_expert_lora, "LoRA on MoE experts: one adapter per layer shared by all its experts (false: one per expert).");
 
   VEOMNI_CONFIG_FIELD(s, data.train_path, "Training dataset (HDF5, from veomni-preprocess or veomni-dummy-data).");
+  VEOMNI_CONFIG_FIELD(s, data.eval_path, "Validation dataset (HDF5) of the same kind as data.train_path (the same objective keys), evaluated forward only every train.eval_steps steps and at the end of the run. Empty: no validation.");
   VEOMNI_CONFIG_FIELD(s, data.max_seq_len, "Maximum tokens of one packed micro-batch sequence.");
   VEOMNI_CONFIG_FIELD(s, data.dataloader.shuffle, "Shuffle the sample order every epoch (seeded by train.seed).");
 
@@ -49,6 +50,8 @@ ConfigSchema<TrainConfig> build_schema() {
   VEOMNI_CONFIG_FIELD(s, train.abort_on_nan, "Stop the run (exit 1) when the loss is not finite (NaN or inf).");
   VEOMNI_CONFIG_FIELD(s, train.log_steps, "Print a progress line every this many steps (metrics are recorded every step).");
   VEOMNI_CONFIG_FIELD(s, train.use_tensorboard, "Write every step's metrics as TensorBoard scalars under train.checkpoint.output_dir/tensorboard (rank 0; view with tensorboard --logdir). Default true where the build has protobuf, false where it has not; true on such a build is an error.");
+  VEOMNI_CONFIG_FIELD(s, train.eval_steps, "With data.eval_path: validate every this many optimizer steps, and always once at the end of the run; 0: only at the end.");
+  VEOMNI_CONFIG_FIELD(s, train.eval_batches, "With data.eval_path: evaluate the first this many micro-batches of the eval set per data-parallel rank (the first eval_batches x data-parallel size in the set's fixed order); 0: the whole eval set.");
   VEOMNI_CONFIG_FIELD(s, train.device, "Where to train: auto (one GPU per rank, chosen by node-local rank, when the build has CUDA and GPUs are visible; else the CPU), cpu, or cuda (an error without a GPU).", {.choices = {"auto", "cpu", "cuda"}});
   VEOMNI_CONFIG_FIELD(s, train.precision, "mixed: compute as train.accelerator.fsdp_config.mixed_precision says (bf16 with float32 master weights); fp32: everything in float32 (alignment runs). The CPU backend always computes in float32.", {.choices = {"mixed", "fp32"}});
   VEOMNI_CONFIG_FIELD(s, train.objective, "What the run optimises: sft (next-token cross-entropy), dpo (preference pairs against a frozen reference; train.dpo_config), reward (Bradley-Terry reward model: a value head read at each sequence's last token), value (critic: a value per token, clipped value loss; train.critic), ppo_actor (PPO clipped surrogate on rollouts; train.actor).", {.choices = {"sft", "dpo", "reward", "value", "ppo_actor"}});
@@ -84,10 +87,12 @@ ConfigSchema<TrainConfig> build_schema() {
   VEOMNI_CONFIG_FIELD(s, train.optimizer.lr_min, "Learning rate at the end of linear or cosine decay.");
   VEOMNI_CONFIG_FIELD(s, train.optimizer.lr_warmup_ratio, "Fraction of the total steps spent warming up linearly from 0.");
   VEOMNI_CONFIG_FIELD(s, train.optimizer.lr_decay_style, "Schedule after warmup.", {.choices = {"constant", "linear", "cosine"}});
-  VEOMNI_CONFIG_FIELD(s, train.optimizer.weight_decay, "AdamW decoupled weight decay (not applied to norms).");
+  VEOMNI_CONFIG_FIELD(s, train.optimizer.weight_decay, "AdamW decoupled weight decay (not applied to the parameters no_decay_modules and no_decay_params select).");
   VEOMNI_CONFIG_FIELD(s, train.optimizer.max_grad_norm, "Clip the global gradient norm to this value; 0 disables clipping.");
   VEOMNI_CONFIG_FIELD(s, train.optimizer.betas, "AdamW beta1 and beta2.");
   VEOMNI_CONFIG_FIELD(s, train.optimizer.eps, "AdamW epsilon.");
+  VEOMNI_CONFIG_FIELD(s, train.optimizer.no_decay_modules, "Module types whose parameters get no weight decay: RMSNorm, LayerNorm, Embedding, Linear, Experts, Conv2d, Conv3d, also with transformers' model prefix (Qwen3RMSNorm). An entry that matches no module of the model is an error.");
+  VEOMNI_CONFIG_FIELD(s, train.optimizer.no_decay_params, "Parameters that get no weight decay: an entry is a case-insensitive substring of the HF parameter name. The default leaves norms and biases undecayed; [] decays every parameter. An entry that matches no parameter is an error (the default is not checked).");
 
   VEOMNI_CONFIG_FIELD(s, train.accelerator.ulysses_size, "Ulysses sequence-parallel size; divides the world size.");
   VEOMNI_CONFIG_FIELD(s, train.accelerator.ep_size, "Expert-parallel size (MoE); divides the world size and the number of experts.");
@@ -102,6 +107,8 @@ ConfigSchema<TrainConfig> build_schema() {
   VEOMNI_CONFIG_FIELD(s, train.checkpoint.save_steps, "Save a checkpoint every this many steps, and at the end of the run; 0: only at the end; -1: never (benchmarks; nothing to resume from).");
   VEOMNI_CONFIG_FIELD(s, train.checkpoint.save_total_limit, "Keep only the newest this many checkpoints; 0 keeps all.");
   VEOMNI_CONFIG_FIELD(s, train.checkpoint.save_on_signal, "On SIGTERM or SIGINT (a preemption, Ctrl-C) on any rank: every rank finishes its step, a checkpoint of it is saved and the run exits 0. false: the signal ends the process at once.");
+  VEOMNI_CONFIG_FIELD(s, train.checkpoint.save_hf_weights, "Also write the model as a HuggingFace directory, <checkpoint>/hf_ckpt, as veomni-ckpt-merge writes it (float32, the run's tokenizer files; a LoRA run's adapters merged into the base): at the end of the run, and every hf_save_steps steps.");
+  VEOMNI_CONFIG_FIELD(s, train.checkpoint.hf_save_steps, "With save_hf_weights: write hf_ckpt every this many steps (a checkpoint is saved at those steps too); 0: only at the end of the run.");
   VEOMNI_CONFIG_FIELD(s, train.checkpoint.load_path, "Checkpoint to resume from: a global_step_N directory (or a directory holding `latest`), or auto: output_dir's latest checkpoint when there is one, else start fresh. Empty: start fresh.");
   return s;
 }
@@ -133,6 +140,9 @@ void validate_steps_and_batch(const TrainArgs& t) {
   check(t.max_steps == -1 || t.max_steps > 0, fmt::format("train.max_steps must be positive or -1, got {}", t.max_steps));
   check(t.seed >= 0, fmt::format("train.seed must be >= 0, got {}", t.seed));
   check(t.log_steps > 0, fmt::format("train.log_steps must be positive, got {}", t.log_steps));
+  check(t.eval_steps >= 0, fmt::format("train.eval_steps must be >= 0, got {}", t.eval_steps));
+  check(t.eval_batches >= 0, fmt::format("train.eval_batches must be >= 0 (0: the whole eval set), got {}",
+                                         t.eval_batches));
 }
 
 void validate_optimizer(const OptimizerArgs& o) {
@@ -163,6 +173,10 @@ void validate_accelerator_and_checkpoint(const TrainArgs& t) {
   check(ck.save_steps >= -1, fmt::format("train.checkpoint.save_steps must be >= -1, got {}", ck.save_steps));
   check(t.op_profile.skip_steps >= 0,
         fmt::format("train.op_profile.skip_steps must be >= 0, got {}", t.op_profile.skip_steps));
+  check(ck.hf_save_steps >= 0, fmt::format("train.checkpoint.hf_save_steps must be >= 0, got {}", ck.hf_save_steps));
+  check(!(ck.save_hf_weights && ck.save_steps == -1),
+        "train.checkpoint.save_hf_weights needs checkpoints, but train.checkpoint.save_steps is -1 (never) (hint: "
+        "save_steps 0 saves one at the end)");
   check(ck.save_total_limit >= 0,
         fmt::format("train.checkpoint.save_total_limit must be >= 0, got {}", ck.save_total_limit));
 }
@@ -258,8 +272,17 @@ void validate_token_budget(const TrainConfig& c) {
                     c.train.micro_batch_size, c.data.max_seq_len, kMaxRowTokens));
 }
 
+// HF weights of a LoRA run are the adapters merged into the base on disk: a random base has none.
+void validate_hf_weights(const TrainConfig& c) {
+  check(!(c.train.checkpoint.save_hf_weights && c.model.lora_config.enabled() && c.model.model_path.empty()),
+        "train.checkpoint.save_hf_weights merges the LoRA adapters into the base model of model.model_path, which is "
+        "empty (a random base) (hint: set save_hf_weights false and export the adapters with veomni-ckpt-merge "
+        "--peft)");
+}
+
 void validate_train_config(const TrainConfig& config) {
   validate_model_and_data(config);
+  validate_hf_weights(config);
   validate_steps_and_batch(config.train);
   validate_token_budget(config);
   validate_optimizer(config.train.optimizer);

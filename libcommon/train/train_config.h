@@ -31,6 +31,7 @@ struct DataloaderArgs {
 
 struct DataArgs {
   std::string train_path;     // dataset.h5 written by veomni-preprocess or veomni-dummy-data
+  std::string eval_path;      // validation dataset of the same kind; "" = no validation
   int64_t max_seq_len = 2048; // tokens per packed micro-batch sequence
   DataloaderArgs dataloader;
   bool operator==(const DataArgs&) const = default;
@@ -46,6 +47,8 @@ struct OptimizerArgs {
   double max_grad_norm = 1.0;  // <= 0 disables clipping
   std::vector<double> betas = {0.9, 0.95};
   double eps = 1e-8;
+  std::vector<std::string> no_decay_modules;                 // module types without weight decay (RMSNorm, ...)
+  std::vector<std::string> no_decay_params = {"bias", "norm"};  // name substrings without weight decay
   bool operator==(const OptimizerArgs&) const = default;
 };
 
@@ -99,6 +102,8 @@ struct CheckpointArgs {
   int64_t save_total_limit = 0;       // keep the newest N checkpoints; 0 = keep all
   std::string load_path;              // checkpoint to resume from, or "auto" (output_dir's latest); "" = start fresh
   bool save_on_signal = true;         // SIGTERM / SIGINT: checkpoint at the next step boundary and exit 0
+  bool save_hf_weights = false;       // also write the weights as an HF model directory, <checkpoint>/hf_ckpt
+  int64_t hf_save_steps = 0;          // HF weights every N steps (with a checkpoint); 0 = only at the end
   bool operator==(const CheckpointArgs&) const = default;
 };
 
@@ -112,6 +117,8 @@ struct TrainArgs {
   int64_t log_steps = 1;
   // TensorBoard event files under checkpoint.output_dir/tensorboard (rank 0); on by default where the build can.
   bool use_tensorboard = tensorboard_supported();
+  int64_t eval_steps = 0;    // validate on data.eval_path every N steps and at the end; 0 = only at the end
+  int64_t eval_batches = 0;  // micro-batches of the eval set per data-parallel rank; 0 = the whole eval set
   std::string device = "auto";      // auto (GPU when the build has CUDA and one is visible) | cpu | cuda
   std::string precision = "mixed";  // mixed (accelerator.fsdp_config.mixed_precision) | fp32 (exact alignment runs)
   std::string objective = "sft";    // sft | dpo | reward | value | ppo_actor (train/objective.h)

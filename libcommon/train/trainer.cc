@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/checkpoint_dir.h"
+#include "ckpt/checkpoint_hf_weights.h"
 #include "ckpt/checkpoint_reader.h"
 #include "ckpt/checkpoint_restore.h"
 #include "ckpt/checkpoint_save.h"
@@ -50,6 +51,7 @@
 #include "train/objective.h"
 #include "train/data_coverage.h"
 #include "train/epoch_plans.h"
+#include "train/evaluator.h"
 #include "train/output_dir_lock.h"
 #include "train/progress.h"
 #include "train/run_setup.h"
@@ -162,6 +164,7 @@ class Trainer {
   void build_mesh_and_model();
   void build_data();
   void build_objective();
+  void build_evaluator();
   std::unique_ptr<TrainModel> make_model(const ModelOptions& options, ModelHead head) const;
   void load_start_weights(TrainModel& model) const;
   void load_lora_base();
@@ -171,7 +174,8 @@ class Trainer {
   void build_optimizer();
   void log_trainable_parameters(double frozen_bytes, double frozen_bytes_max) const;
   std::vector<MultimodalBatch> collate_my_micro_batches(const StepPlan& step);
-  MultimodalBatch collate_micro_batch(const std::vector<int64_t>& sample_indices);
+  MultimodalBatch collate_micro_batch(const DatasetReader& dataset, const std::string& path,
+                                     const std::vector<int64_t>& sample_indices);
   OptimizerGroup& optimizer_group_of(const Parameter& p);
   void step_optimizers(double lr, float grad_scale);
   StepMetrics run_step(const StepPlan& step, int64_t global_step);
@@ -179,6 +183,8 @@ class Trainer {
   void log_step(int64_t step, const StepMetrics& m, double seconds, ProgressClock& clock);
   double step_mfu(const StepMetrics& m, double seconds) const;
   double mfu_peak_flops() const;
+  bool evaluation_due(int64_t step, bool last) const;
+  EvalMetrics run_evaluation(int64_t step, const std::string& metrics_path);
   void write_summary(const TrainSummary& summary, const std::string& path) const;
   void maybe_inject_fault(int64_t step) const;
   void measure_gpu_memory(StepMetrics& m);
@@ -193,6 +199,7 @@ class Trainer {
   void normalise_start_position();
   int agree_on_stop_signal();
   std::string save_checkpoint_at(int64_t global_step, int64_t epoch, int64_t next_step_in_epoch, double last_lr);
+  bool hf_weights_due(int64_t step, bool last) const;
 
   TrainConfig config_;
   std::shared_ptr<Communicator> world_;
@@ -225,6 +232,7 @@ class Trainer {
   std::unique_ptr<DatasetReader> dataset_;
   BatchPlanOptions plan_options_;
   std::unique_ptr<EpochPlans> plans_;
+  std::unique_ptr<Evaluator> evaluator_;  // data.eval_path's; null without one
   std::unique_ptr<OutputDirLock> output_lock_;  // rank 0's, held for the whole run
   int64_t total_steps_ = 0;
   double state_bytes_max_ = 0;
@@ -405,6 +413,16 @@ void Trainer::build_data() {
   if (world_->rank() == 0) report_untrained_data();
 }
 
+void Trainer::build_evaluator() {
+  if (config_.data.eval_path.empty()) return;
+  EvalOptions options{config_.data.eval_path, config_.data.max_seq_len, plan_options_.token_budget,
+                      config_.train.eval_batches};
+  evaluator_ = std::make_unique<Evaluator>(options, *dataset_, config_.data.train_path);
+  const int64_t every = config_.train.eval_steps;
+  spdlog::info("eval: {} micro-batches from {}, {}", evaluator_->num_micro_batches(), config_.data.eval_path,
+               every > 0 ? fmt::format("every {} steps and at the end", every) : std::string("at the end"));
+}
+
 // A preference pair cannot be truncated (the collator refuses it): say so before the first step, not when the pair's
 // step comes, hours into the run.
 void Trainer::refuse_long_pairs() const {
@@ -445,6 +463,12 @@ void Trainer::build_optimizer() {
   adam.beta2 = o.betas[1];
   adam.eps = o.eps;
   adam.weight_decay = o.weight_decay;
+  adam.decay_rule = {o.no_decay_modules, o.no_decay_params};
+  if (adam.decay_rule != WeightDecayRule()) {  // the default need not match (a model without biases)
+    std::vector<std::string> names;
+    for (const auto& p : model_->params().all()) names.push_back(p->name);
+    adam.decay_rule.check_matches(names);
+  }
   const auto& t = config_.train;
   auto add_group = [&](const std::string& name, double peak_lr, bool frozen) {
     optimizers_.push_back({name, peak_lr, frozen, std::make_unique<AdamW>(adam)});
@@ -529,12 +553,13 @@ void Trainer::step_optimizers(double lr, float grad_scale) {
     if (!g.frozen && !g.adamw->slots().empty()) g.adamw->step(lr * g.peak_lr / base, grad_scale);
 }
 
-MultimodalBatch Trainer::collate_micro_batch(const std::vector<int64_t>& sample_indices) {
+MultimodalBatch Trainer::collate_micro_batch(const DatasetReader& dataset, const std::string& path,
+                                             const std::vector<int64_t>& sample_indices) {
   std::vector<Sample> samples;
   std::vector<std::string> contexts;
   for (int64_t index : sample_indices) {
-    samples.push_back(dataset_->read(index));
-    contexts.push_back(fmt::format("{} sample {}", config_.data.train_path, index));
+    samples.push_back(dataset.read(index));
+    contexts.push_back(fmt::format("{} sample {}", path, index));
   }
   if (thinker_) {
     const MultimodalCollateOptions collate =
@@ -558,7 +583,7 @@ std::vector<MultimodalBatch> Trainer::collate_my_micro_batches(const StepPlan& s
   std::vector<MultimodalBatch> mine;
   const auto dp = static_cast<size_t>(mesh_.shape.dp());
   for (size_t i = static_cast<size_t>(mesh_.dp_rank()); i < step.micro_batches.size(); i += dp)
-    mine.push_back(collate_micro_batch(step.micro_batches[i].samples));
+    mine.push_back(collate_micro_batch(*dataset_, config_.data.train_path, step.micro_batches[i].samples));
   return mine;
 }
 
@@ -746,6 +771,12 @@ std::string Trainer::save_checkpoint_at(int64_t global_step, int64_t epoch, int6
   return dir;
 }
 
+// train.checkpoint.save_hf_weights: every hf_save_steps steps (0: none) and at the end of the run (VeOmni's).
+bool Trainer::hf_weights_due(int64_t step, bool last) const {
+  const CheckpointArgs& ck = config_.train.checkpoint;
+  return ck.save_hf_weights && ((ck.hf_save_steps > 0 && step % ck.hf_save_steps == 0) || last);
+}
+
 // Peak GPU memory of this step (the caching allocator's high-water marks), max over ranks.
 void Trainer::measure_gpu_memory(StepMetrics& m) {
   if (!device_.is_cuda()) return;
@@ -855,6 +886,32 @@ void Trainer::log_step(int64_t step, const StepMetrics& m, double seconds, Progr
   }
 }
 
+bool Trainer::evaluation_due(int64_t step, bool last) const {
+  const int64_t every = config_.train.eval_steps;
+  return evaluator_ && ((every > 0 && step % every == 0) || last);
+}
+
+// The one place an evaluation's metrics are produced: logged (log_dict.json's eval series, TensorBoard, the progress
+// line) and returned.
+EvalMetrics Trainer::run_evaluation(int64_t step, const std::string& metrics_path) {
+  const auto begin = std::chrono::steady_clock::now();
+  const EvalMetrics eval = evaluator_->evaluate(
+      *objective_, *model_, *world_, mesh_,
+      [this](const DatasetReader& dataset, const std::string& path, const std::vector<int64_t>& samples) {
+        return collate_micro_batch(dataset, path, samples);
+      });
+  fsdp_->wait_for_gradients();  // drops the gathers prefetched for a backward that does not come
+  if (reference_fsdp_) reference_fsdp_->wait_for_gradients();
+  metrics_.append_eval(step, eval);
+  if (world_->rank() == 0) metrics_.write(metrics_path);
+  if (tensorboard_) tensorboard_->add_scalars(step, eval);
+  std::string values;
+  for (const auto& [name, value] : eval) values += fmt::format(" | {} {:.5f}", name, value);
+  spdlog::info("eval step {}/{}{} | {:.2f}s", step, total_steps_, values,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
+  return eval;
+}
+
 void Trainer::write_summary(const TrainSummary& summary, const std::string& path) const {
   nlohmann::ordered_json j;
   j["steps"] = summary.steps;
@@ -867,6 +924,13 @@ void Trainer::write_summary(const TrainSummary& summary, const std::string& path
   j["elapsed_seconds"] = summary.elapsed_seconds;
   j["tokens_per_sec"] = static_cast<double>(summary.tokens) / std::max(summary.elapsed_seconds, 1e-9);
   j["final_loss"] = summary.final_loss;
+  nlohmann::ordered_json eval = nullptr;
+  if (summary.final_eval_step > 0) {
+    eval = nlohmann::ordered_json::object();
+    eval["step"] = summary.final_eval_step;
+    for (const auto& [name, value] : summary.final_eval) eval[name] = value;
+  }
+  j["final_eval"] = eval;
   j["mesh"] = {{"world", mesh_.shape.world}, {"dp", mesh_.shape.dp()}, {"ulysses", mesh_.shape.ulysses},
                {"ep", mesh_.shape.ep}};
   j["device"] = device_.str();
@@ -892,6 +956,7 @@ TrainSummary Trainer::run() {
   build_mesh_and_model();
   build_data();
   build_objective();
+  build_evaluator();
   build_optimizer();
   if (resume_dir_) resume_from(*resume_dir_);
   peak_flops_per_gpu_ = mfu_peak_flops();
@@ -928,8 +993,15 @@ TrainSummary Trainer::run() {
       summary.final_loss = m.loss;
       if (world_->rank() == 0) metrics_.write(summary.metrics_path);
       const bool last = e + 1 == plans_->num_epochs() && s + 1 == epoch.size();
-      const bool save = (save_steps > 0 && global_step % save_steps == 0) || (last && save_steps >= 0);
+      if (evaluation_due(global_step, last)) {
+        summary.final_eval = run_evaluation(global_step, summary.metrics_path);
+        summary.final_eval_step = global_step;
+      }
+      const bool hf_weights = hf_weights_due(global_step, last);
+      const bool save =
+          (save_steps > 0 && global_step % save_steps == 0) || (last && save_steps >= 0) || hf_weights;
       if (save) summary.last_checkpoint = save_checkpoint_at(global_step, e, static_cast<int64_t>(s) + 1, m.lr);
+      if (hf_weights) save_checkpoint_hf_weights(*world_, summary.last_checkpoint);
       if (!last && (stop_signal = agree_on_stop_signal()) != 0) {
         if (!save) summary.last_checkpoint = save_checkpoint_at(global_step, e, static_cast<int64_t>(s) + 1, m.lr);
         summary.stopped_by = stop_signal_name(stop_signal);

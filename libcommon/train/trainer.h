@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "dist/communicator.h"
 #include "train/train_config.h"
@@ -18,6 +20,8 @@ struct TrainSummary {
   int64_t tokens = 0;          // real (unpadded) tokens processed, all ranks
   double elapsed_seconds = 0;
   double final_loss = 0;
+  int64_t final_eval_step = 0;  // the step of this invocation's last evaluation (data.eval_path); 0 = none
+  std::vector<std::pair<std::string, double>> final_eval;  // its eval_* metrics
   std::string metrics_path;    // log_dict.json
   double state_bytes_max = 0;  // parameters + gradients + optimizer state held by the largest rank
 };

@@ -2,8 +2,9 @@
 //
 // Usage: tensorboard_vs_log TENSORBOARD_DIR LOG_DICT [KEY...]
 //   Every event file of the directory is read (CRCs checked); for a step logged in several files (a resumed run)
-//   the newest file's value counts, as in TensorBoard. Each KEY (default: every key of the log) must have a scalar
-//   at every step 1..n of the log equal to the float32 of the log's double. Prints one line per file and a summary.
+//   the newest file's value counts, as in TensorBoard. Each KEY (default: every key of the log but eval_step) must
+//   have a scalar at every step 1..n of the log (an eval_* key: at each step of eval_step) equal to the float32 of
+//   the log's double. Prints one line per file and a summary.
 // Exit: 0 all equal, 1 a value is missing or differs, 2 an unreadable or corrupt file (the message names the file
 // and the record's byte offset).
 #include <cstdio>
@@ -23,7 +24,9 @@ int check_main(int argc, char** argv) {
   VEOMNI_INPUT_CHECK(argc >= 3, "usage: tensorboard_vs_log TENSORBOARD_DIR LOG_DICT [KEY...]");
   const veomni::MetricsLog log = veomni::load_metrics(argv[2]);
   std::vector<std::string> keys(argv + 3, argv + argc);
-  if (keys.empty()) keys = log.keys();
+  if (keys.empty())
+    for (const std::string& key : log.keys())
+      if (key != veomni::kEvalStepKey) keys.push_back(key);
   std::map<std::pair<std::string, int64_t>, float> scalars;  // (tag, step) -> value of the newest file
   for (const std::string& path : veomni::list_tensorboard_event_files(argv[1])) {
     const veomni::TensorBoardEventFile file = veomni::read_tensorboard_event_file(path);
@@ -35,8 +38,9 @@ int check_main(int argc, char** argv) {
   int failures = 0;
   for (const std::string& key : keys) {
     const std::vector<double>& values = log.values(key);
+    const bool eval = veomni::is_eval_metric(key);
     for (size_t i = 0; i < values.size(); ++i) {
-      const int64_t step = static_cast<int64_t>(i) + 1;
+      const int64_t step = eval ? static_cast<int64_t>(log.values(veomni::kEvalStepKey)[i]) : static_cast<int64_t>(i) + 1;
       const auto it = scalars.find({key, step});
       if (it == scalars.end()) {
         std::printf("%s step %lld: no scalar in the event files\n", key.c_str(), static_cast<long long>(step));

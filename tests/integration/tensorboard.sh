@@ -47,6 +47,15 @@ case $mode in
     done
     echo "ok: one event file holds every metric of log_dict.json at every step"
 
+    # Validation metrics land at the steps they were evaluated after.
+    train "$work/run_eval" --data.eval_path "$work/data.h5" --train.eval_steps 2 ||
+      { cat "$work/err"; fail "training with an eval set failed"; }
+    "$bin/tensorboard_vs_log" "$work/run_eval/tensorboard" "$work/run_eval/log_dict.json" eval_loss >"$work/check" ||
+      { cat "$work/check"; fail "eval_loss is not in the event file at the evaluated steps"; }
+    "$bin/tensorboard_vs_log" "$work/run_eval/tensorboard" "$work/run_eval/log_dict.json" >"$work/check" ||
+      { cat "$work/check"; fail "the event file disagrees with a log_dict.json holding eval series"; }
+    echo "ok: eval_loss is written at the evaluated steps (2 and 3)"
+
     # Two ranks: rank 0 alone writes (one file), and tokens/s per GPU is the world's tokens/s over 2.
     mpirun --oversubscribe -np 2 "$bin/veomni-train" configs/qwen3_toy.yaml --data.train_path "$work/data.h5" \
       --data.max_seq_len 64 --train.global_batch_size 2 --train.max_steps 2 --train.checkpoint.output_dir "$work/np2" \
@@ -90,11 +99,13 @@ for tps, per_gpu in zip(log['tokens_per_sec'], log['tokens_per_sec_per_gpu']):
     echo "ok: a corrupt record is reported with the file and its byte offset"
     ;;
   python)
-    train "$work/run" --train.max_steps 4 --train.checkpoint.save_steps 2 || { cat "$work/err"; fail "run failed"; }
+    eval_set=(--data.eval_path "$work/data.h5" --train.eval_steps 2)
+    train "$work/run" --train.max_steps 4 --train.checkpoint.save_steps 2 "${eval_set[@]}" ||
+      { cat "$work/err"; fail "run failed"; }
     python3 scripts/check_tensorboard_events.py "$work/run" || fail "TensorBoard's reader disagrees with log_dict.json"
     # Resumed from step 2: steps 3 and 4 repeat in a second file; TensorBoard keeps the newer values.
     sleep 1
-    train "$work/run" --train.max_steps 4 --train.checkpoint.save_steps 2 \
+    train "$work/run" --train.max_steps 4 --train.checkpoint.save_steps 2 "${eval_set[@]}" \
       --train.checkpoint.load_path "$work/run/checkpoints/global_step_2" || { cat "$work/err"; fail "resume failed"; }
     python3 scripts/check_tensorboard_events.py "$work/run" ||
       fail "TensorBoard's reader disagrees with the resumed run's log_dict.json"

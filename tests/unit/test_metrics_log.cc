@@ -193,3 +193,60 @@ TEST_F(MetricsLogTest, MissingKeyNamesSourceAndKeys) {
   EXPECT_TRUE(log.contains("lr"));
   expect_input_error([&] { log.values("grad_norm"); }, {path("log_dict.json"), "'grad_norm'", "loss, lr"});
 }
+
+TEST_F(MetricsLogTest, EvalSeriesAreSparseBesideEvalStepAndRoundTrip) {
+  MetricsLog log;
+  for (int i = 1; i <= 4; ++i) {
+    log.append({{"loss", i * 1.0}, {"lr", 0.5}});
+    if (i % 2 == 0) log.append_eval(i, {{"eval_loss", 1.0 / i}, {"eval_foundation_loss", 2.0 / i}});
+  }
+  EXPECT_EQ(log.num_steps(), 4u);
+  EXPECT_EQ(log.num_evals(), 2u);
+  EXPECT_EQ(log.keys(), (std::vector<std::string>{"loss", "lr", "eval_step", "eval_loss", "eval_foundation_loss"}));
+  EXPECT_EQ(log.to_json(),
+            "{\n  \"loss\": [1.0, 2.0, 3.0, 4.0],\n  \"lr\": [0.5, 0.5, 0.5, 0.5],\n  \"eval_step\": [2, 4],\n"
+            "  \"eval_loss\": [0.5, 0.25],\n  \"eval_foundation_loss\": [1.0, 0.5]\n}\n");
+  log.write(path("log_dict.json"));
+  const MetricsLog back = load_metrics(path("log_dict.json"));
+  EXPECT_EQ(back.keys(), log.keys());
+  EXPECT_EQ(back.values("eval_step"), (std::vector<double>{2, 4}));
+  EXPECT_EQ(back.values("eval_loss"), (std::vector<double>{0.5, 0.25}));
+  EXPECT_EQ(back.to_json(), log.to_json());
+}
+
+TEST_F(MetricsLogTest, TruncateDropsTheEvaluationsAfterTheKeptSteps) {
+  MetricsLog log;
+  for (int i = 1; i <= 5; ++i) {
+    log.append({{"loss", i * 1.0}});
+    if (i != 3) log.append_eval(i, {{"eval_loss", i * 10.0}});
+  }
+  log.truncate(3);
+  EXPECT_EQ(log.values("eval_step"), (std::vector<double>{1, 2}));
+  EXPECT_EQ(log.values("eval_loss"), (std::vector<double>{10.0, 20.0}));
+  log.append({{"loss", 4.0}});
+  log.append_eval(4, {{"eval_loss", 40.0}});
+  EXPECT_EQ(log.values("eval_step"), (std::vector<double>{1, 2, 4}));
+  // Not after a logged step, not after the last evaluation, other keys: internal errors.
+  EXPECT_THROW(log.append_eval(5, {{"eval_loss", 1.0}}), Error);
+  EXPECT_THROW(log.append_eval(4, {{"eval_loss", 1.0}}), Error);
+  log.append({{"loss", 5.0}});
+  EXPECT_THROW(log.append_eval(5, {{"eval_acc", 1.0}}), Error);
+}
+
+TEST_F(MetricsLogTest, InvalidEvalSeriesNameFileAndKey) {
+  struct Case {
+    std::string text;
+    std::string fragment;
+  };
+  const std::vector<Case> cases = {
+      {R"({"loss": [1.0, 2.0], "eval_loss": [1.0]})", "eval metrics (eval_loss) without 'eval_step'"},
+      {R"({"loss": [1.0, 2.0], "eval_step": [1, 2], "eval_loss": [1.0]})", "key 'eval_loss' has 1 entries"},
+      {R"({"loss": [1.0, 2.0], "eval_step": [2, 1], "eval_loss": [1.0, 2.0]})", "key 'eval_step' index 1 is 1"},
+      {R"({"loss": [1.0, 2.0], "eval_step": [3], "eval_loss": [1.0]})", "key 'eval_step' index 0 is 3"},
+      {R"({"loss": [1.0, 2.0], "eval_step": [1.5], "eval_loss": [1.0]})", "key 'eval_step' index 0 is 1.5"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string p = write(fmt::format("eval{}.json", i), cases[i].text);
+    expect_input_error([&] { load_metrics(p); }, {p, cases[i].fragment});
+  }
+}

@@ -248,3 +248,43 @@ TEST(RolloutObjectives, MissingRolloutValuesAreInputErrorsNamingTheKey) {
 }
 
 }  // namespace
+
+// Validation runs the training pass's forward only: the same sums, and no parameter gets a gradient.
+TEST(Objectives, EvaluateAddsTheTrainingPassSumsWithoutGradients) {
+  const ModelConfig config = config_of(true);
+  Rng rng(21);
+  const std::vector<std::string> actor_keys{"old_log_probs", "advantages"};
+  const std::vector<std::string> value_keys{"returns", "old_values"};
+  struct Case {
+    std::string name;
+    ModelHead head;
+    std::vector<TokenSample> samples;
+  };
+  const std::vector<Case> cases{
+      {"sft", ModelHead::LanguageModel, {rollout_sample(rng, 9, config.vocab_size, {})}},
+      {"dpo", ModelHead::LanguageModel, pairs(config)},
+      {"reward", ModelHead::SequenceReward, pairs(config)},
+      {"value", ModelHead::TokenValue, {rollout_sample(rng, 8, config.vocab_size, value_keys)}},
+      {"ppo_actor", ModelHead::LanguageModel, {rollout_sample(rng, 8, config.vocab_size, actor_keys)}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    TrainModel model(config, ModelOptions{}, c.head), reference(config, ModelOptions{});
+    model.init_weights(5);
+    reference.init_weights(6);
+    ObjectiveSettings settings;
+    settings.name = c.name;
+    std::unique_ptr<Objective> objective = make_objective(settings, config, &reference);
+    const MultimodalBatch batch = collate(c.samples, config.vocab_size);
+    const StepLossScale scale = objective->step_scale(objective->normaliser(batch, true), 1);
+
+    std::vector<double> trained(objective->num_sums(), 0.0), evaluated(objective->num_sums(), 0.0);
+    model.params().zero_grads();
+    objective->micro_batch(model, batch, scale, true, trained);
+    model.params().zero_grads();
+    objective->evaluate(model, batch, scale, true, evaluated);
+    EXPECT_EQ(evaluated, trained);
+    for (const auto& p : model.params().all())
+      for (float g : p->grad.to_float_vector()) ASSERT_EQ(g, 0.0f) << p->name;
+    EXPECT_EQ(objective->step_metrics(evaluated, scale).front().first, "loss");
+  }
+}

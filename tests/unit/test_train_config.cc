@@ -328,7 +328,8 @@ TEST(TrainConfig, ToYamlRoundTrips) {
 TEST(TrainConfig, ToYamlListsEveryKeyBySection) {
   const std::string text = train_config_to_yaml(TrainConfig());
   EXPECT_EQ(text.rfind("model:\n  config_path: \"\"\n  model_path: \"\"\n", 0), 0u) << text;
-  EXPECT_NE(text.find("\n\ndata:\n  train_path: \"\"\n  max_seq_len: 2048\n  dataloader:\n    shuffle: true\n"),
+  EXPECT_NE(text.find("\n\ndata:\n  train_path: \"\"\n  eval_path: \"\"\n  max_seq_len: 2048\n  dataloader:\n"
+                      "    shuffle: true\n"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("  optimizer:\n    type: \"adamw\"\n    lr: 5.0e-05\n    lr_min: 1.0e-07\n"
@@ -417,6 +418,19 @@ TEST(TrainConfig, ValidateErrors) {
       {[](TrainConfig& c) { c.train.checkpoint.output_dir.clear(); }, "train.checkpoint.output_dir is empty"},
       {[](TrainConfig& c) { c.train.checkpoint.save_steps = -2; }, "train.checkpoint.save_steps must be >= -1"},
       {[](TrainConfig& c) { c.train.checkpoint.save_total_limit = -2; }, "train.checkpoint.save_total_limit must be >= 0"},
+      {[](TrainConfig& c) { c.train.eval_steps = -1; }, "train.eval_steps must be >= 0"},
+      {[](TrainConfig& c) { c.train.eval_batches = -1; }, "train.eval_batches must be >= 0"},
+      {[](TrainConfig& c) { c.train.checkpoint.hf_save_steps = -1; }, "train.checkpoint.hf_save_steps must be >= 0"},
+      {[](TrainConfig& c) {
+         c.train.checkpoint.save_hf_weights = true;
+         c.train.checkpoint.save_steps = -1;
+       },
+       "train.checkpoint.save_hf_weights needs checkpoints"},
+      {[](TrainConfig& c) {
+         c.train.checkpoint.save_hf_weights = true;
+         c.model.lora_config.rank = 4;
+       },
+       "train.checkpoint.save_hf_weights merges the LoRA adapters into the base model of model.model_path"},
   };
   for (const Case& test : cases) {
     TrainConfig c = valid_config();

@@ -3,7 +3,9 @@
 
 #include <spdlog/fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 
 #include "core/error.h"
@@ -61,6 +63,25 @@ size_t select_steps(const std::vector<NamedRun>& runs, const AlignOptions& optio
   return options.steps ? *options.steps : base.num_steps();
 }
 
+// Eval metrics (eval_*) have one entry per evaluation: those after the compared steps' evaluations, which every run
+// must have made after the same steps.
+size_t evals_to_compare(const std::vector<NamedRun>& runs, size_t steps) {
+  const std::vector<double>& base = runs.front().log.values(kEvalStepKey);
+  const auto count = [steps](const std::vector<double>& at) {
+    return static_cast<size_t>(std::upper_bound(at.begin(), at.end(), static_cast<double>(steps)) - at.begin());
+  };
+  const size_t evals = count(base);
+  for (const NamedRun& run : runs) {
+    const std::vector<double>& at = run.log.values(kEvalStepKey);
+    VEOMNI_INPUT_CHECK(count(at) == evals && std::equal(base.begin(), base.begin() + static_cast<std::ptrdiff_t>(evals), at.begin()),
+                       "{}: evaluated after steps [{}], the baseline {} after [{}] (hint: the same train.eval_steps, "
+                       "or compare the per-step metrics with --keys)",
+                       run.log.source(), fmt::join(at.begin(), at.begin() + static_cast<std::ptrdiff_t>(count(at)), ", "),
+                       runs.front().log.source(), fmt::join(base.begin(), base.begin() + static_cast<std::ptrdiff_t>(evals), ", "));
+  }
+  return evals;
+}
+
 // How far a difference is into its tolerance: <= 1 passes. A zero tolerance makes any difference infinite.
 double tolerance_ratio(double abs_diff, double tolerance) {
   if (tolerance > 0) return abs_diff / tolerance;
@@ -115,9 +136,13 @@ AlignReport compare_runs(const std::vector<NamedRun>& runs, const AlignOptions& 
   for (size_t r = 1; r < runs.size(); ++r) report.runs.push_back(runs[r].name);
   for (const std::string& key : report.keys) {
     const std::vector<double>& base = runs.front().log.values(key);
+    const size_t entries = is_eval_metric(key) ? evals_to_compare(runs, report.steps) : report.steps;
     for (size_t r = 1; r < runs.size(); ++r) {
       report.comparisons.push_back(
-          compare_series(key, runs[r], base, runs[r].log.values(key), report.steps, options));
+          compare_series(key, runs[r], base, runs[r].log.values(key), entries, options));
+      KeyRunComparison& added = report.comparisons.back();
+      if (is_eval_metric(key) && entries > 0)  // report the step of the worst evaluation, not its index
+        added.worst_step = static_cast<size_t>(runs.front().log.values(kEvalStepKey)[added.worst_step]) - 1;
       report.aligned = report.aligned && report.comparisons.back().pass;
     }
   }
