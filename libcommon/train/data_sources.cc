@@ -86,6 +86,83 @@ std::vector<DataSourceSpec> parse_data_sources(const std::vector<std::string>& e
   return sources;
 }
 
+bool is_multisource_file(const std::string& path) {
+  const std::string extension = std::filesystem::path(path).extension().string();
+  return extension == ".yaml" || extension == ".yml";
+}
+
+namespace {
+
+std::vector<std::string> string_list(const YAML::Node& root, const char* key, const std::string& file) {
+  std::vector<std::string> out;
+  const YAML::Node node = root[key];
+  if (!node) return out;
+  VEOMNI_INPUT_CHECK(node.IsSequence(), "{}: key '{}' must be a list", file, key);
+  for (const YAML::Node& item : node) {
+    VEOMNI_INPUT_CHECK(item.IsScalar(), "{}: key '{}' must list plain values", file, key);
+    out.push_back(item.Scalar());
+  }
+  return out;
+}
+
+// The one const phase's weights (all 1 without a schedule).
+std::vector<double> schedule_weights(const YAML::Node& root, size_t sources, const std::string& file) {
+  const YAML::Node schedule = root["schedule"];
+  if (!schedule) return std::vector<double>(sources, 1.0);
+  VEOMNI_INPUT_CHECK(schedule.IsSequence() && schedule.size() == 1,
+                     "{}: key 'schedule' has {} entries; one phase (schedule_type const) is supported (hint: one mix "
+                     "per run, or list the sources in data.datasets)",
+                     file, schedule.IsSequence() ? schedule.size() : 0);
+  const YAML::Node phase = schedule[0];
+  const std::string type = phase["schedule_type"] ? phase["schedule_type"].as<std::string>() : "const";
+  VEOMNI_INPUT_CHECK(type == "const", "{}: key 'schedule[0].schedule_type' is '{}'; only const is supported", file,
+                     type);
+  std::vector<double> weights;
+  try {
+    for (const YAML::Node& w : phase["weights"]) weights.push_back(w.as<double>());
+  } catch (const YAML::Exception&) {
+    throw InputError(fmt::format("{}: key 'schedule[0].weights' must be a list of numbers", file));
+  }
+  VEOMNI_INPUT_CHECK(weights.size() == sources, "{}: key 'schedule[0].weights' has {} values for {} sources", file,
+                     weights.size(), sources);
+  return weights;
+}
+
+}  // namespace
+
+std::vector<DataSourceSpec> read_multisource_file(const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    throw InputError(fmt::format("{}: cannot read the multisource file (data.train_path)", path));
+  } catch (const YAML::Exception& e) {
+    throw InputError(fmt::format("{}: invalid YAML: {}", path, e.msg));
+  }
+  VEOMNI_INPUT_CHECK(root.IsMap(), "{}: a multisource file is a mapping with 'sources' (and 'names', 'schedule')",
+                     path);
+  const std::vector<std::string> paths = string_list(root, "sources", path);
+  VEOMNI_INPUT_CHECK(!paths.empty(), "{}: key 'sources' is missing or empty", path);
+  const std::vector<std::string> names = string_list(root, "names", path);
+  VEOMNI_INPUT_CHECK(names.empty() || names.size() == paths.size(), "{}: key 'names' has {} entries for {} sources",
+                     path, names.size(), paths.size());
+  const std::vector<double> weights = schedule_weights(root, paths.size(), path);
+  std::vector<std::string> entries;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    YAML::Emitter entry;
+    entry << YAML::Flow << YAML::BeginMap << YAML::Key << "path" << YAML::Value << paths[i] << YAML::Key << "weight"
+          << YAML::Value << weights[i];
+    if (!names.empty()) entry << YAML::Key << "name" << YAML::Value << names[i];
+    entry << YAML::EndMap;
+    entries.push_back(entry.c_str());
+  }
+  try {
+    return parse_data_sources(entries);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{} (read as data.datasets): {}", path, e.what()));
+  }
+}
+
 std::string data_source_text(const DataSourceSpec& source) {
   return fmt::format("{{path: {}, weight: {}, name: {}}}", source.path, source.weight, source.name);
 }

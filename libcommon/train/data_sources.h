@@ -18,6 +18,13 @@ struct DataSourceSpec {
 // not a number, a bad or repeated name, or weights that sum to 0.
 std::vector<DataSourceSpec> parse_data_sources(const std::vector<std::string>& entries);
 
+// VeOmni's multisource file, named by data.train_path (a .yaml or .yml file): `sources:` (dataset paths, relative to
+// the current directory as data.train_path is), `names:` (optional) and `schedule:` with one entry of schedule_type
+// const whose `weights:` give the mix (optional: all 1). InputError naming the file and the key otherwise (several
+// schedule phases are refused: data.datasets has one mix per run).
+bool is_multisource_file(const std::string& path);
+std::vector<DataSourceSpec> read_multisource_file(const std::string& path);
+
 // The config text of a source ("{path: a.h5, weight: 2, name: math}").
 std::string data_source_text(const DataSourceSpec& source);
 

@@ -36,7 +36,7 @@ ConfigSchema<TrainConfig> build_schema() {
   VEOMNI_CONFIG_FIELD(s, model.lora_config.exclude_modules, "LoRA: a regular expression (full match) of module names left without adapters, e.g. '.*(visual|audio_tower).*' for the language model only. Empty: none.");
   VEOMNI_CONFIG_FIELD(s, model.lora_config.share_expert_lora, "LoRA on MoE experts: one adapter per layer shared by all its experts (false: one per expert).");
 
-  VEOMNI_CONFIG_FIELD(s, data.train_path, "Training dataset (HDF5, from veomni-preprocess or veomni-dummy-data).");
+  VEOMNI_CONFIG_FIELD(s, data.train_path, "Training dataset (HDF5, from veomni-preprocess or veomni-dummy-data); a .yaml file is read as VeOmni's multisource file (sources, names, one const schedule's weights) and mixed as data.datasets.");
   VEOMNI_CONFIG_FIELD(s, data.datasets, "Several training datasets mixed by weight, instead of data.train_path: a list of {path, weight, name} (weight 1 and the file's stem when left out). Each sample slot of a global batch draws its source with probability weight / sum of weights (seeded by train.seed); within a source samples follow its own shuffled order, restarted with a new shuffle when it runs out. An epoch draws as many samples as the sources with a positive weight hold. Every source must be the same kind of dataset. SFT logs loss_<name> per source.", {.mapping_items = true});
   VEOMNI_CONFIG_FIELD(s, data.max_seq_len, "Maximum tokens of one packed micro-batch sequence.");
   VEOMNI_CONFIG_FIELD(s, data.dataloader.shuffle, "Shuffle the sample order every epoch (seeded by train.seed).");

@@ -19,8 +19,11 @@ std::vector<std::string> key_descriptions(const DatasetReader& reader) {
 
 }  // namespace
 
-TrainSources::TrainSources(const DataArgs& data) : mixed_(!data.datasets.empty()) {
-  specs_ = mixed_ ? parse_data_sources(data.datasets) : std::vector<DataSourceSpec>{{data.train_path, 1.0, ""}};
+TrainSources::TrainSources(const DataArgs& data)
+    : mixed_(!data.datasets.empty() || is_multisource_file(data.train_path)) {
+  if (!data.datasets.empty()) specs_ = parse_data_sources(data.datasets);
+  else if (mixed_) specs_ = read_multisource_file(data.train_path);
+  else specs_ = {{data.train_path, 1.0, ""}};
   first_index_.push_back(0);
   for (size_t s = 0; s < specs_.size(); ++s) {
     readers_.push_back(std::make_unique<DatasetReader>(specs_[s].path));

@@ -19,7 +19,8 @@ class TrainSources {
   // schema): an InputError names the file that differs and both key lists.
   explicit TrainSources(const DataArgs& data);
 
-  // True for data.datasets (even with a single entry): sources are named and mixed by weight.
+  // True for data.datasets (even with a single entry) or VeOmni's multisource file in data.train_path: sources are
+  // named and mixed by weight.
   bool mixed() const { return mixed_; }
   size_t size() const { return specs_.size(); }
   const DataSourceSpec& spec(size_t source) const { return specs_[source]; }

@@ -84,6 +84,34 @@ print("ok: weight 0 never drawn; the lone source's loss is the foundation loss")
 PY
     ;;
 
+  veomni_file)  # VeOmni's multisource file in data.train_path mixes as the same data.datasets do, bit for bit
+    cat >"$work/mix.yaml" <<YAML
+sources:
+- $work/long.h5
+- $work/short.h5
+names:
+- long
+- short
+schedule:
+- schedule_type: const
+  init_token: 0
+  end_token: 100000000000000
+  weights: [0.6, 0.4]
+YAML
+    train 1:1 "$work/listed" --train.num_train_epochs 1 || fail "data.datasets run failed"
+    mix=()
+    mpirun --oversubscribe -np 1 "$bin/veomni-train" configs/qwen3_toy.yaml --data.train_path "$work/mix.yaml" \
+      --data.max_seq_len 64 --train.global_batch_size 4 --train.max_steps 8 --train.checkpoint.save_steps 0 \
+      --train.checkpoint.output_dir "$work/file" --train.device cpu --log-level warn || fail "multisource file run failed"
+    "$bin/veomni-align-check" --rtol 0 --atol 0 --keys "$keys" "$work/listed" "$work/file" ||
+      fail "the multisource file does not mix as data.datasets does"
+    printf 'sources: [%s]\nschedule:\n- {schedule_type: const, weights: [1]}\n- {schedule_type: const, weights: [1]}\n' \
+      "$work/long.h5" >"$work/phases.yaml"
+    mpirun --oversubscribe -np 1 "$bin/veomni-train" configs/qwen3_toy.yaml --data.train_path "$work/phases.yaml" \
+      --train.device cpu --train.checkpoint.output_dir "$work/phases" >"$work/out" 2>&1
+    [ $? -eq 2 ] && grep -q "phases.yaml: key 'schedule' has 2 entries" "$work/out" || { cat "$work/out"; fail "phases"; }
+    echo "ok: VeOmni's multisource file mixes like data.datasets" ;;
+
   bad_inputs)
     train 1:1 "$work/both" --data.train_path "$work/long.h5" >"$work/out" 2>&1
     [ $? -eq 2 ] && grep -q "data.train_path and data.datasets are both set" "$work/out" || { cat "$work/out"; fail "both"; }
