@@ -90,13 +90,33 @@ TrainingPosition position_from_json(const JsonFields& f) {
 }
 
 nlohmann::ordered_json data_plan_to_json(const DataPlanInfo& d) {
-  return {{"train_path", d.train_path},       {"num_samples", d.num_samples},
-          {"micro_batches_per_step", d.micro_batches_per_step}, {"token_budget", d.token_budget},
-          {"max_seq_len", d.max_seq_len},     {"shuffle", d.shuffle}};
+  nlohmann::ordered_json out = {{"train_path", d.train_path},       {"num_samples", d.num_samples},
+                                {"micro_batches_per_step", d.micro_batches_per_step}, {"token_budget", d.token_budget},
+                                {"max_seq_len", d.max_seq_len},     {"shuffle", d.shuffle}};
+  if (d.sources.empty()) return out;  // versions 1 to 3 have no key 'sources'
+  out["sources"] = nlohmann::ordered_json::array();
+  for (const DataPlanSource& s : d.sources)
+    out["sources"].push_back({{"path", s.path}, {"name", s.name}, {"weight", s.weight}, {"num_samples", s.num_samples}});
+  return out;
 }
 
-DataPlanInfo data_plan_from_json(const JsonFields& f) {
+// Key 'sources' (a mixed run's datasets) from format version 4 on.
+std::vector<DataPlanSource> data_plan_sources_from_json(const JsonFields& f, int64_t version) {
+  std::vector<DataPlanSource> sources;
+  if (!f.has("sources")) return sources;
+  VEOMNI_INPUT_CHECK(version >= 4, "{}: key 'data_plan.sources' needs format_version 4, the file says {}", f.source(),
+                     version);
+  const nlohmann::json& list = f.array("sources");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const JsonFields s(list[i], f.source(), fmt::format("data_plan.sources[{}]", i));
+    sources.push_back({s.string("path"), s.string("name"), s.number("weight"), s.integer("num_samples")});
+  }
+  return sources;
+}
+
+DataPlanInfo data_plan_from_json(const JsonFields& f, int64_t version) {
   DataPlanInfo d;
+  d.sources = data_plan_sources_from_json(f, version);
   d.train_path = f.string("train_path");
   d.num_samples = f.integer("num_samples");
   d.micro_batches_per_step = f.integer("micro_batches_per_step", 1);
@@ -278,13 +298,14 @@ CheckpointParam checkpoint_param(const std::string& name, const Shape& shape, bo
 nlohmann::ordered_json checkpoint_metadata_to_json(const CheckpointMetadata& m) {
   nlohmann::ordered_json out;
   out["format"] = kCheckpointFormat;
-  out["format_version"] = m.adapter ? 3 : m.head == ModelHead::LanguageModel ? 1 : 2;
+  const bool mixed = m.data_plan && !m.data_plan->sources.empty();
+  out["format_version"] = mixed ? 4 : m.adapter ? 3 : m.head == ModelHead::LanguageModel ? 1 : 2;
   out["producer"] = m.producer;
   out["global_step"] = m.position.global_step;
   out["mesh"] = {{"world", m.mesh.world}, {"ulysses", m.mesh.ulysses}, {"ep", m.mesh.ep}, {"dp", m.mesh.dp()}};
   out["position"] = position_to_json(m.position);
   out["data_plan"] = m.data_plan ? data_plan_to_json(*m.data_plan) : nlohmann::ordered_json(nullptr);
-  if (m.head != ModelHead::LanguageModel || m.adapter) out["model_head"] = model_head_name(m.head);  // version >= 2
+  if (m.head != ModelHead::LanguageModel || m.adapter || mixed) out["model_head"] = model_head_name(m.head);  // >= 2
   out["model_config"] = nlohmann::ordered_json::parse(model_config_to_json(m.model_config, m.head).dump());
   if (!m.hf_config_json.empty()) out["hf_config"] = nlohmann::ordered_json::parse(m.hf_config_json);
   out["train_config"] =
@@ -318,7 +339,7 @@ CheckpointMetadata checkpoint_metadata_from_json(const json& root, const std::st
   VEOMNI_INPUT_CHECK(f.integer("global_step") == m.position.global_step,
                      "{}: global_step {} differs from position.global_step {}", source, f.integer("global_step"),
                      m.position.global_step);
-  if (f.has("data_plan")) m.data_plan = data_plan_from_json(f.object("data_plan"));
+  if (f.has("data_plan")) m.data_plan = data_plan_from_json(f.object("data_plan"), version);
   m.head = head_from_json(f, version);
   f.object("model_config");  // an object, or an error naming the key
   m.model_config = model_config_from_json(f.at("model_config"), source + " (model_config)");

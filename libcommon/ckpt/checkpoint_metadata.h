@@ -18,9 +18,9 @@ namespace veomni {
 
 inline constexpr const char* kCheckpointFormat = "veomni-checkpoint";
 // metadata.json's newest format version. Version 2 added key 'model_head', version 3 the adapter checkpoint (keys
-// 'lora' and 'base_model'); a writer uses the oldest version that describes the checkpoint (1 for the LM head), so
-// older readers keep reading the checkpoints they understand.
-inline constexpr int64_t kCheckpointFormatVersion = 3;
+// 'lora' and 'base_model'), version 4 the mixed data plan (key 'data_plan.sources'); a writer uses the oldest version
+// that describes the checkpoint (1 for the LM head), so older readers keep reading the checkpoints they understand.
+inline constexpr int64_t kCheckpointFormatVersion = 4;
 // The rank files' format version (unchanged by metadata.json's).
 inline constexpr int64_t kRankFileFormatVersion = 1;
 inline constexpr const char* kCheckpointMetadataFile = "metadata.json";
@@ -39,14 +39,24 @@ struct TrainingPosition {
   bool operator==(const TrainingPosition&) const = default;
 };
 
+// One dataset of a mixed run (data.datasets), in the config's order.
+struct DataPlanSource {
+  std::string path;
+  std::string name;
+  double weight = 1.0;
+  int64_t num_samples = 0;
+  bool operator==(const DataPlanSource&) const = default;
+};
+
 // The inputs of the batch plan: a run resumed with other values would read other samples at the same position.
 struct DataPlanInfo {
-  std::string train_path;
+  std::string train_path;  // "" for a mixed run
   int64_t num_samples = 0;
   int64_t micro_batches_per_step = 0;
   int64_t token_budget = 0;
   int64_t max_seq_len = 0;
   bool shuffle = true;
+  std::vector<DataPlanSource> sources;  // a mixed run's datasets (format version 4); empty otherwise
   bool operator==(const DataPlanInfo&) const = default;
 };
 

@@ -23,6 +23,11 @@ std::vector<int64_t> epoch_order(int64_t num_samples, int64_t epoch, const Batch
 
 std::vector<StepPlan> plan_epoch(const std::vector<int64_t>& sample_lengths, int64_t epoch,
                                  const BatchPlanOptions& options) {
+  return plan_order(sample_lengths, epoch_order(static_cast<int64_t>(sample_lengths.size()), epoch, options), options);
+}
+
+std::vector<StepPlan> plan_order(const std::vector<int64_t>& sample_lengths, const std::vector<int64_t>& order,
+                                 const BatchPlanOptions& options) {
   VEOMNI_INPUT_CHECK(options.max_seq_len > 0, "data.max_seq_len must be positive (got {})", options.max_seq_len);
   VEOMNI_INPUT_CHECK(options.token_budget >= options.max_seq_len,
                      "micro-batch token budget {} is smaller than max_seq_len {}", options.token_budget,
@@ -30,7 +35,7 @@ std::vector<StepPlan> plan_epoch(const std::vector<int64_t>& sample_lengths, int
   VEOMNI_INPUT_CHECK(options.micro_batches_per_step > 0, "micro-batches per step must be positive");
   std::vector<MicroBatchPlan> micro_batches;
   MicroBatchPlan current;
-  for (int64_t index : epoch_order(static_cast<int64_t>(sample_lengths.size()), epoch, options)) {
+  for (int64_t index : order) {
     const int64_t length = std::min(sample_lengths[static_cast<size_t>(index)], options.max_seq_len);
     if (length <= 0) continue;  // empty samples carry no token
     if (current.tokens + length > options.token_budget && !current.samples.empty()) {

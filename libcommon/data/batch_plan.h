@@ -28,6 +28,10 @@ struct BatchPlanOptions {
 std::vector<StepPlan> plan_epoch(const std::vector<int64_t>& sample_lengths, int64_t epoch,
                                  const BatchPlanOptions& options);
 
+// The same packing over a given sample order (indices into sample_lengths; a mixed epoch's, see data/mix_plan.h).
+std::vector<StepPlan> plan_order(const std::vector<int64_t>& sample_lengths, const std::vector<int64_t>& order,
+                                 const BatchPlanOptions& options);
+
 // The sample order of an epoch (a seeded Fisher–Yates shuffle, or identity).
 std::vector<int64_t> epoch_order(int64_t num_samples, int64_t epoch, const BatchPlanOptions& options);
 

@@ -165,7 +165,9 @@ TextPreprocessSummary preprocess_text(const TextPreprocessOptions& options) {
   RecordProgress progress(reader);
   TextPreprocessSummary summary;
   summary.tokenizer = tokenizer.fingerprint();
-  SampleStore store;
+  // Tokenized samples beyond the buffer wait in a temporary file beside the output, so memory does not grow with
+  // the input's tokens; the dataset is written from there once the sample count (the shards' split) is known.
+  SampleStore store(std::filesystem::absolute(options.out).parent_path().string(), options.buffer_bytes);
   std::vector<RecordRef> block;
   std::vector<EncodedRecord> results;
   while (reader.next_block(block)) {

@@ -46,6 +46,8 @@ struct TextPreprocessOptions {
   bool skip_bad = false;  // count and skip bad records instead of failing on the first
   int compression_level = 1;
   size_t max_line_bytes = kDefaultMaxLineBytes;  // a longer JSONL line is an InputError
+  // Tokenized samples held in memory; beyond it they go to an unlinked temporary file in out's directory.
+  size_t buffer_bytes = 64u << 20;
 };
 
 struct TextPreprocessSummary {
@@ -67,7 +69,8 @@ struct TextPreprocessSummary {
   std::string tokenizer;  // the fingerprint recorded in the dataset
 };
 
-// Reads every record (tokenizing on all threads), then writes the dataset: DatasetInfo kind "text", producer
+// Reads every record in blocks (tokenizing each block on all threads), keeping at most options.buffer_bytes of
+// tokens in memory (the rest in a temporary file) plus 8 bytes per sample, then writes the dataset from there: DatasetInfo kind "text", producer
 // veomni-preprocess, the tokenizer's fingerprint, the packing. Keys input_ids, labels, attention_mask,
 // position_ids, all i64 [L]. Nothing is written when a record is bad (without skip_bad), when an input file holds
 // no record, or when no sample is left: InputError naming the file and line.

@@ -7,14 +7,48 @@
 
 #include "core/error.h"
 #include "data/batch.h"
+#include "data/token_spool.h"
 
 namespace veomni {
 
+SampleStore::SampleStore(std::string spool_directory, size_t buffer_bytes)
+    : spool_directory_(std::move(spool_directory)), buffer_bytes_(buffer_bytes) {}
+
+SampleStore::~SampleStore() = default;
+
 void SampleStore::add(const LabeledTokens& tokens) {
+  VEOMNI_CHECK(tokens.ids.size() == tokens.trained.size(), "{} ids but {} target flags", tokens.ids.size(),
+               tokens.trained.size());
   ids_.insert(ids_.end(), tokens.ids.begin(), tokens.ids.end());
   trained_.insert(trained_.end(), tokens.trained.begin(), tokens.trained.end());
-  offsets_.push_back(static_cast<int64_t>(ids_.size()));
+  offsets_.push_back(offsets_.back() + static_cast<int64_t>(tokens.ids.size()));
   trained_tokens_ += tokens.trained_count();
+  if (ids_.size() * (sizeof(int32_t) + 1) >= buffer_bytes_) spill();
+}
+
+// Whole samples only: a sample is either in the spool or in the buffer, never split.
+void SampleStore::spill() {
+  if (!id_spool_) {
+    id_spool_ = std::make_unique<TokenSpool>(spool_directory_);
+    flag_spool_ = std::make_unique<TokenSpool>(spool_directory_);
+  }
+  id_spool_->append(ids_.data(), ids_.size() * sizeof(int32_t));
+  flag_spool_->append(trained_.data(), trained_.size());
+  spooled_tokens_ += static_cast<int64_t>(ids_.size());
+  ids_.clear();
+  trained_.clear();
+}
+
+void SampleStore::read_tokens(int64_t index, int32_t* ids, uint8_t* trained) const {
+  const int64_t begin = offsets_[index], len = length(index);
+  if (begin >= spooled_tokens_) {
+    const auto at = static_cast<size_t>(begin - spooled_tokens_);
+    std::copy_n(ids_.begin() + static_cast<std::ptrdiff_t>(at), len, ids);
+    std::copy_n(trained_.begin() + static_cast<std::ptrdiff_t>(at), len, trained);
+    return;
+  }
+  id_spool_->read(static_cast<uint64_t>(begin) * sizeof(int32_t), ids, static_cast<size_t>(len) * sizeof(int32_t));
+  flag_spool_->read(static_cast<uint64_t>(begin), trained, static_cast<size_t>(len));
 }
 
 Sample SampleStore::sample(int64_t index) const { return packed_row({index}, length(index), 0); }
@@ -29,13 +63,18 @@ Sample SampleStore::packed_row(const std::vector<int64_t>& members, int64_t row_
   int64_t* attend = mask.data<int64_t>();
   int64_t* pos = positions.data<int64_t>();
   int64_t at = 0;
+  std::vector<int32_t> member_ids;
+  std::vector<uint8_t> member_trained;
   for (size_t k = 0; k < members.size(); ++k) {
-    const int64_t begin = offsets_[members[k]], len = length(members[k]);
+    const int64_t len = length(members[k]);
     VEOMNI_CHECK(at + len <= row_length, "row of {} tokens overflows at sample {}", row_length, members[k]);
+    member_ids.resize(static_cast<size_t>(len));
+    member_trained.resize(static_cast<size_t>(len));
+    read_tokens(members[k], member_ids.data(), member_trained.data());
     for (int64_t i = 0; i < len; ++i) {
-      const int32_t token = ids_[static_cast<size_t>(begin + i)];
+      const int32_t token = member_ids[static_cast<size_t>(i)];
       id[at + i] = token;
-      label[at + i] = trained_[static_cast<size_t>(begin + i)] ? token : kIgnoreIndex;
+      label[at + i] = member_trained[static_cast<size_t>(i)] ? token : kIgnoreIndex;
       attend[at + i] = 1;
       pos[at + i] = i;
     }

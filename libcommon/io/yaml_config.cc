@@ -277,6 +277,15 @@ class YamlWalker {
     return "null";
   }
 
+  // {a: 1, b: x}: a mapping item as one line of YAML.
+  static std::string flow_text(const YAML::Node& node) {
+    YAML::Emitter out;
+    out.SetMapFormat(YAML::Flow);
+    out.SetSeqFormat(YAML::Flow);
+    out << node;
+    return out.c_str();
+  }
+
   static ConfigValue convert(const ConfigFieldSpec& spec, const YAML::Node& node, const std::string& where) {
     if (node.IsNull()) return null_value(spec, where);
     if (!is_list(spec.type)) {
@@ -286,6 +295,10 @@ class YamlWalker {
     if (!node.IsSequence()) throw_bad_value(spec, where, describe(node));
     std::vector<std::string> items;
     for (const YAML::Node& item : node) {
+      if (item.IsMap() && spec.options.mapping_items) {
+        items.push_back(flow_text(item));
+        continue;
+      }
       if (!item.IsScalar()) throw_bad_value(spec, where, fmt::format("{} inside the list", describe(item)));
       items.push_back(item.Scalar());
     }
@@ -300,11 +313,23 @@ class YamlWalker {
 
 // --- command line ---------------------------------------------------------------------------------------------
 
+// Commas inside { } belong to a mapping item ({path: a.h5, weight: 2}), not between items.
+std::vector<std::string> split_outside_braces(std::string_view text) {
+  std::vector<std::string> parts(1);
+  int depth = 0;
+  for (char c : text) {
+    depth += c == '{' ? 1 : c == '}' ? -1 : 0;
+    if (c == ',' && depth <= 0) parts.emplace_back();
+    else parts.back() += c;
+  }
+  return parts;
+}
+
 // "0.9,0.95", "[0.9, 0.95]" and "[]" all name list items.
 void append_list_items(std::string_view token, std::vector<std::string>& items) {
   std::string text = trim(token);
   if (text.size() >= 2 && text.front() == '[' && text.back() == ']') text = text.substr(1, text.size() - 2);
-  for (const std::string& part : split(text, ',')) {
+  for (const std::string& part : split_outside_braces(text)) {
     std::string item = trim(part);
     if (!item.empty()) items.push_back(std::move(item));
   }

@@ -30,6 +30,8 @@ struct ConfigFieldOptions {
   std::vector<std::string> choices;        // allowed values of a string key; empty = any string
   std::optional<std::string> null_means;   // the text a YAML null stands for (e.g. "-1"); strings and lists always
                                            // accept null (as "" and []), other types only when this is set
+  bool mapping_items = false;              // a list of strings whose items may also be mappings ({path: a, weight:
+                                           // 2}), each kept as its YAML flow text for the owner to parse
 };
 
 struct ConfigFieldSpec {

@@ -11,6 +11,7 @@ SftPass sft_forward(ModelBody& body, LmHead& head, const MultimodalBatch& batch,
   LmHead::LossOutput loss = head.loss_forward(out.hidden, batch.text.target_ids, save, logits_out);
   out.hidden = Tensor();
   pass.stats.ce_sum = loss.ce_sum;
+  pass.token_losses = loss.token_losses;
   pass.stats.valid_tokens = loss.valid_tokens;
   pass.stats.aux_loss = out.aux_loss;
   pass.body = std::move(out.saved);

@@ -26,6 +26,7 @@ struct ForwardStats {
 // error.
 struct SftPass {
   ForwardStats stats;
+  Tensor token_losses;  // f32 [S]: each target's cross-entropy (0 where ignored), on the model's device
   std::unique_ptr<BodySaved> body;  // null when forward ran with save = false or the pass was consumed
   LmHead::LossSaved head;
 };

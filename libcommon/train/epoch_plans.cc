@@ -9,8 +9,12 @@
 namespace veomni {
 
 EpochPlans::EpochPlans(std::vector<int64_t> sample_lengths, const BatchPlanOptions& options, int64_t num_epochs,
-                       int64_t max_steps)
-    : lengths_(std::move(sample_lengths)), options_(options), num_epochs_(num_epochs), max_steps_(max_steps) {
+                       int64_t max_steps, std::vector<MixSource> mix)
+    : lengths_(std::move(sample_lengths)),
+      options_(options),
+      mix_(std::move(mix)),
+      num_epochs_(num_epochs),
+      max_steps_(max_steps) {
   uniform_steps_ = uniform_epoch_steps();
   if (uniform_steps_ >= 0) {
     VEOMNI_INPUT_CHECK(uniform_steps_ == 0 || num_epochs_ <= std::numeric_limits<int64_t>::max() / uniform_steps_,
@@ -24,7 +28,9 @@ EpochPlans::EpochPlans(std::vector<int64_t> sample_lengths, const BatchPlanOptio
 
 // Greedy packing opens a new micro-batch only when the current one is full, so an epoch has at least
 // ceil(tokens / budget) micro-batches whatever the order: when that many make max_steps steps, every epoch is capped.
+// A mixed epoch draws other samples every epoch (its tokens vary): each epoch is counted by planning it.
 int64_t EpochPlans::uniform_epoch_steps() const {
+  if (!mix_.empty()) return -1;
   if (!options_.shuffle) return static_cast<int64_t>(plan(0).size());
   if (max_steps_ <= 0) return -1;
   int64_t tokens = 0;
@@ -34,7 +40,8 @@ int64_t EpochPlans::uniform_epoch_steps() const {
 }
 
 std::vector<StepPlan> EpochPlans::plan(int64_t epoch) const {
-  std::vector<StepPlan> steps = plan_epoch(lengths_, epoch, options_);
+  std::vector<StepPlan> steps = mix_.empty() ? plan_epoch(lengths_, epoch, options_)
+                                             : plan_order(lengths_, mixed_epoch_order(mix_, epoch, options_), options_);
   if (max_steps_ > 0 && static_cast<int64_t>(steps.size()) > max_steps_) steps.resize(static_cast<size_t>(max_steps_));
   return steps;
 }
@@ -42,7 +49,8 @@ std::vector<StepPlan> EpochPlans::plan(int64_t epoch) const {
 int64_t EpochPlans::steps_in_epoch(int64_t epoch) const {
   if (uniform_steps_ >= 0) return uniform_steps_;
   if (epoch == planned_epoch_) return static_cast<int64_t>(planned_.size());
-  return static_cast<int64_t>(plan(epoch).size());
+  if (const auto known = counted_.find(epoch); known != counted_.end()) return known->second;
+  return counted_[epoch] = static_cast<int64_t>(plan(epoch).size());
 }
 
 int64_t EpochPlans::steps_before(int64_t epoch) const {

@@ -2,17 +2,21 @@
 // the step counts the LR schedule, the progress line and resume checks need are computed without keeping plans.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "data/batch_plan.h"
+#include "data/mix_plan.h"
 
 namespace veomni {
 
 class EpochPlans {
  public:
   // max_steps > 0 caps each epoch's steps (train.max_steps); -1: whole epochs.
+  // mix: the sources of a mixed run (data.datasets), whose concatenated samples sample_lengths lists; empty: one
+  // dataset, shuffled as a whole every epoch.
   EpochPlans(std::vector<int64_t> sample_lengths, const BatchPlanOptions& options, int64_t num_epochs,
-             int64_t max_steps);
+             int64_t max_steps, std::vector<MixSource> mix = {});
 
   int64_t num_epochs() const { return num_epochs_; }
   // Steps of the whole run (all epochs).
@@ -33,12 +37,14 @@ class EpochPlans {
 
   std::vector<int64_t> lengths_;
   BatchPlanOptions options_;
+  std::vector<MixSource> mix_;
   int64_t num_epochs_;
   int64_t max_steps_;
   int64_t uniform_steps_ = -1;
   int64_t total_steps_ = 0;
   int64_t planned_epoch_ = -1;
   std::vector<StepPlan> planned_;
+  mutable std::map<int64_t, int64_t> counted_;  // step counts of epochs planned only to be counted
 };
 
 }  // namespace veomni

@@ -14,7 +14,7 @@ std::unique_ptr<Objective> make_objective(const ObjectiveSettings& settings, con
   if (settings.name == "reward") return std::make_unique<RewardObjective>(text_config);
   if (settings.name == "value") return std::make_unique<ValueObjective>(text_config, settings.critic);
   if (settings.name == "ppo_actor") return std::make_unique<PpoActorObjective>(text_config, settings.actor);
-  return std::make_unique<SftObjective>(text_config);
+  return std::make_unique<SftObjective>(text_config, settings.source_names);
 }
 
 }  // namespace veomni

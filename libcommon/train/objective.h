@@ -54,6 +54,7 @@ struct ObjectiveSettings {
   objective::DpoConfig dpo;
   objective::PpoActorConfig actor;
   objective::ValueConfig critic;
+  std::vector<std::string> source_names;  // a mixed run's sources: SFT reports loss_<name> per source
 };
 
 // The objective settings.name names, for a model whose language model has text_config. reference: DPO's frozen

@@ -11,6 +11,7 @@
 #include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "model/model_config.h"
+#include "train/data_sources.h"
 #include "train/environment_overrides.h"
 #include "train/objective_names.h"
 
@@ -37,8 +38,9 @@ ConfigSchema<TrainConfig> build_schema() {
   VEOMNI_CONFIG_FIELD(s, model.lora_config.exclude_modules, "LoRA: a regular expression (full match) of module names left without adapters, e.g. '.*(visual|audio_tower).*' for the language model only. Empty: none.");
   VEOMNI_CONFIG_FIELD(s, model.lora_config.share_expert_lora, "LoRA on MoE experts: one adapter per layer shared by all its experts (false: one per expert).");
 
-  VEOMNI_CONFIG_FIELD(s, data.train_path, "Training dataset (HDF5, from veomni-preprocess or veomni-dummy-data).");
+  VEOMNI_CONFIG_FIELD(s, data.train_path, "Training dataset (HDF5, from veomni-preprocess or veomni-dummy-data); a .yaml file is read as VeOmni's multisource file (sources, names, one const schedule's weights) and mixed as data.datasets.");
   VEOMNI_CONFIG_FIELD(s, data.eval_path, "Validation dataset (HDF5) of the same kind as data.train_path (the same objective keys), evaluated forward only every train.eval_steps steps and at the end of the run. Empty: no validation.");
+  VEOMNI_CONFIG_FIELD(s, data.datasets, "Several training datasets mixed by weight, instead of data.train_path: a list of {path, weight, name} (weight 1 and the file's stem when left out). Each sample slot of a global batch draws its source with probability weight / sum of weights (seeded by train.seed); within a source samples follow its own shuffled order, restarted with a new shuffle when it runs out. An epoch draws as many samples as the sources with a positive weight hold. Every source must be the same kind of dataset. SFT logs loss_<name> per source.", {.mapping_items = true});
   VEOMNI_CONFIG_FIELD(s, data.max_seq_len, "Maximum tokens of one packed micro-batch sequence.");
   VEOMNI_CONFIG_FIELD(s, data.dataloader.shuffle, "Shuffle the sample order every epoch (seeded by train.seed).");
 
@@ -124,7 +126,13 @@ bool in_unit_interval(double v) { return v >= 0.0 && v <= 1.0; }
 void validate_model_and_data(const TrainConfig& c) {
   check(!c.model.config_path.empty() || !c.model.model_path.empty(),
         "model.config_path and model.model_path are both empty; set one of them");
-  check(!c.data.train_path.empty(), "data.train_path is empty; set it in the YAML or with --data.train_path PATH");
+  check(c.data.train_path.empty() || c.data.datasets.empty(),
+        "data.train_path and data.datasets are both set; give one dataset in data.train_path or several, mixed by "
+        "weight, in data.datasets");
+  check(!c.data.train_path.empty() || !c.data.datasets.empty(),
+        "data.train_path is empty; set it in the YAML or with --data.train_path PATH (or list several datasets in "
+        "data.datasets)");
+  parse_data_sources(c.data.datasets);  // InputErrors naming data.datasets[i]
   check(c.data.max_seq_len > 0, fmt::format("data.max_seq_len must be positive, got {}", c.data.max_seq_len));
   c.model.lora_config.validate("model.lora_config");
 }

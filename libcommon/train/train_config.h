@@ -32,6 +32,9 @@ struct DataloaderArgs {
 struct DataArgs {
   std::string train_path;     // dataset.h5 written by veomni-preprocess or veomni-dummy-data
   std::string eval_path;      // validation dataset of the same kind; "" = no validation
+  // Several datasets mixed by weight instead of train_path: "{path: a.h5, weight: 0.7, name: math}" per entry (the
+  // YAML may write each as a mapping); see train/data_sources.h.
+  std::vector<std::string> datasets;
   int64_t max_seq_len = 2048; // tokens per packed micro-batch sequence
   DataloaderArgs dataloader;
   bool operator==(const DataArgs&) const = default;

@@ -55,6 +55,8 @@
 #include "train/output_dir_lock.h"
 #include "train/progress.h"
 #include "train/run_setup.h"
+#include "train/source_losses.h"
+#include "train/train_sources.h"
 #include "train/stop_signal.h"
 #include "train/train_model.h"
 
@@ -174,8 +176,9 @@ class Trainer {
   void build_optimizer();
   void log_trainable_parameters(double frozen_bytes, double frozen_bytes_max) const;
   std::vector<MultimodalBatch> collate_my_micro_batches(const StepPlan& step);
-  MultimodalBatch collate_micro_batch(const DatasetReader& dataset, const std::string& path,
-                                     const std::vector<int64_t>& sample_indices);
+  MultimodalBatch collate_samples(const std::vector<Sample>& samples, const std::vector<std::string>& contexts) const;
+  MultimodalBatch collate_micro_batch(const std::vector<int64_t>& sample_indices);
+  std::vector<MultimodalBatch::SourceSpan> source_spans_of(const std::vector<int64_t>& sample_indices) const;
   OptimizerGroup& optimizer_group_of(const Parameter& p);
   void step_optimizers(double lr, float grad_scale);
   StepMetrics run_step(const StepPlan& step, int64_t global_step);
@@ -185,6 +188,7 @@ class Trainer {
   double mfu_peak_flops() const;
   bool evaluation_due(int64_t step, bool last) const;
   EvalMetrics run_evaluation(int64_t step, const std::string& metrics_path);
+  void drop_source_metrics(EvalMetrics& eval) const;
   void write_summary(const TrainSummary& summary, const std::string& path) const;
   void maybe_inject_fault(int64_t step) const;
   void measure_gpu_memory(StepMetrics& m);
@@ -229,7 +233,8 @@ class Trainer {
   std::vector<std::pair<size_t, size_t>> shard_slots_;
   std::vector<bool> shard_frozen_;
   std::unique_ptr<LrSchedule> schedule_;
-  std::unique_ptr<DatasetReader> dataset_;
+  std::unique_ptr<TrainSources> sources_;  // data.train_path, or data.datasets' sources
+  const DatasetReader* dataset_ = nullptr;  // the first source: its keys are every source's
   BatchPlanOptions plan_options_;
   std::unique_ptr<EpochPlans> plans_;
   std::unique_ptr<Evaluator> evaluator_;  // data.eval_path's; null without one
@@ -354,6 +359,12 @@ void Trainer::load_start_weights(TrainModel& model) const {
 void Trainer::build_objective() {
   const TrainArgs& t = config_.train;
   ObjectiveSettings settings{t.objective, t.dpo_config, t.actor, t.critic};
+  if (sources_->mixed() && t.objective == "sft")
+    for (size_t s = 0; s < sources_->size(); ++s) settings.source_names.push_back(sources_->spec(s).name);
+  else if (sources_->mixed())
+    spdlog::warn("data.datasets: the per-source loss (loss_<name>) is reported for train.objective sft only; this {} "
+                 "run logs the mix's metrics as a whole",
+                 t.objective);
   const std::string purpose = "train.objective " + t.objective;
   if (t.objective == "dpo" || t.objective == "reward") require_dataset_keys(*dataset_, {kChosenLengthKey}, purpose);
   if (t.objective == "value") require_dataset_keys(*dataset_, {"returns", "old_values"}, purpose);
@@ -389,26 +400,27 @@ void Trainer::build_objective() {
 }
 
 void Trainer::build_data() {
-  VEOMNI_INPUT_CHECK(!config_.data.train_path.empty(), "data.train_path is not set (hint: --data.train_path PATH)");
-  dataset_ = std::make_unique<DatasetReader>(config_.data.train_path);
-  std::vector<int64_t> lengths(static_cast<size_t>(dataset_->num_samples()));
-  for (int64_t i = 0; i < dataset_->num_samples(); ++i) lengths[static_cast<size_t>(i)] = dataset_->sequence_length(i);
+  VEOMNI_INPUT_CHECK(!config_.data.train_path.empty() || !config_.data.datasets.empty(),
+                     "data.train_path is not set (hint: --data.train_path PATH)");
+  sources_ = std::make_unique<TrainSources>(config_.data);
+  dataset_ = &sources_->first();
 
   plan_options_.max_seq_len = config_.data.max_seq_len;
   plan_options_.token_budget = config_.train.micro_batch_size * config_.data.max_seq_len;
   plan_options_.micro_batches_per_step = layout_.global_batch_size / layout_.micro_batch_size;
   plan_options_.shuffle = config_.data.dataloader.shuffle;
   plan_options_.seed = static_cast<uint64_t>(config_.train.seed);
-  plans_ = std::make_unique<EpochPlans>(std::move(lengths), plan_options_, config_.train.num_train_epochs,
-                                        config_.train.max_steps);
+  plans_ = std::make_unique<EpochPlans>(sources_->lengths(), plan_options_, config_.train.num_train_epochs,
+                                        config_.train.max_steps, sources_->mix());
   total_steps_ = plans_->total_steps();
   VEOMNI_INPUT_CHECK(total_steps_ > 0,
                      "{}: {} samples do not fill one global batch of {} micro-batches of up to {} tokens "
                      "(hint: lower train.global_batch_size or add data)",
-                     config_.data.train_path, dataset_->num_samples(), plan_options_.micro_batches_per_step,
+                     sources_->describe(), sources_->num_samples(), plan_options_.micro_batches_per_step,
                      plan_options_.token_budget);
-  spdlog::info("data: {} samples from {}; {} steps over {} epoch(s)", dataset_->num_samples(),
-               config_.data.train_path, total_steps_, config_.train.num_train_epochs);
+  spdlog::info("data: {} samples from {}; {} steps over {} epoch(s){}", sources_->num_samples(), sources_->describe(),
+               total_steps_, config_.train.num_train_epochs,
+               sources_->mixed() ? fmt::format(" of {} drawn samples", mixed_epoch_draws(sources_->mix())) : "");
   refuse_long_pairs();
   if (world_->rank() == 0) report_untrained_data();
 }
@@ -428,8 +440,8 @@ void Trainer::build_evaluator() {
 void Trainer::refuse_long_pairs() const {
   if (!dataset_->has_key(kChosenLengthKey)) return;
   int64_t longer = 0, first = -1;
-  for (int64_t i = 0; i < dataset_->num_samples(); ++i)
-    if (dataset_->sequence_length(i) > config_.data.max_seq_len) {
+  for (int64_t i = 0; i < sources_->num_samples(); ++i)
+    if (sources_->sequence_length(i) > config_.data.max_seq_len) {
       if (first < 0) first = i;
       ++longer;
     }
@@ -437,20 +449,23 @@ void Trainer::refuse_long_pairs() const {
                      "{}: {} preference pair(s) are longer than data.max_seq_len {}, the first sample {} ({} tokens); "
                      "a pair cannot be truncated (hint: raise data.max_seq_len, or leave such pairs out with "
                      "veomni-preprocess preference --max-seq-len)",
-                     config_.data.train_path, longer, config_.data.max_seq_len, first,
-                     first < 0 ? 0 : dataset_->sequence_length(first));
+                     first < 0 ? "" : sources_->spec(sources_->source_of(first)).path, longer,
+                     config_.data.max_seq_len, first < 0 ? 0 : sources_->local_index(first),
+                     first < 0 ? 0 : sources_->sequence_length(first));
 }
 
 // Data the run will not learn from, said at start-up: truncation over the whole dataset; label tokens over the
 // samples of the first epoch's steps (text data: the multimodal collator decides its targets itself).
 void Trainer::report_untrained_data() {
-  std::vector<int64_t> trained;
+  std::vector<std::vector<int64_t>> trained(sources_->size());  // per source, its own sample indices
   if (!thinker_)
     for (const StepPlan& step : plans_->epoch(0))
       for (const MicroBatchPlan& micro_batch : step.micro_batches)
-        trained.insert(trained.end(), micro_batch.samples.begin(), micro_batch.samples.end());
-  report_data_coverage(measure_data_coverage(*dataset_, trained, config_.data.max_seq_len), config_.data.train_path,
-                       config_.data.max_seq_len);
+        for (int64_t index : micro_batch.samples)
+          trained[sources_->source_of(index)].push_back(sources_->local_index(index));
+  for (size_t s = 0; s < sources_->size(); ++s)
+    report_data_coverage(measure_data_coverage(sources_->reader(s), trained[s], config_.data.max_seq_len),
+                         sources_->spec(s).path, config_.data.max_seq_len);
 }
 
 void Trainer::build_optimizer() {
@@ -553,14 +568,9 @@ void Trainer::step_optimizers(double lr, float grad_scale) {
     if (!g.frozen && !g.adamw->slots().empty()) g.adamw->step(lr * g.peak_lr / base, grad_scale);
 }
 
-MultimodalBatch Trainer::collate_micro_batch(const DatasetReader& dataset, const std::string& path,
-                                             const std::vector<int64_t>& sample_indices) {
-  std::vector<Sample> samples;
-  std::vector<std::string> contexts;
-  for (int64_t index : sample_indices) {
-    samples.push_back(dataset.read(index));
-    contexts.push_back(fmt::format("{} sample {}", path, index));
-  }
+// Packs one micro-batch's samples (contexts name each in errors) as the run's model takes them.
+MultimodalBatch Trainer::collate_samples(const std::vector<Sample>& samples,
+                                         const std::vector<std::string>& contexts) const {
   if (thinker_) {
     const MultimodalCollateOptions collate =
         run_multimodal_collate_options(*thinker_, config_.data.max_seq_len, mesh_);
@@ -579,11 +589,37 @@ MultimodalBatch Trainer::collate_micro_batch(const DatasetReader& dataset, const
   return batch;
 }
 
+// A training micro-batch: its samples from the sources, and (a mixed run) which source each row span came from.
+MultimodalBatch Trainer::collate_micro_batch(const std::vector<int64_t>& sample_indices) {
+  std::vector<Sample> samples;
+  std::vector<std::string> contexts;
+  for (int64_t index : sample_indices) {
+    samples.push_back(sources_->read(index));
+    contexts.push_back(sources_->context(index));
+  }
+  MultimodalBatch batch = collate_samples(samples, contexts);
+  batch.source_spans = source_spans_of(sample_indices);
+  return batch;
+}
+
+// Samples are packed in order, each truncated to data.max_seq_len (the collator's rule): their rows in the packed row.
+std::vector<MultimodalBatch::SourceSpan> Trainer::source_spans_of(const std::vector<int64_t>& sample_indices) const {
+  std::vector<MultimodalBatch::SourceSpan> spans;
+  if (!sources_->mixed()) return spans;
+  int64_t at = 0;
+  for (int64_t index : sample_indices) {
+    const int64_t length = std::min(sources_->sequence_length(index), config_.data.max_seq_len);
+    spans.push_back({at, at + length, static_cast<int32_t>(sources_->source_of(index))});
+    at += length;
+  }
+  return spans;
+}
+
 std::vector<MultimodalBatch> Trainer::collate_my_micro_batches(const StepPlan& step) {
   std::vector<MultimodalBatch> mine;
   const auto dp = static_cast<size_t>(mesh_.shape.dp());
   for (size_t i = static_cast<size_t>(mesh_.dp_rank()); i < step.micro_batches.size(); i += dp)
-    mine.push_back(collate_micro_batch(*dataset_, config_.data.train_path, step.micro_batches[i].samples));
+    mine.push_back(collate_micro_batch(step.micro_batches[i].samples));
   return mine;
 }
 
@@ -651,8 +687,13 @@ std::vector<ParamShardState> Trainer::shard_states() {
 }
 
 DataPlanInfo Trainer::data_plan_info() const {
-  return {config_.data.train_path,           dataset_->num_samples(), plan_options_.micro_batches_per_step,
-          plan_options_.token_budget,        plan_options_.max_seq_len, plan_options_.shuffle};
+  DataPlanInfo info{config_.data.train_path,    sources_->num_samples(), plan_options_.micro_batches_per_step,
+                    plan_options_.token_budget, plan_options_.max_seq_len,   plan_options_.shuffle};
+  if (sources_->mixed())
+    for (size_t s = 0; s < sources_->size(); ++s)
+      info.sources.push_back({sources_->spec(s).path, sources_->spec(s).name, sources_->spec(s).weight,
+                              sources_->reader(s).num_samples()});
+  return info;
 }
 
 void Trainer::resume_from(const std::string& dir) {
@@ -682,9 +723,9 @@ void Trainer::resume_from(const std::string& dir) {
 // Resuming with other data, batch or seed settings is allowed, but the saved position then means other samples.
 void Trainer::warn_about_changed_run(const CheckpointMetadata& saved) const {
   if (saved.data_plan && *saved.data_plan != data_plan_info())
-    spdlog::warn("checkpoint: the batch plan differs from the checkpoint's (data.train_path, its samples, "
-                 "train.global_batch_size / micro_batch_size or data.max_seq_len changed): epoch {} step {} now "
-                 "means other samples",
+    spdlog::warn("checkpoint: the batch plan differs from the checkpoint's (data.train_path or data.datasets, their "
+                 "samples, train.global_batch_size / micro_batch_size or data.max_seq_len changed): epoch {} step {} "
+                 "now means other samples",
                  start_.epoch, start_.step_in_epoch);
   if (saved.data_plan && start_.seed != config_.train.seed)
     spdlog::warn("checkpoint: train.seed {} differs from the checkpoint's {}: the data order changes",
@@ -872,14 +913,20 @@ void Trainer::log_step(int64_t step, const StepMetrics& m, double seconds, Progr
     values.insert(values.end(), {{"mfu", mfu},
                                  {"max_memory_allocated_gib", m.peak_allocated_gib},
                                  {"max_memory_reserved_gib", m.peak_reserved_gib}});
+  hold_absent_source_losses(values, metrics_);
   metrics_.append(values);
   if (tensorboard_) tensorboard_->add_scalars(step, values);
   if (step % std::max<int64_t>(1, config_.train.log_steps) == 0 || step == total_steps_) {
     const std::string memory =
         device_.is_cuda() ? fmt::format(" | peak mem {:.2f} GiB", m.peak_allocated_gib) : std::string();
     const std::string mfu_text = peak_flops_per_gpu_ > 0 ? fmt::format(" | MFU {:.1f}%", 100.0 * mfu) : std::string();
-    spdlog::info("step {}/{} | loss {:.5f} | grad_norm {:.4f} | lr {:.3e} | {} tok/s ({}/{}){}{} | ETA {}", step,
-                 total_steps_, m.loss, m.grad_norm, m.lr,
+    std::string per_source;  // " (math 1.234, code 2.345)" for a mixed SFT run
+    for (const auto& [key, value] : values)
+      if (key.starts_with("loss_")) per_source += fmt::format("{}{} {:.4f}", per_source.empty() ? " (" : ", ",
+                                                             key.substr(5), value);
+    if (!per_source.empty()) per_source += ")";
+    spdlog::info("step {}/{} | loss {:.5f}{} | grad_norm {:.4f} | lr {:.3e} | {} tok/s ({}/{}){}{} | ETA {}", step,
+                 total_steps_, m.loss, per_source, m.grad_norm, m.lr,
                  format_count(static_cast<double>(m.tokens) / std::max(seconds, 1e-9)),
                  format_count(tokens_per_gpu_per_sec), device_.is_cuda() ? "GPU" : "rank", mfu_text, memory,
                  format_duration(clock.eta_seconds()));
@@ -891,15 +938,34 @@ bool Trainer::evaluation_due(int64_t step, bool last) const {
   return evaluator_ && ((every > 0 && step % every == 0) || last);
 }
 
+// A mixed run's objective also sums each source's loss; the eval set is one dataset, whose samples belong to no
+// source, so those metrics (a 0/0 loss) are not part of its evaluation.
+void Trainer::drop_source_metrics(EvalMetrics& eval) const {
+  if (!sources_->mixed()) return;
+  for (size_t s = 0; s < sources_->size(); ++s) {
+    const std::string& name = sources_->spec(s).name;
+    std::erase_if(eval, [&](const auto& metric) {
+      return metric.first == "eval_loss_" + name || metric.first == "eval_tokens_" + name;
+    });
+  }
+}
+
 // The one place an evaluation's metrics are produced: logged (log_dict.json's eval series, TensorBoard, the progress
 // line) and returned.
 EvalMetrics Trainer::run_evaluation(int64_t step, const std::string& metrics_path) {
   const auto begin = std::chrono::steady_clock::now();
-  const EvalMetrics eval = evaluator_->evaluate(
+  EvalMetrics eval = evaluator_->evaluate(
       *objective_, *model_, *world_, mesh_,
       [this](const DatasetReader& dataset, const std::string& path, const std::vector<int64_t>& samples) {
-        return collate_micro_batch(dataset, path, samples);
+        std::vector<Sample> read;
+        std::vector<std::string> contexts;
+        for (int64_t index : samples) {
+          read.push_back(dataset.read(index));
+          contexts.push_back(fmt::format("{} sample {}", path, index));
+        }
+        return collate_samples(read, contexts);
       });
+  drop_source_metrics(eval);
   fsdp_->wait_for_gradients();  // drops the gathers prefetched for a backward that does not come
   if (reference_fsdp_) reference_fsdp_->wait_for_gradients();
   metrics_.append_eval(step, eval);

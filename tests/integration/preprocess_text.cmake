@@ -11,7 +11,7 @@ target_compile_definitions(veomni_unit_tests PRIVATE VEOMNI_TOKENIZER_JSON="${VE
 
 foreach(case help version usage_errors tokenize_known_ids text_run pack_and_shards progress_and_threads bad_json
         bad_missing_messages bad_role bad_content bad_utf8 bad_empty bad_array skip_bad trains out_is_input out_exists
-        nul_byte number_overflow endless_line range_messages)
+        nul_byte number_overflow endless_line range_messages streaming_identical streaming_memory)
   add_test(NAME preprocess_text.${case}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/preprocess_text.sh ${case} ${VEOMNI_BIN_DIR}
                    ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/preprocess_text/${case} ${VEOMNI_TOKENIZER_JSON})

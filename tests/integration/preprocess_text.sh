@@ -18,6 +18,12 @@ bad_input() {
   [ -z "$(ls o.h5* 2>/dev/null)" ] || fail "output written despite the error: $(ls o.h5*)"
 }
 
+# gen_records N: N plain-text records of 1 to 200 words each (deterministic).
+gen_records() {
+  awk -v n="$1" 'BEGIN { for (i = 1; i <= n; i++) { s = "record " i ":"
+    for (k = 0; k < (i * 37) % 200 + 1; k++) s = s " word" (i * k) % 101; print "{\"text\": \"" s "\"}" } }'
+}
+
 case $case_name in
   help)
     expect_exit 0 --help
@@ -193,6 +199,32 @@ case $case_name in
     head -c 5000 /dev/zero | tr '\0' 'x' >long.jsonl && echo >>long.jsonl
     text 2 --input long.jsonl --out o.h5 --max-line-bytes 4096
     expect_in err "long.jsonl:1: the line is longer than 4096 bytes (not JSONL? --max-line-bytes raises the limit)"
+    ;;
+  streaming_identical)  # tokens through the spool file (a 64-byte buffer) give the bytes the in-memory path gives
+    gen_records 3000 >gen.jsonl
+    for buffer in 64 1073741824; do
+      mkdir "b$buffer"
+      text 0 --input "$conversations" --out "b$buffer/p.h5" --pack --max-seq-len 24 --buffer-bytes "$buffer"
+      text 0 --input "$conversations" --out "b$buffer/s.h5" --num-shards 3 --buffer-bytes "$buffer"
+      text 0 --input gen.jsonl --out "b$buffer/g.h5" --pack --max-seq-len 64 --num-shards 3 --threads 2 \
+        --buffer-bytes "$buffer"
+    done
+    [ "$(ls b64 | wc -l)" -eq 7 ] || fail "expected 7 files: $(ls b64)"
+    for f in b64/*; do cmp "$f" "b1073741824/${f#b64/}" || fail "$f differs between the spooled and in-memory runs"; done
+    [ -z "$(ls -A b64 | grep -v '\.h5$')" ] || fail "a temporary file was left behind: $(ls -A b64)"
+    ;;
+  streaming_memory)  # peak memory does not grow with the input's tokens: 8x the records, about the same RSS
+    gen_records 4000 >small.jsonl
+    gen_records 32000 >large.jsonl
+    rss() { awk '/^peak_rss_mib:/ {print $2}' out; }
+    text 0 --input small.jsonl --out small.h5 --threads 2 --pack --max-seq-len 512 --buffer-bytes 1048576
+    small=$(rss)
+    text 0 --input large.jsonl --out large.h5 --threads 2 --pack --max-seq-len 512 --buffer-bytes 1048576
+    large=$(rss) tokens=$(awk '/^tokens:/ {print $2}' out)
+    echo "peak RSS $small MiB for 4000 records, $large MiB for 32000 ($tokens tokens)"
+    # Holding the tokens would add 5 bytes each (about 20 MiB here); the offsets add 8 bytes a sample.
+    awk -v a="$small" -v b="$large" 'BEGIN { exit !(b - a < 6) }' ||
+      fail "peak RSS grew from $small to $large MiB with the input"
     ;;
   range_messages)  # out-of-range flags say the bound in words, not as 300-digit doubles
     text 2 --input "$conversations" --out o.h5 --max-seq-len 0

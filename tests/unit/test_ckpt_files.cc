@@ -189,6 +189,30 @@ TEST_F(CheckpointFiles, MetadataRoundTripsAndRecordsEveryParameter) {
   EXPECT_EQ(gate_up["shard"]["shard_numel"], 256);  // 2 experts x 16 x 16 over 2 ranks
 }
 
+// A mixed run's data plan (data.datasets) needs format version 4; a single dataset's keeps the oldest version.
+TEST_F(CheckpointFiles, MixedDataPlanIsVersionFourAndOlderFilesStillRead) {
+  const CheckpointMetadata written = write_checkpoint(path("ck"), config, params, state, mesh, position);
+  CheckpointMetadata m = written;
+  m.data_plan = DataPlanInfo{"", 300, 2, 64, 32, true, {{"a.h5", "math", 0.7, 100}, {"b.h5", "code", 0.3, 200}}};
+  nlohmann::json j = nlohmann::json::parse(checkpoint_metadata_to_json(m).dump());
+  EXPECT_EQ(j["format_version"], 4);
+  EXPECT_EQ(j["data_plan"]["sources"][1]["name"], "code");
+  const CheckpointMetadata back = checkpoint_metadata_from_json(j, "m.json");
+  ASSERT_TRUE(back.data_plan.has_value());
+  EXPECT_EQ(*back.data_plan, *m.data_plan);
+  j["format_version"] = 3;
+  expect_input_error([&] { checkpoint_metadata_from_json(j, "m.json"); },
+                     {"m.json", "'data_plan.sources' needs format_version 4"});
+  j["format_version"] = 4;
+  j["data_plan"]["sources"][0].erase("weight");
+  expect_input_error([&] { checkpoint_metadata_from_json(j, "m.json"); }, {"m.json", "data_plan.sources[0].weight"});
+  m.data_plan = DataPlanInfo{"data.h5", 64, 4, 64, 64, true};
+  j = nlohmann::json::parse(checkpoint_metadata_to_json(m).dump());
+  EXPECT_EQ(j["format_version"], 1);
+  EXPECT_FALSE(j["data_plan"].contains("sources"));
+  EXPECT_EQ(*checkpoint_metadata_from_json(j, "m.json").data_plan, *m.data_plan);
+}
+
 TEST_F(CheckpointFiles, MetadataValidationNamesFileAndKey) {
   write_checkpoint(path("ck"), config, params, state, mesh, position);
   const std::string file = path("ck/metadata.json");
@@ -198,8 +222,8 @@ TEST_F(CheckpointFiles, MetadataValidationNamesFileAndKey) {
     edit(j);
     write_json_file(file, j);
   };
-  with([](nlohmann::json& j) { j["format_version"] = 4; });
-  expect_input_error([&] { read_checkpoint_metadata(path("ck")); }, {"metadata.json", "format version 4"});
+  with([](nlohmann::json& j) { j["format_version"] = 5; });
+  expect_input_error([&] { read_checkpoint_metadata(path("ck")); }, {"metadata.json", "format version 5"});
   with([](nlohmann::json& j) { j["parameters"][0]["shard"]["shard_numel"] = 5; });
   expect_input_error([&] { read_checkpoint_metadata(path("ck")); }, {"metadata.json", "model.embed_tokens.weight"});
   with([](nlohmann::json& j) { j["rank_files"].erase(3); });

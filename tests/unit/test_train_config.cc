@@ -14,6 +14,7 @@
 #include "io/json_file.h"
 #include "io/yaml_config.h"
 #include "model/model_config.h"
+#include "train/data_sources.h"
 #include "train/train_config.h"
 #include "tests/common/expect_error.h"
 
@@ -168,8 +169,10 @@ TEST(TrainConfig, LoadsEveryKeyFixture) {
   const auto defaults = schema.values(with_protobuf);
   const auto values = schema.values(c);
   for (size_t i = 0; i < values.size(); ++i)
-    // adamw is the only optimizer, sft the only objective this version trains (the others are refused).
-    if (schema.fields()[i].key != "train.optimizer.type" && schema.fields()[i].key != "train.objective") {
+    // adamw is the only optimizer, sft the only objective this version trains (the others are refused);
+    // data.datasets excludes data.train_path (the Datasets tests load it).
+    if (schema.fields()[i].key != "train.optimizer.type" && schema.fields()[i].key != "train.objective" &&
+        schema.fields()[i].key != "data.datasets") {
       EXPECT_NE(values[i], defaults[i]) << schema.fields()[i].key;
     }
 }
@@ -329,6 +332,7 @@ TEST(TrainConfig, ToYamlListsEveryKeyBySection) {
   const std::string text = train_config_to_yaml(TrainConfig());
   EXPECT_EQ(text.rfind("model:\n  config_path: \"\"\n  model_path: \"\"\n", 0), 0u) << text;
   EXPECT_NE(text.find("\n\ndata:\n  train_path: \"\"\n  eval_path: \"\"\n  max_seq_len: 2048\n  dataloader:\n"
+  EXPECT_NE(text.find("\n\ndata:\n  train_path: \"\"\n  datasets: []\n  max_seq_len: 2048\n  dataloader:\n"
                       "    shuffle: true\n"),
             std::string::npos)
       << text;
@@ -539,3 +543,53 @@ TEST(TrainConfig, ManPageListsEveryKeyWithItsDefault) {
     EXPECT_NE(page.find(entry), std::string::npos) << "man/veomni-config.5 lacks: " << entry;
   }
 }
+
+namespace {
+
+// data.datasets: a YAML list of mappings, bare paths, command-line entries in braces, and the checks.
+TEST(TrainConfig, DatasetsTakeMappingsPathsAndOverrides) {
+  const TrainConfig c = from_yaml(
+      "data:\n  datasets:\n    - {path: data/math.h5, weight: 0.7, name: math}\n    - path: data/code-00000-of-00002.h5\n"
+      "      weight: 0.3\n    - data/chat.h5\n");
+  const std::vector<DataSourceSpec> sources = parse_data_sources(c.data.datasets);
+  ASSERT_EQ(sources.size(), 3u);
+  EXPECT_EQ(sources[0], (DataSourceSpec{"data/math.h5", 0.7, "math"}));
+  EXPECT_EQ(sources[1], (DataSourceSpec{"data/code-00000-of-00002.h5", 0.3, "code_00000_of_00002"}));
+  EXPECT_EQ(sources[2], (DataSourceSpec{"data/chat.h5", 1.0, "chat"}));
+  // The saved config loads back to the same sources.
+  const TrainConfig back = from_yaml(train_config_to_yaml(c));
+  EXPECT_EQ(parse_data_sources(back.data.datasets), sources);
+  const TrainConfig cli = with_overrides({"--data.datasets", "{path: a.h5, weight: 2}", "{path: b.h5, name: bee}"});
+  const std::vector<DataSourceSpec> from_cli = parse_data_sources(cli.data.datasets);
+  ASSERT_EQ(from_cli.size(), 2u);
+  EXPECT_EQ(from_cli[0], (DataSourceSpec{"a.h5", 2.0, "a"}));
+  EXPECT_EQ(from_cli[1], (DataSourceSpec{"b.h5", 1.0, "bee"}));
+}
+
+TEST(TrainConfig, DatasetsErrorsNameTheEntryAndKey) {
+  TrainConfig both = valid_config();
+  both.data.datasets = {"{path: a.h5}"};
+  expect_error_parts([&] { validate_train_config(both); }, {"data.train_path and data.datasets are both set"});
+  TrainConfig mixed = valid_config();
+  mixed.data.train_path.clear();
+  mixed.data.datasets = {"{path: a.h5, weight: 2}", "b.h5"};
+  EXPECT_NO_THROW(validate_train_config(mixed));
+  const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> cases = {
+      {{"{weight: 2}"}, {"data.datasets[0]", "no 'path'"}},
+      {{"a.h5", "{path: b.h5, weight: -1}"}, {"data.datasets[1].weight", "-1"}},
+      {{"{path: b.h5, weight: heavy}"}, {"data.datasets[0].weight", "'heavy' is not a number"}},
+      {{"{path: b.h5, wieght: 2}"}, {"data.datasets[0]", "unknown key 'wieght'"}},
+      {{"{path: b.h5, name: my-set}"}, {"data.datasets[0].name", "'my-set'", "letters, digits and '_'"}},
+      {{"x/a.h5", "y/a.h5"}, {"data.datasets[1].name", "'a' names another entry"}},
+      {{"{path: a.h5, weight: 0}", "{path: b.h5, weight: 0}"}, {"data.datasets", "the weights sum to 0"}},
+  };
+  for (const auto& [entries, fragments] : cases) {
+    TrainConfig c = mixed;
+    c.data.datasets = entries;
+    const std::string message = input_error_of([&] { validate_train_config(c); });
+    for (const std::string& f : fragments) EXPECT_NE(message.find(f), std::string::npos) << message << "\n  lacks: " << f;
+  }
+  expect_error_parts([&] { from_yaml("data:\n  datasets:\n    - [a.h5]\n"); }, {"cfg.yaml line 2", "data.datasets"});
+}
+
+}  // namespace

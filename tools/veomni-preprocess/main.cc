@@ -1,6 +1,8 @@
 // veomni-preprocess: `tokenize` (JSONL text to ids), `text` (conversations or plain text to a dataset), `preference`
 // (chosen / rejected conversation pairs to a pair dataset) and, with the media library, `multimodal` (conversations
 // with images, video and audio to a Qwen3-VL / Qwen3-Omni dataset).
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -96,7 +98,18 @@ CLI::App* add_text(CLI::App& app, Arguments& args) {
   add_overwrite(*sub, args.overwrite);
   sub->add_option("--compression", t.compression_level, "Deflate level 0 (off) to 9 (default 1)")
       ->check(CLI::Range(0, 9));
+  sub->add_option("--buffer-bytes", t.buffer_bytes,
+                  "Tokenized samples held in memory (default 67108864, 64 MiB); the rest wait in a temporary file "
+                  "beside --out (about 5 bytes a token) until the dataset is written")
+      ->check(veomni::integer_range(1, int64_t{1} << 40));
   return sub;
+}
+
+// The process's peak resident memory (getrusage's ru_maxrss, in KiB on Linux).
+double peak_rss_mib() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;
 }
 
 void print_text_summary(const veomni::TextPreprocessSummary& s, bool pack) {
@@ -122,6 +135,7 @@ void print_text_summary(const veomni::TextPreprocessSummary& s, bool pack) {
   std::printf("seconds: %.2f (%.0f samples/s, %.2f MB/s)\n", s.seconds, static_cast<double>(s.records) / s.seconds,
               static_cast<double>(s.input_bytes) / 1e6 / s.seconds);
   std::printf("bytes: %llu\n", static_cast<unsigned long long>(s.output_bytes));
+  std::printf("peak_rss_mib: %.1f\n", peak_rss_mib());
   for (const std::string& file : s.files) std::printf("file: %s\n", file.c_str());
 }
 

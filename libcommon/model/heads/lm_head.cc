@@ -56,6 +56,7 @@ LmHead::LossOutput LmHead::loss_forward(const Tensor& hidden, const Tensor& targ
   Tensor dlogits = save ? logits : Tensor();
   ops::cross_entropy(logits, targets.to(logits.device()), kIgnoreIndex, 1.0f, losses, dlogits);
   out.ce_sum = ops::sum(losses);
+  out.token_losses = losses;
   out.valid_tokens = count_valid_targets(targets);
   if (save) out.saved.dlogits = dlogits;
   return out;

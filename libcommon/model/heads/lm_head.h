@@ -26,6 +26,7 @@ class LmHead : public HeadBase {
   struct LossOutput {
     double ce_sum = 0;         // sum of the token cross-entropies of the non-ignored targets
     int64_t valid_tokens = 0;  // non-ignored targets
+    Tensor token_losses;       // f32 [S] on the logits' device: each target's cross-entropy, 0 where ignored
     LossSaved saved;           // empty when forward ran with save = false
   };
   // hidden: the body's output [S, hidden]; targets i64 [S] (shifted, kIgnoreIndex where nothing is predicted).

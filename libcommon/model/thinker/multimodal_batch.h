@@ -27,6 +27,14 @@ struct MultimodalBatch {
   Tensor input_features;  // [sum(audio_feature_lengths), num_mel_bins] (Qwen3-Omni)
   std::vector<int64_t> audio_feature_lengths;
 
+  // Data mixing (data.datasets): where each packed sample lies in the full (unsliced) packed row and which source it
+  // came from, for the per-source loss. Empty when the run reads one dataset.
+  struct SourceSpan {
+    int64_t begin = 0, end = 0;  // rows [begin, end) of the full packed row
+    int32_t source = 0;
+  };
+  std::vector<SourceSpan> source_spans;
+
   // True when text covers the whole packed row (no SP slice): then the masks must mark every encoder output row.
   bool whole_row() const {
     return text.sp_offset == 0 && (text.cu_seqlens.empty() || text.input_ids.numel() == text.cu_seqlens.back());
