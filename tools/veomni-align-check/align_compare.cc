@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 
 #include "core/error.h"
@@ -65,6 +66,13 @@ size_t select_steps(const std::vector<NamedRun>& runs, const AlignOptions& optio
 
 // Eval metrics (eval_*) have one entry per evaluation: those after the compared steps' evaluations, which every run
 // must have made after the same steps.
+// "2, 4, 6": the first n evaluation steps (whole numbers, printed as integers).
+std::string eval_steps_text(const std::vector<double>& at, size_t n) {
+  std::vector<int64_t> steps;
+  for (size_t i = 0; i < n && i < at.size(); ++i) steps.push_back(static_cast<int64_t>(at[i]));
+  return fmt::format("{}", fmt::join(steps, ", "));
+}
+
 size_t evals_to_compare(const std::vector<NamedRun>& runs, size_t steps) {
   const std::vector<double>& base = runs.front().log.values(kEvalStepKey);
   const auto count = [steps](const std::vector<double>& at) {
@@ -76,8 +84,8 @@ size_t evals_to_compare(const std::vector<NamedRun>& runs, size_t steps) {
     VEOMNI_INPUT_CHECK(count(at) == evals && std::equal(base.begin(), base.begin() + static_cast<std::ptrdiff_t>(evals), at.begin()),
                        "{}: evaluated after steps [{}], the baseline {} after [{}] (hint: the same train.eval_steps, "
                        "or compare the per-step metrics with --keys)",
-                       run.log.source(), fmt::join(at.begin(), at.begin() + static_cast<std::ptrdiff_t>(count(at)), ", "),
-                       runs.front().log.source(), fmt::join(base.begin(), base.begin() + static_cast<std::ptrdiff_t>(evals), ", "));
+                       run.log.source(), eval_steps_text(at, count(at)), runs.front().log.source(),
+                       eval_steps_text(base, evals));
   }
   return evals;
 }
