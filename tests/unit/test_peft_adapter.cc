@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ckpt/peft_adapter.h"
@@ -23,10 +24,12 @@ Tensor counting(const Shape& shape, float offset) {
   return Tensor::from_vector(values, shape);
 }
 
-const PeftTensor& find(const std::vector<PeftTensor>& tensors, const std::string& name) {
+// The name by value (a view): a reference parameter bound to a temporary makes GCC 13 warn that the returned
+// reference may dangle.
+const PeftTensor& find(const std::vector<PeftTensor>& tensors, std::string_view name) {
   for (const PeftTensor& t : tensors)
     if (t.name == name) return t;
-  throw std::runtime_error("no tensor " + name);
+  throw std::runtime_error("no tensor " + std::string(name));
 }
 
 float at(const Tensor& t, int64_t row, int64_t col) { return t.data<float>()[row * t.dim(1) + col]; }
