@@ -331,8 +331,8 @@ TEST(TrainConfig, ToYamlRoundTrips) {
 TEST(TrainConfig, ToYamlListsEveryKeyBySection) {
   const std::string text = train_config_to_yaml(TrainConfig());
   EXPECT_EQ(text.rfind("model:\n  config_path: \"\"\n  model_path: \"\"\n", 0), 0u) << text;
-  EXPECT_NE(text.find("\n\ndata:\n  train_path: \"\"\n  eval_path: \"\"\n  max_seq_len: 2048\n  dataloader:\n"
-  EXPECT_NE(text.find("\n\ndata:\n  train_path: \"\"\n  datasets: []\n  max_seq_len: 2048\n  dataloader:\n"
+  EXPECT_NE(text.find("\n\ndata:\n  train_path: \"\"\n  eval_path: \"\"\n  datasets: []\n  max_seq_len: 2048\n"
+                      "  dataloader:\n"
                       "    shuffle: true\n"),
             std::string::npos)
       << text;
@@ -351,8 +351,8 @@ TEST(TrainConfig, ToYamlListsEveryKeyBySection) {
   const size_t sections = 3 + 1 + 1 + 3 + 1 + 2 + 1 + 1 + 1 + 1 + 1;  // model data train, lora_config,
                                                                       // dataloader, dpo_config actor critic,
                                                                       // gradient_checkpointing, kernels op_profile,
-                                                                      // optimizer, accelerator,
-                                                                  // fsdp_config, mixed_precision, checkpoint
+                                                                      // optimizer, accelerator, fsdp_config,
+                                                                      // mixed_precision, checkpoint
   EXPECT_EQ(lines, train_config_schema().fields().size() + sections + 2);
 }
 
