@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <set>
+#include <utility>
 
 #include "core/error.h"
 #include "data/text_preprocess_parallel.h"
@@ -99,6 +100,19 @@ LabeledTokens label_rendering(const std::string& text, std::span<const ByteSpan>
   return out;
 }
 
+ModelRendering rendering_from_result(const Conversation& conversation, const ojson& result, bool generation_blocks) {
+  if (result.contains("error"))
+    throw InputError(fmt::format("the chat template failed: {}", result["error"].get<std::string>()));
+  std::vector<std::string> texts = result["texts"].get<std::vector<std::string>>();
+  ModelRendering rendering;
+  if (generation_blocks)
+    for (const ojson& s : result["generation"]) rendering.spans.push_back({s[0].get<size_t>(), s[1].get<size_t>()});
+  else
+    rendering.spans = assistant_spans_from_prefixes(conversation, texts);
+  rendering.text = std::move(texts[0]);
+  return rendering;
+}
+
 ModelTemplateEncoder::ModelTemplateEncoder(const Tokenizer& tokenizer, const RecordEncoder& plain,
                                            ChatTemplateWorker& worker, ModelTemplateOptions options)
     : tokenizer_(tokenizer), plain_(plain), worker_(worker), options_(std::move(options)) {}
@@ -142,15 +156,9 @@ std::vector<EncodedRecord> ModelTemplateEncoder::encode_block(std::span<const Re
     const size_t i = order[j];
     const ojson& result = reply["results"][j];
     try {
-      if (result.contains("error"))
-        throw InputError(fmt::format("the chat template failed: {}", result["error"].get<std::string>()));
-      const std::vector<std::string> texts = result["texts"].get<std::vector<std::string>>();
-      std::vector<ByteSpan> spans;
-      if (worker_.has_generation_blocks())
-        for (const ojson& s : result["generation"]) spans.push_back({s[0].get<size_t>(), s[1].get<size_t>()});
-      else
-        spans = assistant_spans_from_prefixes(*conversations[i], texts);
-      results[i] = plain_.finish(label_rendering(texts[0], spans, tokenizer_));
+      const ModelRendering rendering =
+          rendering_from_result(*conversations[i], result, worker_.has_generation_blocks());
+      results[i] = plain_.finish(label_rendering(rendering.text, rendering.spans, tokenizer_));
     } catch (const InputError& e) {
       results[i] = EncodedRecord{.status = RecordStatus::Bad, .error = e.what()};
     }

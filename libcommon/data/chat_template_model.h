@@ -39,6 +39,18 @@ std::vector<ByteSpan> assistant_spans_from_prefixes(const Conversation& conversa
 // InputError when their ids differ from those of the whole text (a boundary inside a token).
 LabeledTokens label_rendering(const std::string& text, std::span<const ByteSpan> spans, const Tokenizer& tokenizer);
 
+// The whole rendering of a conversation and the bytes of it that are the assistant's.
+struct ModelRendering {
+  std::string text;
+  std::vector<ByteSpan> spans;
+};
+
+// The rendering in the worker's answer `result` for the request render_request(conversation, generation_blocks):
+// spans from its {% generation %} blocks, else from its prefix renderings. InputError with the template's message
+// when it failed on this conversation.
+ModelRendering rendering_from_result(const Conversation& conversation, const nlohmann::ordered_json& result,
+                                     bool generation_blocks);
+
 struct ModelTemplateOptions {
   std::optional<std::string> system_prompt;
   nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();  // --chat-template-kwargs

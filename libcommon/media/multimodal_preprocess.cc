@@ -6,9 +6,15 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <span>
 
 #include "core/error.h"
+#include "data/chat_template_conversation.h"
+#include "data/chat_template_model.h"
+#include "data/chat_template_source.h"
+#include "data/chat_template_worker.h"
 #include "data/dataset_writer.h"
 #include "data/text_preprocess_input.h"
 #include "data/text_preprocess_parallel.h"
@@ -70,13 +76,63 @@ struct Encoders {
   bool preference = false;
 };
 
+// A record's text from the model's chat template: the rendering, or why there is none.
+struct RecordRendering {
+  std::optional<ModelRendering> rendering;
+  std::string error;
+};
+
+// The records of a batch through the chat-template worker, in one request. A record that is not a conversation or
+// that the template fails on gets its error; the worker failing as a whole is an InputError naming the records.
+std::vector<RecordRendering> render_batch(ChatTemplateWorker& worker, std::span<const RecordRef> refs,
+                                          const RecordReader& reader, const MultimodalPreprocessOptions& options) {
+  std::vector<RecordRendering> out(refs.size());
+  std::vector<std::optional<Conversation>> conversations(refs.size());
+  nlohmann::ordered_json request = {{"conversations", nlohmann::ordered_json::array()}};
+  std::vector<size_t> order;
+  for (size_t i = 0; i < refs.size(); ++i) {
+    try {
+      // Key order matters to the template (tools | tojson): read the line keeping it.
+      const nlohmann::ordered_json record =
+          nlohmann::ordered_json::parse(refs[i].value ? refs[i].value->dump() : refs[i].line, nullptr, false);
+      if (record.is_discarded()) parse_record_line(refs[i].line);  // throws the reader's error naming the problem
+      conversations[i] = conversation_from_record(record, options.system_prompt, options.chat_template_kwargs);
+      request["conversations"].push_back(render_request(*conversations[i], worker.has_generation_blocks()));
+      order.push_back(i);
+    } catch (const InputError& e) {
+      out[i].error = e.what();
+    }
+  }
+  if (order.empty()) return out;
+  const std::string what = fmt::format("the records from {} to {}", reader.location(refs[order.front()]),
+                                       reader.location(refs[order.back()]));
+  const nlohmann::ordered_json reply = worker.exchange(request, what);
+  VEOMNI_CHECK(reply.contains("results") && reply["results"].is_array() && reply["results"].size() == order.size(),
+               "the chat template worker answered {} for {} conversations", reply.dump().substr(0, 200),
+               order.size());
+  for (size_t j = 0; j < order.size(); ++j) {
+    const size_t i = order[j];
+    try {
+      out[i].rendering = rendering_from_result(*conversations[i], reply["results"][j], worker.has_generation_blocks());
+    } catch (const InputError& e) {
+      out[i].error = e.what();
+    }
+  }
+  return out;
+}
+
 RecordResult encode_record(const Encoders& encoders, const RecordRef& ref, const std::string& media_dir,
-                           const MultimodalPreprocessOptions& options) {
+                           const MultimodalPreprocessOptions& options, const RecordRendering* rendered) {
   RecordResult result;
+  if (rendered && !rendered->rendering) {
+    result.error = rendered->error;
+    return result;
+  }
   try {
     const nlohmann::json record = ref.value ? *ref.value : parse_record_line(ref.line);
     result.encoded = encoders.preference ? encoders.pair.encode(record, media_dir)
-                                         : encoders.conversation.encode(record, media_dir);
+                                         : encoders.conversation.encode(
+                                               record, media_dir, rendered ? &*rendered->rendering : nullptr);
   } catch (const InputError& e) {
     result.error = e.what();
     return result;
@@ -162,6 +218,16 @@ MultimodalPreprocessSummary preprocess_multimodal(const MultimodalPreprocessOpti
   const MultimodalPairEncoder pair_encoder(tokenizer, config, options.system_prompt);
   const Encoders encoders{encoder, pair_encoder, options.preference};
   const int threads = resolve_threads(options.threads);
+  std::unique_ptr<ChatTemplateWorker> worker;
+  if (options.chat_template != "chatml") {
+    VEOMNI_INPUT_CHECK(!options.preference, "--chat-template {}: preference pairs use our ChatML only",
+                       options.chat_template);
+    const ChatTemplateSource source = load_chat_template(options.chat_template, options.tokenizer_path);
+    worker = std::make_unique<ChatTemplateWorker>(default_chat_template_worker_paths(), source.text, source.globals);
+    spdlog::info("chat template from {} ({})", source.origin,
+                 worker->has_generation_blocks() ? "assistant text from its {% generation %} blocks"
+                                                  : "assistant text from renderings of each turn's prefix");
+  }
   MultimodalPreprocessSummary summary;
   summary.tokenizer = tokenizer.fingerprint();
   summary.audio_ids_from_tokenizer = encoder.chat().ids().audio_from_tokenizer;
@@ -185,9 +251,13 @@ MultimodalPreprocessSummary preprocess_multimodal(const MultimodalPreprocessOpti
     for (size_t first = 0; first < block.size(); first += batch) {
       const size_t count = std::min(batch, block.size() - first);
       results.assign(count, {});
+      const std::vector<RecordRendering> rendered =
+          worker ? render_batch(*worker, std::span(block).subspan(first, count), reader, options)
+                 : std::vector<RecordRendering>{};
       parallel_for(count, threads, [&](size_t i) {
         const RecordRef& ref = block[first + i];
-        results[i] = encode_record(encoders, ref, media_dir_for(options, reader.path(ref.file)), options);
+        results[i] = encode_record(encoders, ref, media_dir_for(options, reader.path(ref.file)), options,
+                                   worker ? &rendered[i] : nullptr);
       });
       for (size_t i = 0; i < count; ++i)
         tally(results[i], reader.location(block[first + i]), options, writer, summary);

@@ -1,6 +1,7 @@
 // veomni-preprocess multimodal: conversation JSONL with image, video and audio parts to a Qwen3-VL / Qwen3-Omni dataset.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,11 @@ struct MultimodalPreprocessOptions {
   bool skip_bad = false;            // count and skip bad records (bad media included) instead of failing
   int compression_level = 1;
   size_t max_line_bytes = kDefaultMaxLineBytes;  // a longer JSONL line is an InputError naming it
+  // "chatml" (our ChatML), "model" (the tokenizer folder's chat template) or a template file: with a model template
+  // each conversation is rendered by the chat-template worker with `chat_template_kwargs`, and the media blocks it
+  // renders are expanded as ChatML's are (MultimodalTemplate::encode_rendering). Not with `preference`.
+  std::string chat_template = "chatml";
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   // Preference pairs (veomni-preprocess preference --model-type): records as MultimodalPairEncoder reads them, one
   // pair sample each; max_seq_len bounds the pair (chosen + rejected tokens).
   bool preference = false;

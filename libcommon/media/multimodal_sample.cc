@@ -144,7 +144,8 @@ MultimodalEncoder::MultimodalEncoder(const Tokenizer& tokenizer, MultimodalMedia
                                      std::optional<std::string> system_prompt)
     : chat_(tokenizer), config_(std::move(config)), system_prompt_(std::move(system_prompt)) {}
 
-EncodedMultimodal MultimodalEncoder::encode(const nlohmann::json& record, const std::string& media_dir) const {
+EncodedMultimodal MultimodalEncoder::encode(const nlohmann::json& record, const std::string& media_dir,
+                                            const ModelRendering* rendering) const {
   const std::vector<MultimodalMessage> messages =
       parse_multimodal_record(record, config_.model, media_dir, system_prompt_);
   EncodedMultimodal out;
@@ -168,7 +169,8 @@ EncodedMultimodal MultimodalEncoder::encode(const nlohmann::json& record, const 
       out.audio_clips += part.kind == PartKind::Audio;
     }
   }
-  const MultimodalTokens tokens = chat_.encode(messages, extents);
+  const MultimodalTokens tokens =
+      rendering ? chat_.encode_rendering(rendering->text, rendering->spans, extents) : chat_.encode(messages, extents);
   out.length = tokens.size();
   for (uint8_t t : tokens.trained) out.trained += t;
   out.sample = build_multimodal_sample(tokens, media, chat_.ids(), config_);

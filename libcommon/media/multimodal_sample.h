@@ -40,8 +40,10 @@ class MultimodalEncoder {
   MultimodalEncoder(const Tokenizer& tokenizer, MultimodalMediaConfig config,
                     std::optional<std::string> system_prompt = {});
 
-  // Relative media paths are resolved against media_dir.
-  EncodedMultimodal encode(const nlohmann::json& record, const std::string& media_dir) const;
+  // Relative media paths are resolved against media_dir. With `rendering` (the record through the model's chat
+  // template) the tokens come from MultimodalTemplate::encode_rendering instead of our ChatML.
+  EncodedMultimodal encode(const nlohmann::json& record, const std::string& media_dir,
+                           const ModelRendering* rendering = nullptr) const;
 
   const MultimodalTemplate& chat() const { return chat_; }
   const MultimodalMediaConfig& config() const { return config_; }

@@ -1,7 +1,9 @@
 // Multimodal conversations to ids: text runs tokenized whole between special tokens, media blocks as placeholders.
 #include "media/multimodal_tokens.h"
 
+#include <algorithm>
 #include <array>
+#include <optional>
 #include <string_view>
 
 #include "core/error.h"
@@ -46,6 +48,40 @@ class LayoutBuilder {
     flush();
     for (int64_t i = 0; i < count; ++i) push(id, false);
   }
+  // A block that holds no message text (a media block of a rendering): trained when `assistant`.
+  void begin_block(bool assistant) {
+    text_.clear();
+    header_ = 0;
+    assistant_ = assistant;
+  }
+  // One media part's tokens: its markers (trainable) around pads (never trained), per temporal patch for video.
+  void media(const MediaExtent& extent, const MultimodalTokenIds& ids) {
+    switch (extent.kind) {
+      case PartKind::Image:
+        special(ids.vision_start, true);
+        run(kImageInputIndex, extent.tokens);
+        special(ids.vision_end, true);
+        break;
+      case PartKind::Video:
+        VEOMNI_CHECK(extent.block_texts.empty() || static_cast<int64_t>(extent.block_texts.size()) == extent.blocks,
+                     "{} block texts for {} blocks", extent.block_texts.size(), extent.blocks);
+        if (extent.outer_markers) special(ids.vision_start, true);
+        for (int64_t b = 0; b < extent.blocks; ++b) {
+          if (!extent.block_texts.empty()) text(extent.block_texts[static_cast<size_t>(b)]);
+          special(ids.vision_start, true);
+          run(kVideoInputIndex, extent.tokens);
+          special(ids.vision_end, true);
+        }
+        if (extent.outer_markers) special(ids.vision_end, true);
+        break;
+      case PartKind::Audio:
+        special(ids.audio_start, true);
+        run(kAudioInputIndex, extent.tokens);
+        special(ids.audio_end, true);
+        break;
+      case PartKind::Text: break;
+    }
+  }
   void flush() {
     if (text_.empty()) return;
     pieces_.ids.clear();
@@ -75,6 +111,57 @@ void check_text_part(const std::string& text, size_t message, size_t part) {
     VEOMNI_INPUT_CHECK(text.find(marker) == std::string::npos,
                        "message {} part {}: the text holds {}, which only media parts may place", message, part,
                        marker);
+}
+
+// A media block as a chat template renders it: the pad between its markers.
+struct RenderedBlock {
+  PartKind kind;
+  std::string_view open, pad, close;
+};
+constexpr std::array<RenderedBlock, 3> kRenderedBlocks = {
+    RenderedBlock{PartKind::Image, "<|vision_start|>", "<|image_pad|>", "<|vision_end|>"},
+    RenderedBlock{PartKind::Video, "<|vision_start|>", "<|video_pad|>", "<|vision_end|>"},
+    RenderedBlock{PartKind::Audio, "<|audio_start|>", "<|audio_pad|>", "<|audio_end|>"}};
+
+size_t count_of(std::string_view text, std::string_view what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string_view::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+// The next rendered block at or after `from`: its kind and byte range; nullopt when no pad is left.
+struct FoundBlock {
+  PartKind kind;
+  size_t begin, end;
+};
+std::optional<FoundBlock> next_block(std::string_view text, size_t from) {
+  const RenderedBlock* first = nullptr;
+  size_t at = std::string_view::npos;
+  for (const RenderedBlock& b : kRenderedBlocks) {
+    const size_t found = text.find(b.pad, from);
+    if (found < at) at = found, first = &b;
+  }
+  if (first == nullptr) return std::nullopt;
+  const size_t begin = at >= first->open.size() ? at - first->open.size() : at;
+  const size_t end = at + first->pad.size();
+  VEOMNI_INPUT_CHECK(begin >= from && text.substr(begin, first->open.size()) == first->open &&
+                         text.substr(end, first->close.size()) == first->close,
+                     "the chat template renders {} at byte {} without {} before it and {} after it", first->pad, at,
+                     first->open, first->close);
+  return FoundBlock{first->kind, begin, end + first->close.size()};
+}
+
+// `spans` cut to [begin, end), counted from begin.
+std::vector<ByteSpan> spans_within(std::span<const ByteSpan> spans, size_t begin, size_t end) {
+  std::vector<ByteSpan> out;
+  for (const ByteSpan& s : spans)
+    if (std::max(s.begin, begin) < std::min(s.end, end))
+      out.push_back({std::max(s.begin, begin) - begin, std::min(s.end, end) - begin});
+  return out;
+}
+
+bool inside(std::span<const ByteSpan> spans, size_t begin, size_t end) {
+  return std::any_of(spans.begin(), spans.end(), [&](const ByteSpan& s) { return s.begin <= begin && end <= s.end; });
 }
 
 }  // namespace
@@ -121,36 +208,49 @@ MultimodalTokens MultimodalTemplate::encode(const std::vector<MultimodalMessage>
       const MediaExtent& extent = media[next_media++];
       VEOMNI_CHECK(extent.kind == part.kind, "message {} part {}: a {} part got a {} extent", k, j,
                    part_kind_name(part.kind), part_kind_name(extent.kind));
-      switch (part.kind) {
-        case PartKind::Image:
-          layout.special(ids_.vision_start, true);
-          layout.run(kImageInputIndex, extent.tokens);
-          layout.special(ids_.vision_end, true);
-          break;
-        case PartKind::Video:
-          VEOMNI_CHECK(extent.block_texts.empty() || static_cast<int64_t>(extent.block_texts.size()) == extent.blocks,
-                       "{} block texts for {} blocks", extent.block_texts.size(), extent.blocks);
-          if (extent.outer_markers) layout.special(ids_.vision_start, true);
-          for (int64_t b = 0; b < extent.blocks; ++b) {
-            if (!extent.block_texts.empty()) layout.text(extent.block_texts[static_cast<size_t>(b)]);
-            layout.special(ids_.vision_start, true);
-            layout.run(kVideoInputIndex, extent.tokens);
-            layout.special(ids_.vision_end, true);
-          }
-          if (extent.outer_markers) layout.special(ids_.vision_end, true);
-          break;
-        case PartKind::Audio:
-          layout.special(ids_.audio_start, true);
-          layout.run(kAudioInputIndex, extent.tokens);
-          layout.special(ids_.audio_end, true);
-          break;
-        case PartKind::Text: break;
-      }
+      layout.media(extent, ids_);
     }
     layout.special(ids_.im_end, true);
     layout.special(ids_.newline, false);
   }
   VEOMNI_CHECK(next_media == media.size(), "{} media parts but {} extents", next_media, media.size());
+  return out;
+}
+
+MultimodalTokens MultimodalTemplate::encode_rendering(const std::string& text, std::span<const ByteSpan> spans,
+                                                      const std::vector<MediaExtent>& media) const {
+  size_t rendered = 0;
+  for (const RenderedBlock& b : kRenderedBlocks) rendered += count_of(text, b.pad);
+  VEOMNI_INPUT_CHECK(rendered == media.size(),
+                     "the chat template renders {} media placeholder(s) (<|image_pad|>, <|video_pad|>, "
+                     "<|audio_pad|>) for the record's {} media part(s)",
+                     rendered, media.size());
+  MultimodalTokens out;
+  const auto append_text = [&](size_t begin, size_t end) {
+    const std::string piece = text.substr(begin, end - begin);
+    for (std::string_view marker : kMediaMarkers)
+      VEOMNI_INPUT_CHECK(piece.find(marker) == std::string::npos,
+                         "the chat template renders {} outside a media block (near byte {})", marker, begin);
+    const std::vector<ByteSpan> cut = spans_within(spans, begin, end);
+    const LabeledTokens labeled = label_rendering(piece, cut, tokenizer_);
+    out.ids.insert(out.ids.end(), labeled.ids.begin(), labeled.ids.end());
+    out.trained.insert(out.trained.end(), labeled.trained.begin(), labeled.trained.end());
+  };
+  size_t from = 0;
+  for (size_t m = 0; m < media.size(); ++m) {
+    const std::optional<FoundBlock> block = next_block(text, from);
+    VEOMNI_CHECK(block.has_value(), "{} pads counted but block {} not found", rendered, m);
+    VEOMNI_INPUT_CHECK(block->kind == media[m].kind,
+                       "the chat template's media placeholder {} is for {} but the record's media part {} is {}", m,
+                       part_kind_name(block->kind), m, part_kind_name(media[m].kind));
+    append_text(from, block->begin);
+    LayoutBuilder layout(tokenizer_, out);
+    layout.begin_block(inside(spans, block->begin, block->end));
+    layout.media(media[m], ids_);
+    layout.flush();
+    from = block->end;
+  }
+  append_text(from, text.size());
   return out;
 }
 

@@ -1,9 +1,11 @@
 // The token layout of multimodal conversations (ChatML with Qwen3-VL / Qwen3-Omni media blocks) and its labels.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "data/chat_template_model.h"
 #include "data/tokenizer.h"
 #include "media/multimodal_record.h"
 
@@ -54,6 +56,15 @@ class MultimodalTemplate {
   // count differs from the media parts or a text part holds a media marker token.
   MultimodalTokens encode(const std::vector<MultimodalMessage>& messages,
                           const std::vector<MediaExtent>& media) const;
+
+  // The same layout from a model template's rendering (--chat-template model): each media block the template
+  // renders (<|vision_start|><|image_pad|><|vision_end|>, the same with <|video_pad|>, and
+  // <|audio_start|><|audio_pad|><|audio_end|>) takes the next extent, in order, and is expanded as encode() expands
+  // a media part; the text between blocks is tokenized with label_rendering's cuts. Trained: the tokens inside
+  // `spans` (the assistant's bytes) except media pads. InputError when the blocks differ from `media` in number or
+  // kind, or a media marker stands outside a block.
+  MultimodalTokens encode_rendering(const std::string& text, std::span<const ByteSpan> spans,
+                                    const std::vector<MediaExtent>& media) const;
 
   const MultimodalTokenIds& ids() const { return ids_; }
 

@@ -61,6 +61,24 @@ void add_overwrite(CLI::App& sub, bool& overwrite) {
   sub.add_flag("--overwrite", overwrite, "Replace --out if it exists (never one of the inputs)");
 }
 
+void add_chat_template(CLI::App& sub, std::string& chat_template, std::string& kwargs) {
+  sub.add_option("--chat-template", chat_template,
+                 "chatml (default: our ChatML), model (the tokenizer folder's chat_template.jinja, chat_template.json "
+                 "or tokenizer_config.json, rendered with node and @huggingface/jinja) or a .jinja file");
+  sub.add_option("--chat-template-kwargs", kwargs,
+                 "JSON object of template variables for model templates, e.g. '{\"enable_thinking\": false}'");
+}
+
+// --chat-template-kwargs as a JSON object (empty without the flag).
+nlohmann::ordered_json chat_template_kwargs(const Arguments& args, const std::string& chat_template) {
+  if (args.chat_template_kwargs.empty()) return nlohmann::ordered_json::object();
+  VEOMNI_INPUT_CHECK(chat_template != "chatml", "--chat-template-kwargs needs --chat-template model or a file");
+  nlohmann::ordered_json kwargs = nlohmann::ordered_json::parse(args.chat_template_kwargs, nullptr, false);
+  VEOMNI_INPUT_CHECK(kwargs.is_object(), "--chat-template-kwargs '{}' is not a JSON object",
+                     args.chat_template_kwargs);
+  return kwargs;
+}
+
 CLI::App* add_tokenize(CLI::App& app, Arguments& args) {
   CLI::App* sub = app.add_subcommand("tokenize", "JSONL {\"text\": ...} to one JSON array of token ids per line");
   add_common(*sub, args.tokenize.tokenizer_path, args.tokenize.threads, args.log_level);
@@ -81,11 +99,7 @@ CLI::App* add_text(CLI::App& app, Arguments& args) {
   sub->add_option("--text-key", t.record.text_key, "Key of the text in plain-text records (default text)");
   sub->add_option("--system", args.system_prompt,
                   "System prompt for conversations that do not start with a system message");
-  sub->add_option("--chat-template", t.chat_template,
-                  "chatml (default: our ChatML), model (the tokenizer folder's chat_template.jinja, chat_template.json "
-                  "or tokenizer_config.json, rendered with node and @huggingface/jinja) or a .jinja file");
-  sub->add_option("--chat-template-kwargs", args.chat_template_kwargs,
-                  "JSON object of template variables for model templates, e.g. '{\"enable_thinking\": false}'");
+  add_chat_template(*sub, t.chat_template, args.chat_template_kwargs);
   sub->add_option("--max-seq-len", t.record.max_seq_len, "Longest sample in tokens; the row length with --pack")
       ->check(veomni::integer_range(1, veomni::kMaxSampleTokens));
   sub->add_option("--truncation", args.truncation, "Longer samples: right (keep the start, default), left, drop")
@@ -145,12 +159,7 @@ int run_text(Arguments& args, const CLI::App& sub) {
   veomni::check_outputs(veomni::sharded_dataset_paths(t.out, t.num_shards), t.inputs, args.overwrite, "--out");
   t.record.truncation = veomni::truncation_from_name(args.truncation);
   if (sub.count("--system") > 0) t.record.system_prompt = args.system_prompt;
-  if (!args.chat_template_kwargs.empty()) {
-    VEOMNI_INPUT_CHECK(t.chat_template != "chatml", "--chat-template-kwargs needs --chat-template model or a file");
-    t.chat_template_kwargs = nlohmann::ordered_json::parse(args.chat_template_kwargs, nullptr, false);
-    VEOMNI_INPUT_CHECK(t.chat_template_kwargs.is_object(), "--chat-template-kwargs '{}' is not a JSON object",
-                       args.chat_template_kwargs);
-  }
+  t.chat_template_kwargs = chat_template_kwargs(args, t.chat_template);
   const veomni::TextPreprocessSummary summary = veomni::preprocess_text(t);
   print_text_summary(summary, t.pack);
   return veomni::kExitOk;
@@ -275,6 +284,7 @@ CLI::App* add_multimodal(CLI::App& app, Arguments& args) {
       ->check(CLI::ExistingDirectory);
   sub->add_option("--system", args.system_prompt,
                   "System prompt for conversations that do not start with a system message");
+  add_chat_template(*sub, m.chat_template, args.chat_template_kwargs);
   sub->add_option("--max-seq-len", m.max_seq_len, "Longest sample in tokens (longer ones: see --too-long)")
       ->check(veomni::integer_range(1, veomni::kMaxSampleTokens));
   sub->add_option("--too-long", args.too_long, "Samples over --max-seq-len: drop (default) or error; never truncated")
@@ -319,6 +329,7 @@ int run_multimodal(Arguments& args, const CLI::App& sub) {
   m.model = veomni::multimodal_model_from_name(args.model_type);
   m.error_on_too_long = args.too_long == "error";
   if (sub.count("--system") > 0) m.system_prompt = args.system_prompt;
+  m.chat_template_kwargs = chat_template_kwargs(args, m.chat_template);
   print_multimodal_summary(veomni::preprocess_multimodal(m));
   return veomni::kExitOk;
 }
