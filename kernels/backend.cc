@@ -57,15 +57,7 @@ PinnedHostRange::~PinnedHostRange() {
 }
 
 AsyncCopy::AsyncCopy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
-  if (bytes == 0) return;
-  if (dst_device.is_cpu() && src_device.is_cpu()) {
-    std::memcpy(dst, src, bytes);
-    return;
-  }
-  const cudaMemcpyKind kind = dst_device.is_cpu()   ? cudaMemcpyDeviceToHost
-                              : src_device.is_cpu() ? cudaMemcpyHostToDevice
-                                                    : cudaMemcpyDeviceToDevice;
-  VEOMNI_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, cuda_rt::stream()));
+  if (bytes == 0 || !cuda_rt::copy_or_enqueue(dst, dst_device, src, src_device, bytes, cuda_rt::stream())) return;
   const cudaEvent_t done = cuda_rt::acquire_event();
   cuda_rt::record_event(done, cuda_rt::stream());
   event_ = done;

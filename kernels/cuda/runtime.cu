@@ -13,6 +13,20 @@
 #include "core/device.h"
 
 namespace veomni::cuda_rt {
+
+bool copy_or_enqueue(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes,
+                     cudaStream_t stream, cudaMemcpyKind* kind_out) {
+  if (dst_device.is_cpu() && src_device.is_cpu()) {
+    std::memcpy(dst, src, bytes);
+    return false;
+  }
+  const cudaMemcpyKind kind = dst_device.is_cpu()   ? cudaMemcpyDeviceToHost
+                              : src_device.is_cpu() ? cudaMemcpyHostToDevice
+                                                    : cudaMemcpyDeviceToDevice;
+  VEOMNI_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
+  if (kind_out) *kind_out = kind;
+  return true;
+}
 namespace {
 
 // cuBLAS asks for 32 MiB on Hopper for its best kernels.
@@ -60,14 +74,8 @@ class CachingAllocator final : public DeviceAllocator {
 
   void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) override {
     if (bytes == 0) return;
-    if (dst_device.is_cpu() && src_device.is_cpu()) {
-      std::memcpy(dst, src, bytes);
-      return;
-    }
-    const cudaMemcpyKind kind = dst_device.is_cpu()   ? cudaMemcpyDeviceToHost
-                                : src_device.is_cpu() ? cudaMemcpyHostToDevice
-                                                      : cudaMemcpyDeviceToDevice;
-    VEOMNI_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream_));
+    cudaMemcpyKind kind = cudaMemcpyHostToHost;
+    if (!copy_or_enqueue(dst, dst_device, src, src_device, bytes, stream_, &kind)) return;
     // The host reads the destination (D2H) or may free or reuse the source (H2D) as soon as we return.
     if (kind != cudaMemcpyDeviceToDevice) VEOMNI_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }

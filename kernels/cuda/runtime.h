@@ -5,6 +5,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include "core/device.h"
 #include "core/error.h"
 
 namespace veomni::cuda_rt {
@@ -57,6 +58,10 @@ cudaEvent_t acquire_event();
 void release_event(cudaEvent_t event);
 void record_event(cudaEvent_t event, cudaStream_t stream);
 void stream_wait_event(cudaStream_t stream, cudaEvent_t event);
+// Copies bytes between host and device memory: a host-to-host copy runs at once (returns false), any other is queued
+// on `stream` with the direction the two devices give (returns true; the caller decides what waits for it).
+bool copy_or_enqueue(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes,
+                     cudaStream_t stream, cudaMemcpyKind* kind_out = nullptr);
 // Orders the work queued on `waiter` from now on after the work queued on `producer` so far (a pooled event).
 void stream_wait_stream(cudaStream_t waiter, cudaStream_t producer);
 
