@@ -57,7 +57,10 @@ PinnedHostRange::~PinnedHostRange() {
 }
 
 AsyncCopy::AsyncCopy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
-  if (bytes == 0 || !cuda_rt::copy_or_enqueue(dst, dst_device, src, src_device, bytes, cuda_rt::stream())) return;
+  if (bytes == 0) return;
+  // A host-to-host copy (CPU training in a CUDA build) runs at once and must not touch the CUDA runtime.
+  const bool host_only = dst_device.is_cpu() && src_device.is_cpu();
+  if (!cuda_rt::copy_or_enqueue(dst, dst_device, src, src_device, bytes, host_only ? nullptr : cuda_rt::stream())) return;
   const cudaEvent_t done = cuda_rt::acquire_event();
   cuda_rt::record_event(done, cuda_rt::stream());
   event_ = done;
