@@ -113,6 +113,13 @@ ModelRendering rendering_from_result(const Conversation& conversation, const ojs
   return rendering;
 }
 
+std::string records_location(std::span<const RecordRef> block, const std::vector<size_t>& order,
+                             const RecordReader& reader) {
+  const std::string first = reader.location(block[order.front()]);
+  return order.size() == 1 ? first
+                           : fmt::format("the records from {} to {}", first, reader.location(block[order.back()]));
+}
+
 ModelTemplateEncoder::ModelTemplateEncoder(const Tokenizer& tokenizer, const RecordEncoder& plain,
                                            ChatTemplateWorker& worker, ModelTemplateOptions options)
     : tokenizer_(tokenizer), plain_(plain), worker_(worker), options_(std::move(options)) {}
@@ -145,10 +152,7 @@ std::vector<EncodedRecord> ModelTemplateEncoder::encode_block(std::span<const Re
       request["conversations"].push_back(render_request(*conversations[i], worker_.has_generation_blocks()));
     }
   if (order.empty()) return results;
-  const std::string what = order.size() == 1 ? reader.location(block[order.front()])
-                                             : fmt::format("the records from {} to {}", reader.location(block[order.front()]),
-                                                           reader.location(block[order.back()]));
-  const ojson reply = worker_.exchange(request, what);
+  const ojson reply = worker_.exchange(request, records_location(block, order, reader));
   VEOMNI_CHECK(reply.contains("results") && reply["results"].is_array() && reply["results"].size() == order.size(),
                "the chat template worker answered {} for {} conversations", reply.dump().substr(0, 200),
                order.size());

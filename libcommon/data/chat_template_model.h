@@ -51,6 +51,11 @@ struct ModelRendering {
 ModelRendering rendering_from_result(const Conversation& conversation, const nlohmann::ordered_json& result,
                                      bool generation_blocks);
 
+// Where the records `order` (indices into block, in order, not empty) of one worker request come from, for its errors:
+// "file:line" or "the records from file:line to file:line".
+std::string records_location(std::span<const RecordRef> block, const std::vector<size_t>& order,
+                             const RecordReader& reader);
+
 struct ModelTemplateOptions {
   std::optional<std::string> system_prompt;
   nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();  // --chat-template-kwargs

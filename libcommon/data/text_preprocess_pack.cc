@@ -53,6 +53,14 @@ void SampleStore::read_tokens(int64_t index, int32_t* ids, uint8_t* trained) con
 
 Sample SampleStore::sample(int64_t index) const { return packed_row({index}, length(index), 0); }
 
+LabeledTokens SampleStore::tokens(int64_t index) const {
+  LabeledTokens out;
+  out.ids.resize(static_cast<size_t>(length(index)));
+  out.trained.resize(out.ids.size());
+  read_tokens(index, out.ids.data(), out.trained.data());
+  return out;
+}
+
 Sample SampleStore::packed_row(const std::vector<int64_t>& members, int64_t row_length, int32_t pad_id) const {
   Tensor ids = Tensor::empty({row_length}, DType::I64);
   Tensor labels = Tensor::empty({row_length}, DType::I64);

@@ -35,6 +35,8 @@ class SampleStore {
   // Sample `index` as stored: input_ids, labels (the id where trained, -100 elsewhere), attention_mask (ones),
   // position_ids (0..L-1), all i64 [L].
   Sample sample(int64_t index) const;
+  // Sample `index`'s ids and target flags as they were added.
+  LabeledTokens tokens(int64_t index) const;
 
   // A row of exactly row_length tokens: the samples of `members` in order, each with position_ids 0..L-1 and its
   // first label -100 (nothing is predicted across a boundary), then padding: input id pad_id, label -100,

@@ -2,6 +2,7 @@
 #include "data/text_preprocess_pair.h"
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -80,12 +81,8 @@ PairMessages shared_prompt(const json& record, const std::optional<std::string>&
   return out;
 }
 
-}  // namespace
-
-PairEncoder::PairEncoder(const Tokenizer& tokenizer, PairOptions options)
-    : tokenizer_(tokenizer), chat_(tokenizer), options_(std::move(options)) {}
-
-EncodedPair PairEncoder::encode_record(const json& record) const {
+// The record's prompt and answers: the checks every layout shares, then the layout's own.
+PairMessages pair_messages(const json& record, const std::optional<std::string>& system) {
   VEOMNI_INPUT_CHECK(record.is_object(), "the record is {}, expected a JSON object", record.type_name());
   const bool chosen = record.contains("chosen"), rejected = record.contains("rejected");
   VEOMNI_INPUT_CHECK(chosen || rejected,
@@ -93,21 +90,38 @@ EncodedPair PairEncoder::encode_record(const json& record) const {
                      "\"rejected\": [...]}}, optionally with \"prompt\")");
   VEOMNI_INPUT_CHECK(chosen && rejected, "the record has \"{}\" but no \"{}\": a preference pair needs both",
                      chosen ? "chosen" : "rejected", chosen ? "rejected" : "chosen");
-  // ultrafeedback_binarized also stores "prompt" as the first user turn's text: the conversations are then whole.
-  const bool prompt_messages = record.contains("prompt") && !record["prompt"].is_string();
-  const PairMessages messages = prompt_messages ? explicit_prompt(record, options_.system_prompt)
-                                                : shared_prompt(record, options_.system_prompt);
+  return has_prompt_messages(record) ? explicit_prompt(record, system) : shared_prompt(record, system);
+}
 
-  EncodedPair pair;
+}  // namespace
+
+bool has_prompt_messages(const json& record) {
+  // ultrafeedback_binarized also stores "prompt" as the first user turn's text: the conversations are then whole.
+  return record.contains("prompt") && !record["prompt"].is_string();
+}
+
+void read_pair_ref_logps(const json& record, EncodedPair& pair) {
   const bool ref_chosen = record.contains("ref_chosen_logps"), ref_rejected = record.contains("ref_rejected_logps");
   VEOMNI_INPUT_CHECK(ref_chosen == ref_rejected, "the record has \"{}\" but no \"{}\" (give both or neither)",
                      ref_chosen ? "ref_chosen_logps" : "ref_rejected_logps",
                      ref_chosen ? "ref_rejected_logps" : "ref_chosen_logps");
-  if (ref_chosen) {
-    pair.has_ref_logps = true;
-    pair.ref_chosen_logps = record_ref_logps(record, "ref_chosen_logps");
-    pair.ref_rejected_logps = record_ref_logps(record, "ref_rejected_logps");
-  }
+  if (!ref_chosen) return;
+  pair.has_ref_logps = true;
+  pair.ref_chosen_logps = record_ref_logps(record, "ref_chosen_logps");
+  pair.ref_rejected_logps = record_ref_logps(record, "ref_rejected_logps");
+}
+
+size_t pair_prompt_messages(const json& record, const std::optional<std::string>& system_prompt) {
+  return pair_messages(record, system_prompt).prompt.size();
+}
+
+PairEncoder::PairEncoder(const Tokenizer& tokenizer, PairOptions options)
+    : tokenizer_(tokenizer), chat_(tokenizer), options_(std::move(options)) {}
+
+EncodedPair PairEncoder::encode_record(const json& record) const {
+  const PairMessages messages = pair_messages(record, options_.system_prompt);
+  EncodedPair pair;
+  read_pair_ref_logps(record, pair);
   // Every message starts with an added token, so a conversation's ids are its prompt's ids followed by its answer's.
   const int64_t prompt_tokens = chat_.encode(messages.prompt).size();
   const auto render = [&](const std::vector<ChatMessage>& answer) {
@@ -122,18 +136,19 @@ EncodedPair PairEncoder::encode_record(const json& record) const {
   return pair;
 }
 
+PairResult pair_result(EncodedPair pair, int64_t max_seq_len) {
+  if (max_seq_len > 0 && pair.size() > max_seq_len) return PairResult{.status = PairStatus::TooLong};
+  return PairResult{.status = PairStatus::Kept, .pair = std::move(pair)};
+}
+
 PairResult PairEncoder::encode_value(const json& record) const {
-  PairResult result;
+  EncodedPair pair;
   try {
-    result.pair = encode_record(record);
+    pair = encode_record(record);
   } catch (const InputError& e) {
-    result.error = e.what();
-    return result;
+    return PairResult{.status = PairStatus::Bad, .error = e.what()};
   }
-  const int64_t limit = options_.max_seq_len;
-  result.status = limit > 0 && result.pair.size() > limit ? PairStatus::TooLong : PairStatus::Kept;
-  if (result.status != PairStatus::Kept) result.pair = EncodedPair{};
-  return result;
+  return pair_result(std::move(pair), options_.max_seq_len);
 }
 
 PairResult PairEncoder::encode_line(std::string_view line) const {

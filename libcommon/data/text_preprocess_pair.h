@@ -35,6 +35,19 @@ struct PairResult {
   std::string error;  // Bad only: what is wrong, without the location
 };
 
+// A pair encoded from a good record: Kept, or TooLong (and empty) beyond max_seq_len tokens (0: no limit).
+PairResult pair_result(EncodedPair pair, int64_t max_seq_len);
+
+// Whether the record gives its prompt as messages ({"prompt": [...], "chosen": [answer], "rejected": [answer]}); else
+// "chosen" and "rejected" are whole conversations sharing their leading messages.
+bool has_prompt_messages(const nlohmann::json& record);
+// The record's optional "ref_chosen_logps" and "ref_rejected_logps" into the pair (InputError when one comes alone or
+// is not a finite number).
+void read_pair_ref_logps(const nlohmann::json& record, EncodedPair& pair);
+// How many leading messages of each conversation of the pair are its prompt, counting `system_prompt` where it is
+// prepended; InputError for a bad record (PairEncoder::encode_record's checks).
+size_t pair_prompt_messages(const nlohmann::json& record, const std::optional<std::string>& system_prompt);
+
 class PairEncoder {
  public:
   PairEncoder(const Tokenizer& tokenizer, PairOptions options);

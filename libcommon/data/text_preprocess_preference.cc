@@ -1,15 +1,21 @@
-// The preference pipeline: blocks of records encoded in parallel, counts, the pair dataset written at the end.
+// The preference pipeline: blocks of records encoded in parallel (built-in ChatML or the model's template), counts,
+// the pairs kept in a bounded buffer and spool file, the pair dataset written at the end.
 #include "data/text_preprocess_preference.h"
 
 #include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <filesystem>
+#include <memory>
 
 #include "core/error.h"
 #include "data/batch.h"
+#include "data/chat_template_source.h"
+#include "data/chat_template_worker.h"
 #include "data/dataset_objective_keys.h"
 #include "data/dataset_writer.h"
+#include "data/text_preprocess_preference_template.h"
+#include "data/text_preprocess_pack.h"
 #include "data/text_preprocess_parallel.h"
 #include "io/json_file.h"
 #include "veomni/version.h"
@@ -54,7 +60,31 @@ void count_bad(const std::string& location, const std::string& error, bool skip_
   ++summary.bad;
 }
 
-void tally(PairResult& result, const std::string& location, bool skip_bad, std::vector<EncodedPair>& pairs,
+// The kept pairs: their two sides in a SampleStore (chosen at 2k, rejected at 2k + 1), so tokens beyond its buffer
+// wait in a spool file, and the reference log-probs (8 bytes a pair) beside it.
+struct PairStore {
+  SampleStore sides;
+  std::vector<float> ref_logps;  // chosen, rejected of each pair, when the pairs carry them
+
+  PairStore(const std::string& spool_directory, size_t buffer_bytes) : sides(spool_directory, buffer_bytes) {}
+  int64_t size() const { return sides.size() / 2; }
+  void add(const EncodedPair& pair) {
+    sides.add(pair.chosen);
+    sides.add(pair.rejected);
+    if (pair.has_ref_logps) ref_logps.insert(ref_logps.end(), {pair.ref_chosen_logps, pair.ref_rejected_logps});
+  }
+  EncodedPair pair(int64_t index) const {
+    EncodedPair pair{.chosen = sides.tokens(2 * index), .rejected = sides.tokens(2 * index + 1)};
+    if (!ref_logps.empty()) {
+      pair.has_ref_logps = true;
+      pair.ref_chosen_logps = ref_logps[static_cast<size_t>(2 * index)];
+      pair.ref_rejected_logps = ref_logps[static_cast<size_t>(2 * index + 1)];
+    }
+    return pair;
+  }
+};
+
+void tally(PairResult& result, const std::string& location, bool skip_bad, PairStore& pairs,
            PreferencePreprocessSummary& summary) {
   switch (result.status) {
     case PairStatus::TooLong: ++summary.dropped_too_long; return;
@@ -67,11 +97,11 @@ void tally(PairResult& result, const std::string& location, bool skip_bad, std::
   ++summary.pairs;
   summary.tokens += result.pair.size();
   summary.trained_tokens += result.pair.chosen.trained_count() + result.pair.rejected.trained_count();
-  pairs.push_back(std::move(result.pair));
+  pairs.add(result.pair);
 }
 
 void write_dataset(const PreferencePreprocessOptions& options, const Tokenizer& tokenizer,
-                   const std::vector<EncodedPair>& pairs, PreferencePreprocessSummary& summary) {
+                   const PairStore& pairs, PreferencePreprocessSummary& summary) {
   DatasetInfo info;
   info.kind = "text";
   info.producer = "veomni-preprocess";
@@ -81,11 +111,11 @@ void write_dataset(const PreferencePreprocessOptions& options, const Tokenizer& 
   info.tokenizer = tokenizer.fingerprint();
   DatasetWriterOptions writer_options;
   writer_options.compression_level = options.compression_level;
-  const auto count = static_cast<int64_t>(pairs.size());
+  const int64_t count = pairs.size();
   VEOMNI_INPUT_CHECK(options.num_shards <= count, "--num-shards {} is more than the {} pairs to write",
                      options.num_shards, count);
   ShardedDatasetWriter writer(options.out, count, options.num_shards, info, writer_options);
-  for (const EncodedPair& pair : pairs) writer.append(preference_sample(pair));
+  for (int64_t k = 0; k < count; ++k) writer.append(preference_sample(pairs.pair(k)));
   writer.close();
   summary.files = writer.paths();
   for (const std::string& file : summary.files) summary.output_bytes += std::filesystem::file_size(file);
@@ -120,18 +150,32 @@ PreferencePreprocessSummary preprocess_preference(const PreferencePreprocessOpti
   const int threads = resolve_threads(options.threads);
   spdlog::info("tokenizer {} ({} ids), {} thread(s)", tokenizer.fingerprint(), tokenizer.id_limit(), threads);
 
+  std::unique_ptr<ChatTemplateWorker> worker;
+  std::unique_ptr<PreferenceTemplateEncoder> template_encoder;
+  if (options.chat_template != "chatml") {
+    const ChatTemplateSource source = load_chat_template(options.chat_template, options.tokenizer_path);
+    worker = std::make_unique<ChatTemplateWorker>(default_chat_template_worker_paths(), source.text, source.globals);
+    template_encoder =
+        std::make_unique<PreferenceTemplateEncoder>(tokenizer, *worker, options.pair, options.chat_template_kwargs);
+    spdlog::info("chat template {}", source.origin);
+  }
+
   RecordReader reader(options.inputs, RecordReader::kDefaultBlockBytes, options.max_line_bytes);
   RecordProgress progress(reader);
   PreferencePreprocessSummary summary;
   summary.tokenizer = tokenizer.fingerprint();
-  std::vector<EncodedPair> pairs;
+  PairStore pairs(std::filesystem::absolute(options.out).parent_path().string(), options.buffer_bytes);
   std::vector<RecordRef> block;
   std::vector<PairResult> results;
   while (reader.next_block(block)) {
-    results.assign(block.size(), {});
-    parallel_for(block.size(), threads, [&](size_t i) {
-      results[i] = block[i].value ? encoder.encode_value(*block[i].value) : encoder.encode_line(block[i].line);
-    });
+    if (template_encoder) {
+      results = template_encoder->encode_block(block, reader, threads);
+    } else {
+      results.assign(block.size(), {});
+      parallel_for(block.size(), threads, [&](size_t i) {
+        results[i] = block[i].value ? encoder.encode_value(*block[i].value) : encoder.encode_line(block[i].line);
+      });
+    }
     for (size_t i = 0; i < block.size(); ++i)
       tally(results[i], reader.location(block[i]), options.skip_bad, pairs, summary);
     summary.records += static_cast<int64_t>(block.size());

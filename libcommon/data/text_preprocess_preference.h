@@ -2,6 +2,7 @@
 // pair samples (man veomni-data(5): chosen then rejected, chosen_length, optional reference log-probs).
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,12 @@ struct PreferencePreprocessOptions {
   bool skip_bad = false;  // count and skip bad records instead of failing on the first
   int compression_level = 1;
   size_t max_line_bytes = kDefaultMaxLineBytes;
+  // "chatml" (the built-in template, the default), "model" (the template beside the tokenizer) or a .jinja file,
+  // rendered by the chat-template worker with `chat_template_kwargs`.
+  std::string chat_template = "chatml";
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
+  // Tokens of kept pairs held in memory; beyond it they go to an unlinked temporary file in out's directory.
+  size_t buffer_bytes = 64u << 20;
 };
 
 struct PreferencePreprocessSummary {
@@ -45,8 +52,9 @@ struct PreferencePreprocessSummary {
 // ref_chosen_logps and ref_rejected_logps, f32 [1].
 Sample preference_sample(const EncodedPair& pair);
 
-// Reads every record (tokenizing on all threads), then writes the dataset (kind "text", producer veomni-preprocess,
-// format version 2). Pairs longer than pair.max_seq_len are dropped and counted. Every pair must carry reference
+// Reads every record in blocks (tokenizing each block on all threads), keeping at most options.buffer_bytes of tokens
+// in memory (the rest in a temporary file) plus 8 bytes a side and, with reference log-probs, 8 a pair; then writes
+// the dataset (kind "text", producer veomni-preprocess, format version 2). Pairs longer than pair.max_seq_len are dropped and counted. Every pair must carry reference
 // log-probs or none. Nothing is written when a record is bad (without skip_bad), when an input file holds no record,
 // or when no pair is left: InputError naming the file and line.
 PreferencePreprocessSummary preprocess_preference(const PreferencePreprocessOptions& options);

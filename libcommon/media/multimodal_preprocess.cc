@@ -220,7 +220,9 @@ MultimodalPreprocessSummary preprocess_multimodal(const MultimodalPreprocessOpti
   const int threads = resolve_threads(options.threads);
   std::unique_ptr<ChatTemplateWorker> worker;
   if (options.chat_template != "chatml") {
-    VEOMNI_INPUT_CHECK(!options.preference, "--chat-template {}: preference pairs use our ChatML only",
+    VEOMNI_INPUT_CHECK(!options.preference,
+                       "--chat-template {} with --model-type: multimodal preference pairs use our ChatML only (text "
+                       "pairs take the model's template)",
                        options.chat_template);
     const ChatTemplateSource source = load_chat_template(options.chat_template, options.tokenizer_path);
     worker = std::make_unique<ChatTemplateWorker>(default_chat_template_worker_paths(), source.text, source.globals);

@@ -28,7 +28,7 @@ struct MultimodalPreprocessOptions {
   size_t max_line_bytes = kDefaultMaxLineBytes;  // a longer JSONL line is an InputError naming it
   // "chatml" (our ChatML), "model" (the tokenizer folder's chat template) or a template file: with a model template
   // each conversation is rendered by the chat-template worker with `chat_template_kwargs`, and the media blocks it
-  // renders are expanded as ChatML's are (MultimodalTemplate::encode_rendering). Not with `preference`.
+  // renders are expanded as ChatML's are (MultimodalTemplate::encode_rendering). Not with `preference` (InputError).
   std::string chat_template = "chatml";
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   // Preference pairs (veomni-preprocess preference --model-type): records as MultimodalPairEncoder reads them, one

@@ -41,12 +41,7 @@ case $case_name in
   errors)
     printf '%s\n' '{"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}' \
       '{"messages": [{"role": "user", "content": "boom"}, {"role": "assistant", "content": "b"}]}' >in.jsonl
-    cat >raises.jinja <<'TEMPLATE'
-{% for m in messages %}{% if m.content == 'boom' %}{{ raise_exception('no boom') }}{% endif %}<|im_start|>{{ m.role }}
-{{ m.content }}<|im_end|>
-{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
-{% endif %}
-TEMPLATE
+    cp "$src/tests/fixtures/chat_templates/raises_on_boom.jinja" raises.jinja
     text 2 --input in.jsonl --out o.h5 --chat-template raises.jinja
     expect_in err "in.jsonl:2: the chat template failed: no boom"
     [ ! -e o.h5 ] || fail "output written despite the error"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Integration checks of veomni-preprocess preference: both record layouts, reference log-probs, every kind of bad
-# record (exit 2 naming file and line, nothing written), --skip-bad, --max-seq-len, shards, --overwrite, line limits.
+# record (exit 2 naming file and line, nothing written), --skip-bad, --max-seq-len, shards, --overwrite, line limits,
+# the spool beyond --buffer-bytes, and the model's chat template (--chat-template).
 # Usage: preprocess_preference.sh CASE BIN_DIR SOURCE_DIR WORKDIR TOKENIZER_JSON
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/tool_test_lib.sh"
@@ -34,7 +35,8 @@ case $case_name in
     expect_exit 0 --help
     expect_in out "preference"
     expect_exit 0 preference --help
-    for flag in --input --out --system --max-seq-len --num-shards --skip-bad --max-line-bytes --overwrite; do
+    for flag in --input --out --system --max-seq-len --num-shards --skip-bad --max-line-bytes --overwrite \
+      --chat-template --chat-template-kwargs --buffer-bytes; do
       expect_in out "$flag"
     done
     ;;
@@ -137,6 +139,69 @@ case $case_name in
     pref 2 --input /dev/zero --out o.h5 --max-line-bytes 4096
     expect_in err "/dev/zero:1: the line is longer than 4096 bytes"
     [ -z "$(ls o.h5* 2>/dev/null)" ] || fail "output written: $(ls o.h5*)"
+    ;;
+  streaming)  # pairs beyond --buffer-bytes wait in a spool file: the same dataset, reference log-probs included
+    for _ in $(seq 40); do shared_pair; prompt_pair; done >p.jsonl
+    pref 0 --input p.jsonl --out memory.h5
+    pref 0 --input p.jsonl --out spooled.h5 --buffer-bytes 64
+    cmp memory.h5 spooled.h5 || fail "--buffer-bytes 64 changed the dataset"
+    for _ in $(seq 40); do shared_pair ', "ref_chosen_logps": -3.5, "ref_rejected_logps": -9'; done >r.jsonl
+    pref 0 --input r.jsonl --out r_memory.h5
+    pref 0 --input r.jsonl --out r_spooled.h5 --buffer-bytes 64 --num-shards 3
+    pref 0 --input r.jsonl --out r_memory3.h5 --num-shards 3
+    for k in 0 1 2; do
+      cmp "r_memory3-0000$k-of-00003.h5" "r_spooled-0000$k-of-00003.h5" || fail "shard $k differs with --buffer-bytes 64"
+    done
+    ;;
+  template_chatml_file)  # a Jinja ChatML template writes the built-in template's dataset; prompt turns stay untrained
+    user2='{"role": "user", "content": "And 3 + 3?"}'
+    {
+      shared_pair
+      prompt_pair
+      printf '{"prompt": [%s, %s, %s], "chosen": [%s], "rejected": [%s]}\n' "$user" "$good" "$user2" "$good" "$bad"
+      printf '{"chosen": [%s, %s, %s, %s], "rejected": [%s, %s, %s, %s]}\n' "$user" "$good" "$user2" "$good" \
+        "$user" "$good" "$user2" "$bad"
+    } >p.jsonl
+    cp "$src/tests/fixtures/chat_templates/chatml.jinja" chatml.jinja
+    pref 0 --input p.jsonl --out builtin.h5 --system "Be brief."
+    builtin_trained=$(value trained_tokens)
+    pref 0 --input p.jsonl --out file.h5 --system "Be brief." --chat-template chatml.jinja
+    [ "$(value trained_tokens)" -eq "$builtin_trained" ] || fail "trained tokens $(value trained_tokens), built-in $builtin_trained"
+    cmp builtin.h5 file.h5 || fail "the ChatML template file wrote another dataset than the built-in template"
+    ;;
+  template_model)  # Qwen3's own template: a pair holds the tokens and targets of its two conversations rendered alone
+    { shared_pair; prompt_pair; } >p.jsonl
+    pref 0 --input p.jsonl --out model.h5 --chat-template model
+    expect_line "pairs: 2"
+    tokens=$(value tokens) trained=$(value trained_tokens)
+    printf '{"messages": [%s, %s]}\n{"messages": [%s, %s]}\n' "$user" "$good" "$user" "$bad" >convs.jsonl
+    expect_exit 0 text --tokenizer "$tokenizer" --log-level warn --input convs.jsonl --out convs.h5 --chat-template model
+    [ "$tokens" -eq $((2 * $(value tokens))) ] || fail "pair tokens $tokens, conversations $(value tokens) per copy"
+    [ "$trained" -eq $((2 * $(value trained_tokens))) ] || fail "pair targets $trained, answers $(value trained_tokens)"
+    pref 0 --input p.jsonl --out off.h5 --chat-template model --chat-template-kwargs '{"enable_thinking": false}'
+    # without thinking the empty thinking block belongs to the generation prompt: 4 fewer targets a conversation
+    [ "$(value trained_tokens)" -eq $((trained - 16)) ] || fail "enable_thinking false: $(value trained_tokens) targets"
+    ;;
+  template_errors)
+    { shared_pair; printf '{"chosen": [{"role": "user", "content": "boom"}, %s], "rejected": [{"role": "user", "content": "boom"}, %s]}\n' "$good" "$bad"; } >in.jsonl
+    cp "$src/tests/fixtures/chat_templates/raises_on_boom.jinja" raises.jinja
+    pref 2 --input in.jsonl --out o.h5 --chat-template raises.jinja
+    expect_in err "in.jsonl:2: the chat template failed: no boom"
+    [ ! -e o.h5 ] || fail "output written despite the error"
+    pref 0 --input in.jsonl --out o.h5 --chat-template raises.jinja --skip-bad
+    expect_line "bad: 1"
+    expect_line "pairs: 1"
+    pref 2 --input in.jsonl --out p.h5 --chat-template raises.jinja --skip-bad --max-seq-len 4
+    expect_in err "no pair to write"
+    pref 2 --input in.jsonl --out p.h5 --chat-template-kwargs '{"enable_thinking": false}'
+    expect_in err "--chat-template-kwargs needs --chat-template model"
+    { printf '{"chosen": [%s], "rejected": [%s, %s]}\n' "$user" "$user" "$bad"; } >layout.jsonl
+    pref 2 --input layout.jsonl --out p.h5 --chat-template raises.jinja
+    expect_in err "layout.jsonl:1: \"chosen\" has no answer"
+    if "$tool" preference --help | grep -q -- --model-type; then
+      pref 2 --input in.jsonl --out p.h5 --chat-template raises.jinja --model-type qwen3_vl
+      expect_in err "multimodal preference pairs use our ChatML only"
+    fi
     ;;
   *) fail "unknown case $case_name" ;;
 esac

@@ -183,6 +183,7 @@ CLI::App* add_preference(CLI::App& app, Arguments& args) {
   sub->add_option("--input", p.inputs, "Input JSONL file(s) or JSON array(s); - is stdin")->required();
   sub->add_option("--out", p.out, "Output dataset (.h5); with --num-shards N: <out>-0000k-of-0000N.h5")->required();
   sub->add_option("--system", args.system_prompt, "System prompt for prompts that do not start with a system message");
+  add_chat_template(*sub, p.chat_template, args.chat_template_kwargs);
   sub->add_option("--max-seq-len", p.pair.max_seq_len,
                   "Longest pair in tokens (chosen + rejected); longer pairs are dropped and counted")
       ->check(veomni::integer_range(1, veomni::kMaxSampleTokens));
@@ -193,6 +194,10 @@ CLI::App* add_preference(CLI::App& app, Arguments& args) {
   add_overwrite(*sub, args.overwrite);
   sub->add_option("--compression", p.compression_level, "Deflate level 0 (off) to 9 (default 1)")
       ->check(CLI::Range(0, 9));
+  sub->add_option("--buffer-bytes", p.buffer_bytes,
+                  "Tokens of kept pairs held in memory (default 67108864, 64 MiB); the rest wait in a temporary file "
+                  "beside --out (about 5 bytes a token) until the dataset is written")
+      ->check(veomni::integer_range(1, int64_t{1} << 40));
 #ifdef VEOMNI_HAVE_MEDIA
   sub->add_option("--model-type", args.preference_model_type,
                   "qwen3_vl or qwen3_omni_moe: prompts with image, video and audio parts to multimodal pairs")
@@ -229,6 +234,8 @@ int run_multimodal_preference(Arguments& args, const CLI::App& sub) {
   m.skip_bad = p.skip_bad;
   m.compression_level = p.compression_level;
   m.max_line_bytes = p.max_line_bytes;
+  m.chat_template = p.chat_template;
+  m.chat_template_kwargs = chat_template_kwargs(args, p.chat_template);
   const veomni::MultimodalPreprocessSummary s = veomni::preprocess_multimodal(m);
   std::printf("pairs: %lld\n", static_cast<long long>(s.samples));
   std::printf("ref_logps: %s\n", s.ref_logps ? "yes" : "no");
@@ -247,6 +254,7 @@ int run_preference(Arguments& args, const CLI::App& sub) {
                      "--processor-config and --media-root need --model-type (multimodal pairs)");
 #endif
   if (sub.count("--system") > 0) p.pair.system_prompt = args.system_prompt;
+  p.chat_template_kwargs = chat_template_kwargs(args, p.chat_template);
   const veomni::PreferencePreprocessSummary s = veomni::preprocess_preference(p);
   const auto count = [](const char* key, int64_t value) {
     std::printf("%s: %lld\n", key, static_cast<long long>(value));
