@@ -133,6 +133,8 @@ class Fsdp final : public ParamHooks {
   // Host bytes offload holds here: the masters and the stream's ring (the optimizer adds its moments); 0 without
   // offload. With the moments 12 bytes a trainable parameter plus the ring, whatever the model's size.
   int64_t offload_host_bytes() const;
+  // The stream's part of it: its pinned ring (at most 2 chunks of 8 Mi elements in f32 and in the compute dtype).
+  int64_t offload_buffer_bytes() const;
   // Replaces the stream by one of chunks of `elements` (tests: small chunks, so that shards cross chunk boundaries).
   // Before any optimizer slot takes offload_target().
   void set_offload_chunk_elements(int64_t elements);

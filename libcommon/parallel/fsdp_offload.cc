@@ -1,5 +1,6 @@
 // FSDP optimizer offload: the compute-dtype copies of the host masters on the compute device, and the chunk stream
 // that refreshes them (after an optimizer step, which goes through the same stream, or a checkpoint restore).
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -23,7 +24,9 @@ void Fsdp::build_offload() {
   compute_flat_ = Tensor::empty({offsets.back()}, compute_dtype_, compute_device_);
   for (size_t i = 0; i < shards_.size(); ++i)
     shards_[i].compute = compute_flat_.slice(offsets[i], offsets[i] + shards_[i].shard_numel);
-  stream_ = std::make_unique<OffloadStream>(compute_device_, compute_dtype_);
+  // A model smaller than one chunk needs no larger buffers than itself.
+  const int64_t chunk = std::max<int64_t>(1, std::min(OffloadStream::kDefaultChunkElements, offsets.back()));
+  stream_ = std::make_unique<OffloadStream>(compute_device_, compute_dtype_, chunk);
   masters_updated();
 }
 
@@ -38,11 +41,13 @@ OffloadTarget Fsdp::offload_target(const ParamShard& shard) {
 }
 
 int64_t Fsdp::offload_host_bytes() const {
-  if (!offload_) return 0;
-  int64_t bytes = stream_->host_bytes();
-  for (const ParamShard& s : shards_) bytes += static_cast<int64_t>(s.master.nbytes());
+  int64_t bytes = offload_buffer_bytes();
+  if (offload_)
+    for (const ParamShard& s : shards_) bytes += static_cast<int64_t>(s.master.nbytes());
   return bytes;
 }
+
+int64_t Fsdp::offload_buffer_bytes() const { return offload_ ? stream_->host_bytes() : 0; }
 
 void Fsdp::masters_updated() {
   if (!offload_ || shards_.empty()) return;

@@ -536,9 +536,11 @@ std::string Trainer::offload_memory_note() const {
   if (!fsdp_->offload()) return "";
   int64_t host = fsdp_->offload_host_bytes();
   for (const OptimizerGroup& g : optimizers_) host += g.adamw->moment_bytes();
-  return fmt::format("; offload: {} bytes of it in host memory (float32 masters and moments, and the transfer "
-                     "buffers), the gradients on {}",
-                     format_count(static_cast<double>(host)), device_.str());
+  const int64_t buffers = fsdp_->offload_buffer_bytes();
+  return fmt::format("; offload: float32 masters and moments {} bytes in host memory and {} bytes of transfer buffers "
+                     "there, the gradients on {}",
+                     format_count(static_cast<double>(host - buffers)), format_count(static_cast<double>(buffers)),
+                     device_.str());
 }
 
 // LoRA: how much of the model trains, and what the frozen base costs each rank.
