@@ -2,9 +2,10 @@
 // ring, the host works on the chunk, and the updated f32 masters go back cast to the compute dtype, a chunk at a time.
 //
 // Host memory is the f32 masters and moments (owned elsewhere) plus this ring: two f32 gradient chunks and two
-// compute-dtype chunks, independent of the model's size. Copies are double-buffered: the gradient copy of chunk k+1
-// and the upload of chunk k-1 run while the host works on chunk k. On a CPU run (compute device = CPU) the same code
-// runs with host-to-host copies and never touches the CUDA runtime.
+// compute-dtype chunks, of a bounded size whatever the model's (Fsdp shrinks it for a model smaller than one chunk).
+// Copies are double-buffered: the gradient copy of chunk k+1 and the upload of chunk k-1 run while the host works on
+// chunk k. On a CPU run (compute device = CPU) the same code runs with host-to-host copies and never touches the CUDA
+// runtime.
 #pragma once
 #include <cstdint>
 #include <functional>
