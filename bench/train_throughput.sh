@@ -9,7 +9,7 @@
 # line; the timed run is then a little slower.
 # LOG_LEVEL=info bench/train_throughput.sh ... shows veomni-train's per-step lines (default warn).
 # OFFLOAD=1 bench/train_throughput.sh ... trains with optimizer offload (train.accelerator.fsdp_config.offload true:
-# masters, gradients and AdamW moments in host memory, the step on the CPU); the JSON line then says "offload": true.
+# masters and AdamW moments in host memory, the step streamed through the CPU); the JSON line then says "offload": true.
 # Every JSON line carries the mean optimizer time per step (the AdamW step and, with offload, the masters' copy back
 # to the GPU: optimizer_s) for comparing the two; run OFFLOAD=0 and OFFLOAD=1 on the same machine.
 # DATA_TYPE=qwen3omni bench/train_throughput.sh ... trains a Qwen3-Omni thinker config (e.g.

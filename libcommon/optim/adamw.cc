@@ -1,4 +1,5 @@
-// AdamW driver: decides decay per parameter and updates every slot with one multi-tensor adamw_step.
+// AdamW driver: decides decay per parameter and updates every slot with one multi-tensor adamw_step (offloaded: one
+// per chunk of the host's slots as their gradients arrive).
 #include "optim/adamw.h"
 
 #include "kernels/ops.h"
@@ -16,11 +17,22 @@ void check_gradient(const std::string& name, const Tensor& master, const Tensor&
                grad.describe());
 }
 
+// The flat elements [begin, begin + length) of a contiguous tensor.
+Tensor flat_range(const Tensor& t, int64_t begin, int64_t length) {
+  return t.view({t.numel()}).slice(begin, begin + length);
+}
+
 }  // namespace
 
-void AdamW::add_slot(const std::string& name, Tensor master, const Tensor* grad) {
+void AdamW::add_slot(const std::string& name, Tensor master, const Tensor* grad, OffloadTarget offload) {
   VEOMNI_CHECK(grad != nullptr, "AdamW slot {}: no gradient", name);
   if (grad->defined()) check_gradient(name, master, *grad);
+  VEOMNI_CHECK(slots_.empty() || offload.stream == stream_, "AdamW slot {}: offloaded {} but the slots before {}",
+               name, offload.enabled(), stream_ != nullptr);
+  VEOMNI_CHECK(!offload.enabled() || (master.is_cpu() && offload.compute.numel() == master.numel()),
+               "AdamW slot {}: offloaded master {} with compute copy {}", name, master.describe(),
+               offload.compute.describe());
+  stream_ = offload.stream;
   OptimizerSlot slot;
   slot.name = name;
   slot.exp_avg = Tensor::zeros(master.shape(), DType::F32, master.device());
@@ -28,11 +40,23 @@ void AdamW::add_slot(const std::string& name, Tensor master, const Tensor* grad)
   slot.master = std::move(master);
   slot.grad = grad;
   slot.weight_decay = options_.decay_rule.decays(name);
+  slot.compute = std::move(offload.compute);
   slots_.push_back(std::move(slot));
+}
+
+int64_t AdamW::moment_bytes() const {
+  int64_t bytes = 0;
+  for (const OptimizerSlot& slot : slots_)
+    bytes += static_cast<int64_t>(slot.exp_avg.nbytes() + slot.exp_avg_sq.nbytes());
+  return bytes;
 }
 
 void AdamW::step(double lr, float grad_scale) {
   ++step_;
+  if (stream_) {
+    step_streamed(lr, grad_scale);
+    return;
+  }
   std::vector<ops::AdamWTensors> tensors;
   for (OptimizerSlot& slot : slots_) {
     if (slot.master.numel() == 0) continue;  // an FSDP rank may own no elements of a tiny parameter
@@ -43,6 +67,36 @@ void AdamW::step(double lr, float grad_scale) {
   }
   // All slots in one pass: on a GPU one launch instead of one per parameter.
   ops::adamw_step_multi(tensors, lr, options_.beta1, options_.beta2, options_.eps, step_, grad_scale);
+}
+
+// Each element gets the one update of the device's step, with the same factors (the CPU kernel is the CUDA one's
+// twin bit for bit); only the grouping into launches differs, which no element sees.
+void AdamW::step_streamed(double lr, float grad_scale) {
+  std::vector<OffloadStream::Item> items;
+  std::vector<OptimizerSlot*> stepped;
+  for (OptimizerSlot& slot : slots_) {
+    if (slot.master.numel() == 0) continue;
+    VEOMNI_CHECK(slot.grad->defined(), "AdamW slot {}: the gradient is not allocated at step time", slot.name);
+    check_gradient(slot.name, slot.master, *slot.grad);
+    items.push_back({slot.master.view({slot.master.numel()}), slot.compute.view({slot.compute.numel()}),
+                     slot.grad});
+    stepped.push_back(&slot);
+  }
+  stream_->run(items, [&](const std::vector<OffloadStream::Piece>& pieces) {
+    std::vector<Tensor> views;
+    views.reserve(4 * pieces.size());  // no reallocation: the slots below point into it
+    std::vector<ops::AdamWTensors> tensors;
+    for (const OffloadStream::Piece& piece : pieces) {
+      OptimizerSlot& slot = *stepped[piece.item];
+      views.push_back(flat_range(slot.master, piece.begin, piece.length));
+      views.push_back(Tensor::from_blob(const_cast<float*>(piece.grad), {piece.length}, DType::F32));
+      views.push_back(flat_range(slot.exp_avg, piece.begin, piece.length));
+      views.push_back(flat_range(slot.exp_avg_sq, piece.begin, piece.length));
+      Tensor* v = &views[views.size() - 4];
+      tensors.push_back({v, v + 1, v + 2, v + 3, slot.weight_decay ? options_.weight_decay : 0.0});
+    }
+    ops::adamw_step_multi(tensors, lr, options_.beta1, options_.beta2, options_.eps, step_, grad_scale);
+  });
 }
 
 }  // namespace veomni

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "optim/offload_stream.h"
 #include "optim/weight_decay_rule.h"
 
 namespace veomni {
@@ -31,24 +32,41 @@ struct OptimizerSlot {
   Tensor exp_avg;     // f32
   Tensor exp_avg_sq;  // f32
   bool weight_decay = true;
+  Tensor compute;     // offload: the master's copy in the compute dtype on the compute device (else undefined)
+};
+
+// Optimizer offload (FSDP's offload_target): the masters and moments are in host memory, the gradient on the compute
+// device; step() streams the slots through `stream` and leaves each updated master, cast, in `compute`.
+struct OffloadTarget {
+  OffloadStream* stream = nullptr;
+  Tensor compute;
+  bool enabled() const { return stream != nullptr; }
 };
 
 class AdamW {
  public:
   explicit AdamW(const AdamWOptions& options) : options_(options) {}
   // Allocates zeroed moments next to each master tensor. `grad` must outlive the optimizer; it may be undefined
-  // until step().
-  void add_slot(const std::string& name, Tensor master, const Tensor* grad);
+  // until step(). offload: every slot of one optimizer is offloaded through the same stream, or none is.
+  void add_slot(const std::string& name, Tensor master, const Tensor* grad, OffloadTarget offload = {});
   // One update of every slot with learning rate lr, each gradient read times grad_scale (gradient clipping's factor;
   // the gradients themselves are not changed); increments the step counter first (torch: step starts at 1).
+  // Offloaded: the same arithmetic on the host, chunk by chunk as the gradients arrive (the bits of the device's
+  // step), and the updated masters cast into the compute copies before it returns.
   void step(double lr, float grad_scale = 1.0f);
   int64_t steps_taken() const { return step_; }
+  bool offloaded() const { return stream_ != nullptr; }
+  // Bytes of the two moments of every slot (host memory when offloaded).
+  int64_t moment_bytes() const;
   void set_steps_taken(int64_t step) { step_ = step; }
   std::vector<OptimizerSlot>& slots() { return slots_; }
   const AdamWOptions& options() const { return options_; }
 
  private:
+  void step_streamed(double lr, float grad_scale);
+
   AdamWOptions options_;
+  OffloadStream* stream_ = nullptr;
   std::vector<OptimizerSlot> slots_;
   int64_t step_ = 0;
 };

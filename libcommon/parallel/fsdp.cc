@@ -53,8 +53,9 @@ Fsdp::Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType
     }
     const Device device = state_device();
     s.master = Tensor::zeros({s.shard_numel}, DType::F32, device);
-    // Released by zero_grads() unless aliased; with offload build_offload() replaces it by a view of one buffer.
-    if (!offload_) s.grad = Tensor::zeros({s.shard_numel}, DType::F32, device);
+    // On the compute device also with offload (the host steps it chunk by chunk); released by zero_grads() unless
+    // aliased.
+    s.grad = Tensor::zeros({s.shard_numel}, DType::F32, compute_device_);
     Tensor mine = flat_prefix(s.master, spec.flat_end - spec.flat_begin);
     Tensor full = p->value.dtype() == DType::F32 ? p->value : p->value.to_dtype(DType::F32);
     mine.copy_from(full.view({s.local_numel}).slice(spec.flat_begin, spec.flat_end));
@@ -282,15 +283,11 @@ void Fsdp::release(ParamGroup& group, bool reduce_grads) {
     kept_after_backward_ = reduce_grads;
   }
   // This group's reductions run while the next group computes; the ones before it have had a whole group's time.
-  const size_t sent_before = landings_.size();
   if (overlap_) {
     finish_reductions(earlier, true);
   } else {
     finish_reductions(pending_.size(), false);
   }
-  // Offload: the copies sent at the group before have had this group's backward to land; the ones just sent land
-  // at the next group, so the host sums while the GPU computes.
-  if (offload_) land(overlap_ && landings_.size() > sent_before ? landings_.size() - sent_before : 0);
 }
 
 void Fsdp::issue_reduction(ParamShard& s) {
@@ -329,12 +326,6 @@ void Fsdp::finish_reductions(size_t count, bool deferred) {
   for (size_t i = 0; i < count; ++i) {
     PendingReduction& r = pending_.front();
     r.done.wait();
-    if (offload_) {
-      send_to_host(*r.shard, r.reduced);
-      if (deferred) ++stats_.deferred_reductions;
-      pending_.pop_front();
-      continue;
-    }
     Tensor reduced = r.reduced;
     if (reduce_dtype_ != DType::F32) {
       Tensor widened = Tensor::empty({r.shard->shard_numel}, DType::F32, reduced.device());
@@ -364,18 +355,13 @@ void Fsdp::attach_unsharded_grads(ParamGroup& group) {
   for (Parameter* p : group.params) {
     ParamShard& s = shard_of(p);
     if (s.aliased || s.frozen() || s.group->size() != 1 || p->grad.defined()) continue;
-    Tensor& accumulator = offload_ ? s.device_grad : s.grad;  // offload: the host gradient is not for compute
-    if (!accumulator.defined()) accumulator = Tensor::zeros({s.shard_numel}, DType::F32, compute_device_);
-    p->grad = flat_prefix(accumulator, s.local_numel).view(p->local_shape());
+    if (!s.grad.defined()) s.grad = Tensor::zeros({s.shard_numel}, DType::F32, compute_device_);
+    p->grad = flat_prefix(s.grad, s.local_numel).view(p->local_shape());
   }
 }
 
 void Fsdp::wait_for_gradients() {
   finish_reductions(pending_.size(), overlap_);
-  if (offload_) {
-    land(0);
-    finish_host_grads();
-  }
   if (prefetched_.group != kNoGroup) ++stats_.prefetch_misses;
   drop(prefetched_);
   if (kept_group_ != kNoGroup) ++stats_.prefetch_misses;
@@ -386,7 +372,7 @@ void Fsdp::wait_for_gradients() {
     if (!s.aliased) s.param->value = Tensor();
     // A parameter nothing added to this step (unused, or in a group the optimizer does not step) has a zero
     // gradient, as before zero_grads(); a frozen one has none.
-    if (!s.grad.defined() && !s.frozen()) s.grad = Tensor::zeros({s.shard_numel}, DType::F32, s.master.device());
+    if (!s.grad.defined() && !s.frozen()) s.grad = Tensor::zeros({s.shard_numel}, DType::F32, compute_device_);
   }
   if (!requests_.empty()) predicted_ = std::move(requests_);
   requests_.clear();
@@ -416,10 +402,6 @@ void Fsdp::zero_grads() {
     // Released, as torch's zero_grad(set_to_none=True): the f32 gradients (4 bytes a parameter) take no memory
     // during the forward passes, where activations peak; backward allocates each as it first adds to it.
     s.param->grad = Tensor();
-    if (offload_) {
-      s.grad_written = false;  // host memory is not the scarce kind: the buffer stays, the next sum overwrites it
-      continue;
-    }
     s.grad = Tensor();
   }
 }

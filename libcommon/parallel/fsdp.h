@@ -18,12 +18,14 @@
 // shard is that dtype's slice (bf16 under mixed precision, f32 on the CPU reference), with no f32 master, no
 // gradient and no reduce-scatter; a gradient the model computes for one anyway is dropped at after_backward. Gathers
 // move them as they move the others, without the cast.
-// Optimizer offload (train.accelerator.fsdp_config.offload): the f32 masters and shard gradients live in host memory
-// (the optimizer then keeps its moments beside the masters and steps on the CPU). Each shard keeps its master in the
-// compute dtype on the compute device, the source of the gathers, refreshed by masters_updated() after every change
-// of the masters (one copy to the GPU, queued without waiting); each reduced gradient is copied to the host when its
-// reduce-scatter is finished and summed there one group later, while the GPU computes (fsdp_offload.cc). The
-// arithmetic is the same, so the results are the same bits.
+// Optimizer offload (train.accelerator.fsdp_config.offload): the f32 masters live in host memory (the optimizer then
+// keeps its moments beside them: 12 bytes a parameter on the host), and the gradients stay where they are without
+// offload, f32 on the compute device (4 bytes a parameter there, released from zero_grads() to backward). Each shard
+// keeps its master in the compute dtype on the compute device, the source of the gathers. The optimizer step streams
+// (optim/offload_stream.h): chunk by chunk the gradients come to the host through a small pinned ring, the host
+// steps the masters and sends them back cast into those copies; offload_target() hands a shard's copy and the ring
+// to the optimizer. masters_updated() refreshes the copies the same way after any other change of the masters (a
+// checkpoint restore). The arithmetic is the same, so the results are the same bits.
 //
 // Memory of overlap: at most one group's gathered parameters (compute dtype, full size, plus their cast shards) ahead
 // of the group in use, and in backward one group's reduce-scatter buffers (its gradients in reduce_dtype padded to
@@ -41,6 +43,8 @@
 #include "kernels/backend.h"
 #include "model/param.h"
 #include "model/parallel_hooks.h"
+#include "optim/adamw.h"
+#include "optim/offload_stream.h"
 #include "parallel/shard_spec.h"
 
 namespace veomni {
@@ -51,8 +55,8 @@ struct ParamShard {
   int64_t local_numel = 0;        // elements of this rank's rows of the parameter (all rows unless EP)
   int64_t shard_numel = 0;        // ceil(local_numel / group size): padded shard length
   Tensor master;                  // f32 [shard_numel]: this rank's slice of the flattened rows, zero padded
-  Tensor grad;                    // f32 [shard_numel]; undefined (zero) from zero_grads() until backward adds to it
-                                  // (offload: a host buffer that stays, see grad_written)
+  Tensor grad;                    // f32 [shard_numel] on the compute device; undefined (zero) from zero_grads() until
+                                  // backward adds to it
   bool aliased = false;           // group of one rank: value and grad are views of master/grad (no copies)
   // A frozen parameter (!param->trainable): its slice in the compute dtype, zero padded; master and grad stay
   // undefined. Undefined for a trainable one.
@@ -61,12 +65,8 @@ struct ParamShard {
   bool frozen() const { return frozen_values.defined(); }
   // What this rank stores of the parameter's values: the f32 master, or the compute-dtype frozen slice.
   const Tensor& stored() const { return frozen() ? frozen_values : master; }
-  // Offload only. compute: the master in the compute dtype on the compute device (what the gathers send).
-  // device_grad: a group of one rank's f32 gradient on the compute device, accumulated by backward over the step's
-  // micro-batches and moved into grad (host) by wait_for_gradients(). grad_written: grad holds this step's sum.
+  // Offload only: the master in the compute dtype on the compute device (what the gathers send).
   Tensor compute;
-  Tensor device_grad;
-  bool grad_written = false;
 };
 
 // What overlap did since construction (tests check that prefetches are issued and used).
@@ -87,7 +87,7 @@ class Fsdp final : public ParamHooks {
   // compute_dtype (the shard is cast first, so a bf16 run gathers half the bytes); gradients are reduce-scattered
   // in reduce_dtype and accumulated into the f32 shard gradients. overlap false: every collective blocks in its hook
   // (train.accelerator.fsdp_config.overlap, for debugging).
-  // offload true: masters and gradients in host memory (see above).
+  // offload true: masters in host memory, stepped through a chunk stream (see above).
   Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType reduce_dtype = DType::F32,
        bool overlap = true, bool offload = false);
 
@@ -120,11 +120,24 @@ class Fsdp final : public ParamHooks {
 
   bool overlap() const { return overlap_; }
   bool offload() const { return offload_; }
-  // Call after the masters changed (the optimizer step, a checkpoint restore): with offload, recasts them into the
-  // compute-dtype copies on the compute device that the next gathers send. Without offload there is nothing to do.
+  // Call after the masters changed other than through an offloaded optimizer step (which refreshes the copies
+  // itself), e.g. a checkpoint restore: with offload, recasts them into the compute-dtype copies on the compute
+  // device that the next gathers send. Without offload there is nothing to do.
   void masters_updated();
-  // Where the masters and shard gradients live: the host with offload, else the compute device.
+  // Where the masters live: the host with offload, else the compute device. Gradients are on the compute device.
   Device state_device() const { return offload_ ? Device::cpu() : compute_device_; }
+  Device compute_device() const { return compute_device_; }
+  // What an optimizer slot over this shard's master needs to step it offloaded (AdamW::add_slot): the chunk stream
+  // and the shard's compute copy. Not enabled without offload.
+  OffloadTarget offload_target(const ParamShard& shard);
+  // Host bytes offload holds here: the masters and the stream's ring (the optimizer adds its moments); 0 without
+  // offload. With the moments 12 bytes a trainable parameter plus the ring, whatever the model's size.
+  int64_t offload_host_bytes() const;
+  // The stream's part of it: its pinned ring (at most 2 chunks of 8 Mi elements in f32 and in the compute dtype).
+  int64_t offload_buffer_bytes() const;
+  // Replaces the stream by one of chunks of `elements` (tests: small chunks, so that shards cross chunk boundaries).
+  // Before any optimizer slot takes offload_target().
+  void set_offload_chunk_elements(int64_t elements);
   const FsdpOverlapStats& overlap_stats() const { return stats_; }
   // The predicted request order of the next step (group indices in the store): the last step's. Tests replace it
   // between steps to force wrong predictions.
@@ -138,14 +151,6 @@ class Fsdp final : public ParamHooks {
     std::vector<std::pair<Parameter*, Tensor>> values;
     std::vector<CollectiveHandle> done;
     bool empty() const { return values.empty(); }
-  };
-  // Offload: a reduced gradient on its way to the host. It lands in the shard's gradient itself (the step's first
-  // f32 sum) or in the shard's slot of host_incoming_, to be widened and added.
-  struct HostLanding {
-    ParamShard* shard = nullptr;
-    Tensor host;
-    bool into_grad = false;
-    backend::AsyncCopy copy;
   };
   // A reduce-scatter issued by after_backward whose sum is not yet in the shard gradient.
   struct PendingReduction {
@@ -180,19 +185,11 @@ class Fsdp final : public ParamHooks {
   size_t index_of(const ParamGroup& group) const;
   bool owns(const ParamGroup& group, const Parameter* p) const;
 
-  // Offload (fsdp_offload.cc). Allocates the host gradients and the compute copies (pinned where copies touch them)
-  // and fills the copies.
+  // Offload (fsdp_offload.cc). Allocates the compute copies (one buffer on the compute device) and the stream, and
+  // fills the copies.
   void build_offload();
   // The shards' compute copies (what shards_in_compute_dtype gives without offload).
   static std::vector<Tensor> compute_copies(const std::vector<ParamShard*>& shards);
-  // Queues the copy of a reduced shard gradient (reduce_dtype, on the compute device) to the host; land() sums it
-  // into the shard's host gradient once it is there.
-  void send_to_host(ParamShard& s, const Tensor& reduced);
-  // Waits for the oldest copies sent to the host (all but the newest `keep`) and sums them in, oldest first.
-  void land(size_t keep);
-  void land_one();
-  // wait_for_gradients' part: moves the groups of one rank's device gradients to the host, zeroes what nothing wrote.
-  void finish_host_grads();
 
   ParamStore& store_;
   DeviceMesh mesh_;
@@ -212,17 +209,9 @@ class Fsdp final : public ParamHooks {
   bool kept_after_backward_ = false;
   std::deque<PendingReduction> pending_;
   FsdpOverlapStats stats_;
-  // Offload: the host gradients of every shard (one buffer), the compute copies (one buffer on the compute device)
-  // and the host buffer the masters are cast into before one copy to the device (the compute buffer itself when
-  // the compute device is the CPU).
-  Tensor host_grads_;
-  Tensor host_incoming_;  // reduce_dtype: where later sums of a step land before they are added
+  // Offload: the compute copies of every shard (one buffer on the compute device) and the chunk stream.
   Tensor compute_flat_;
-  Tensor staging_;
-  std::vector<backend::PinnedHostRange> pinned_;
-  // Last, so that they are destroyed (each waiting for its copy) before the buffers they copy between.
-  std::deque<HostLanding> landings_;
-  backend::AsyncCopy compute_upload_;  // the masters' last copy from staging_ to compute_flat_
+  std::unique_ptr<OffloadStream> stream_;
 };
 
 }  // namespace veomni

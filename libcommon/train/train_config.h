@@ -65,7 +65,7 @@ struct MixedPrecisionArgs {
 struct FsdpArgs {
   MixedPrecisionArgs mixed_precision;
   bool overlap = true;  // prefetch the next group's all-gather and leave reduce-scatters running (false: debugging)
-  bool offload = false;  // fp32 masters, their gradients and the AdamW moments in host memory, the step on the CPU
+  bool offload = false;  // fp32 masters and the AdamW moments in host memory, the step on the CPU
   bool operator==(const FsdpArgs&) const = default;
 };
 

@@ -175,6 +175,7 @@ class Trainer {
   void refuse_long_pairs() const;
   void build_optimizer();
   void log_trainable_parameters(double frozen_bytes, double frozen_bytes_max) const;
+  std::string offload_memory_note() const;
   std::vector<MultimodalBatch> collate_my_micro_batches(const StepPlan& step);
   MultimodalBatch collate_samples(const std::vector<Sample>& samples, const std::vector<std::string>& contexts) const;
   MultimodalBatch collate_micro_batch(const std::vector<int64_t>& sample_indices);
@@ -501,7 +502,7 @@ void Trainer::build_optimizer() {
       continue;
     }
     OptimizerGroup& group = optimizer_group_of(*s.param);
-    group.adamw->add_slot(s.param->name, s.master, &s.grad);
+    group.adamw->add_slot(s.param->name, s.master, &s.grad, fsdp_->offload_target(s));
     shard_slots_.emplace_back(static_cast<size_t>(&group - optimizers_.data()), group.adamw->slots().size() - 1);
     shard_frozen_.push_back(group.frozen);
   }
@@ -526,8 +527,20 @@ void Trainer::build_optimizer() {
   world_->allreduce_max(all);
   state_bytes_max_ = all[0];
   spdlog::info("memory: parameters + gradients + optimizer state {} bytes on this rank (max over ranks {}){}",
-               format_count(bytes), format_count(all[0]), fsdp_->offload() ? " in host memory" : "");
+               format_count(bytes), format_count(all[0]), offload_memory_note());
   if (adapter_) log_trainable_parameters(frozen_bytes, all[1]);
+}
+
+// Offload: what of the state is in host memory (masters, moments, the stream's ring) and what stays on the device.
+std::string Trainer::offload_memory_note() const {
+  if (!fsdp_->offload()) return "";
+  int64_t host = fsdp_->offload_host_bytes();
+  for (const OptimizerGroup& g : optimizers_) host += g.adamw->moment_bytes();
+  const int64_t buffers = fsdp_->offload_buffer_bytes();
+  return fmt::format("; offload: float32 masters and moments {} bytes in host memory and {} bytes of transfer buffers "
+                     "there, the gradients on {}",
+                     format_count(static_cast<double>(host - buffers)), format_count(static_cast<double>(buffers)),
+                     device_.str());
 }
 
 // LoRA: how much of the model trains, and what the frozen base costs each rank.
@@ -630,7 +643,6 @@ GradientClip Trainer::clip_gradients() {
   std::vector<const Tensor*> grads;
   for (size_t i = 0; i < shards.size(); ++i)
     if (!shard_frozen_[i] && shards[i].grad.numel() > 0) grads.push_back(&shards[i].grad);
-  // Offloaded gradients are in host memory: summed in the GPU kernel's order, the norm is the same bits as without.
   std::vector<double> total{ops::sum_squares_multi_as_on(grads, device_)};
   world_->allreduce_sum(total);
   GradientClip clip;
@@ -872,8 +884,7 @@ StepMetrics Trainer::run_step(const StepPlan& step, int64_t global_step) {
   m.data_seconds = data_seconds;
   m.compute_seconds = seconds_since(mark);
   m.lr = schedule_->lr_at(global_step - 1);
-  step_optimizers(m.lr, clip.grad_scale);
-  fsdp_->masters_updated();
+  step_optimizers(m.lr, clip.grad_scale);  // offloaded, it also refreshes the compute copies of the masters
   backend::synchronize();  // the step's time includes its queued GPU work
   m.optimizer_seconds = seconds_since(mark);
   measure_gpu_memory(m);

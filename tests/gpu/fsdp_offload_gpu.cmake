@@ -1,7 +1,7 @@
 # Optimizer offload on GPUs (issue #19; label gpu, skipped with too few GPUs): veomni-train with
 # train.accelerator.fsdp_config.offload true against false on one GPU in bf16 and fp32 (the same losses bit for bit
 # where the GPU run is reproducible, and in bf16 a peak GPU memory lower by at least the AdamW moments), and on two
-# GPUs over NCCL in bf16 with float32 and bfloat16 reductions (the host-side sums after the reduce-scatters).
+# GPUs over NCCL in bf16 with float32 and bfloat16 reductions (the reduced shards stream to the host at the step).
 if(VEOMNI_HAVE_CUDA AND VEOMNI_MPIEXEC)
   set(fsdp_offload ${CMAKE_CURRENT_SOURCE_DIR}/integration/fsdp_offload.sh)
   set(gpu_fsdp_offload_tests)

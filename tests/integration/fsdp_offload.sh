@@ -11,7 +11,8 @@
 #          (float atomics in some backward kernels); when it is not, the runs are compared at FSDP_OFFLOAD_RTOL
 #          (default 1e-4 for fp32, 2e-2 for bf16) and the rank files are not compared. On a GPU in bf16 the peak
 #          allocated memory per rank (run_summary.json) must also drop by at least the AdamW moments' size (8 bytes a
-#          parameter over NP ranks; it drops by 10 or more: the master and moments go, a bf16 copy stays).
+#          parameter over NP ranks; it drops by about 10: the master and moments go, a bf16 copy stays, the f32
+#          gradients stay on the GPU as without offload).
 #        fsdp_offload.sh resume BIN_DIR SOURCE_DIR
 #          two CPU ranks: an offloaded run's step-2 checkpoint resumed with offload and without it both end where
 #          an uninterrupted run without offload ends, bit for bit (metrics and rank files).
@@ -116,8 +117,8 @@ case "$mode" in
       params=$(summary_number "$work/off" parameters)
       awk -v off="$off" -v on="$on" -v p="$params" -v np="$np" 'BEGIN {
             need = 8 * p / np
-            printf "peak GPU memory per rank: %.0f bytes without offload, %.0f with (saved %.0f; moments %.0f)\n",
-                   off, on, off - on, need
+            printf "peak GPU memory per rank: %.0f bytes without offload, %.0f with (saved %.0f, %.2f bytes a parameter of the shard; moments %.0f)\n",
+                   off, on, off - on, (off - on) * np / p, need
             exit !(off - on >= need) }' || fail "offload saved less GPU memory than the optimizer moments take"
     fi
     ;;

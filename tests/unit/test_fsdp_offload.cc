@@ -1,8 +1,8 @@
 // FSDP optimizer offload (train.accelerator.fsdp_config.offload): where the masters, gradients and compute copies
-// live, and steps with AdamW that give the same bits as without offload, in one process and on two MPI ranks
-// (FsdpOffloadTwoRanks: ctest fsdp_offload_2ranks runs mpirun -np 2 veomni_unit_tests --gtest_filter='FsdpOffload*';
-// in a single process those skip). The host AdamW loop and the host gradient norm are checked here against the ops
-// they stand in for.
+// live, what it costs in host memory, the chunk stream of the optimizer step, and steps with AdamW that give the same
+// bits as without offload, in one process and on two MPI ranks (FsdpOffloadTwoRanks: ctest fsdp_offload_2ranks runs
+// mpirun -np 2 veomni_unit_tests --gtest_filter='FsdpOffload*'; in a single process those skip). The host AdamW loop
+// and the host gradient norm are checked here against the ops they stand in for.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +19,7 @@
 #include "kernels/cpu/threads.h"
 #include "kernels/ops.h"
 #include "optim/adamw.h"
+#include "optim/offload_stream.h"
 #include "parallel/fsdp.h"
 #include "tests/common/fsdp_synthetic_store.h"
 #include "test_ckpt_util.h"
@@ -67,19 +68,22 @@ std::string first_difference(const std::vector<std::vector<float>>& a, const std
 }
 
 // The trainer's use of Fsdp and AdamW: zero, micro-batches through the hooks, wait, a clipped AdamW step over the
-// shards, masters_updated. Records every value a request handed out and every shard's gradient, master and moments.
+// shards (offloaded: through the chunk stream, which refreshes the compute copies). Records every value a request
+// handed out and every shard's gradient, master and moments. chunk_elements: the offload stream's chunk (0: default).
 class OptimizerRun {
  public:
-  OptimizerRun(const DeviceMesh& mesh, DType compute, bool offload)
+  OptimizerRun(const DeviceMesh& mesh, DType compute, bool offload, int64_t chunk_elements = 0)
       : store_(synthetic_store(mesh)),
         fsdp_(*store_, mesh, compute, DType::F32, true, offload),
         adamw_(AdamWOptions{1e-2, 0.9, 0.95, 1e-8, 0.1}),
         world_(mesh.world),
         rank_(mesh.rank) {
-    for (ParamShard& s : fsdp_.shards()) adamw_.add_slot(s.param->name, s.master, &s.grad);
+    if (chunk_elements > 0) fsdp_.set_offload_chunk_elements(chunk_elements);
+    for (ParamShard& s : fsdp_.shards()) adamw_.add_slot(s.param->name, s.master, &s.grad, fsdp_.offload_target(s));
   }
 
   Fsdp& fsdp() { return fsdp_; }
+  AdamW& adamw() { return adamw_; }
   ParamStore& store() { return *store_; }
   const std::vector<std::vector<float>>& record() const { return record_; }
 
@@ -105,7 +109,6 @@ class OptimizerRun {
     std::vector<double> total{ops::sum_squares_multi(grads)};
     world_->allreduce_sum(total);
     adamw_.step(1e-2, static_cast<float>(std::min(1.0, 0.05 / (std::sqrt(total[0]) + 1e-6))));
-    fsdp_.masters_updated();
     record_.push_back({static_cast<float>(total[0])});
     for (size_t i = 0; i < fsdp_.shards().size(); ++i) {
       record_.push_back(host_floats(fsdp_.shards()[i].grad));
@@ -141,7 +144,7 @@ class OptimizerRun {
   std::vector<std::vector<float>> record_;
 };
 
-TEST(FsdpOffload, StateOnTheHostComputeCopiesOnTheComputeDevice) {
+TEST(FsdpOffload, MastersOnTheHostGradientsAndComputeCopiesOnTheComputeDevice) {
   const DeviceMesh mesh = one_rank_mesh();
   for (DType compute : {DType::F32, DType::BF16}) {
     SCOPED_TRACE(dtype_name(compute));
@@ -149,6 +152,8 @@ TEST(FsdpOffload, StateOnTheHostComputeCopiesOnTheComputeDevice) {
     EXPECT_FALSE(off.fsdp().offload());
     EXPECT_TRUE(on.fsdp().offload());
     EXPECT_TRUE(on.fsdp().state_device().is_cpu());
+    EXPECT_TRUE(on.adamw().offloaded());
+    EXPECT_FALSE(off.adamw().offloaded());
     for (size_t i = 0; i < on.fsdp().shards().size(); ++i) {
       const ParamShard& s = on.fsdp().shards()[i];
       SCOPED_TRACE(s.param->name);
@@ -156,39 +161,135 @@ TEST(FsdpOffload, StateOnTheHostComputeCopiesOnTheComputeDevice) {
       // must not compute on host memory.
       EXPECT_EQ(off.fsdp().shards()[i].aliased, compute == DType::F32);
       EXPECT_FALSE(s.aliased);
-      EXPECT_TRUE(s.master.device().is_cpu() && s.grad.device().is_cpu());
+      EXPECT_TRUE(s.master.device().is_cpu());
+      EXPECT_EQ(s.grad.device(), on.fsdp().compute_device());
       ASSERT_TRUE(s.compute.defined());
       EXPECT_EQ(s.compute.dtype(), compute);
       EXPECT_EQ(s.compute.numel(), s.shard_numel);
       EXPECT_EQ(host_floats(s.compute), host_floats(s.master.to_dtype(compute)));
       EXPECT_FALSE(off.fsdp().shards()[i].compute.defined());
+      EXPECT_EQ(on.adamw().slots()[i].compute.raw_data(), s.compute.raw_data());
+      EXPECT_FALSE(off.adamw().slots()[i].compute.defined());
     }
   }
-  // The hooks hand out views of the compute copies, and backward of a group of one accumulates into a gradient of
-  // the compute device, moved into the host gradient when the step's gradients are complete.
+  // The hooks hand out views of the compute copies, and backward of a group of one accumulates straight into the
+  // shard's gradient on the compute device, as without offload.
   OptimizerRun on(mesh, DType::BF16, true);
   ParamGroup& layer = on.store().groups()[1];
   const ParamShard& w = on.fsdp().shards()[1];
   ASSERT_EQ(w.param->name, "layers.0.w");
   on.fsdp().zero_grads();
+  for (const ParamShard& s : on.fsdp().shards())
+    EXPECT_FALSE(s.grad.defined()) << s.param->name << ": no gradient is kept between steps";
   on.fsdp().before_backward(layer);
   EXPECT_EQ(w.param->value.raw_data(), w.compute.raw_data());
-  ASSERT_TRUE(w.device_grad.defined());
-  EXPECT_EQ(w.param->grad.raw_data(), w.device_grad.raw_data());
-  EXPECT_NE(w.param->grad.raw_data(), w.grad.raw_data());
-  EXPECT_FALSE(w.grad_written);
+  ASSERT_TRUE(w.grad.defined());
+  EXPECT_EQ(w.param->grad.raw_data(), w.grad.raw_data());
   ops::fill_(w.param->grad, 0.5f);
   on.fsdp().after_backward(layer);
   on.fsdp().wait_for_gradients();
-  EXPECT_FALSE(w.device_grad.defined()) << "no gradient stays on the compute device after the step";
-  EXPECT_TRUE(w.grad_written);
   EXPECT_EQ(ops::sum(w.grad), 0.5 * 35);
-  // Unwritten gradients read as zeros, and zero_grads keeps the host buffer.
-  const void* before = w.grad.raw_data();
+  // Unwritten gradients read as zeros.
   on.fsdp().zero_grads();
   on.fsdp().wait_for_gradients();
-  EXPECT_EQ(w.grad.raw_data(), before);
   EXPECT_EQ(ops::sum_squares(w.grad), 0.0);
+}
+
+// A store of one group with `scale` times the elements of a base shape (odd sizes: padded shards).
+std::unique_ptr<ParamStore> scaled_store(int64_t scale) {
+  auto store = std::make_unique<ParamStore>();
+  store->begin_group("layer");
+  for (const Shape& shape : {Shape{13 * scale, 7}, Shape{5 * scale}, Shape{3, 11 * scale}}) {
+    Parameter* p = store->add(fmt::format("p{}", store->all().size()), shape);
+    p->value = Tensor::full<float>(shape, 0.5f);
+  }
+  return store;
+}
+
+// Offload holds 12 bytes a parameter in host memory (f32 master, two f32 moments) and a ring of transfer buffers of
+// at most a fixed size (smaller for a model smaller than one chunk); the gradients are on the compute device and
+// released between steps (no host buffer of the model's size beyond the masters and moments).
+TEST(FsdpOffload, HostBytesAreTwelveAParameterPlusABoundedRing) {
+  const DeviceMesh mesh = one_rank_mesh();
+  // Two f32 gradient chunks and two bf16 chunks of the default size.
+  const int64_t bound = 2 * OffloadStream::kDefaultChunkElements * (4 + 2);
+  EXPECT_EQ(Fsdp(*scaled_store(1), mesh, DType::BF16, DType::F32, true, false).offload_host_bytes(), 0);
+  // 129 elements a unit of scale: the last model is larger than one chunk.
+  for (int64_t scale : {int64_t{1}, int64_t{40}, int64_t{900}, int64_t{70000}}) {
+    SCOPED_TRACE(fmt::format("scale {}", scale));
+    const std::unique_ptr<ParamStore> store = scaled_store(scale);
+    Fsdp fsdp(*store, mesh, DType::BF16, DType::F32, true, true);
+    AdamW adamw(AdamWOptions{});
+    int64_t elements = 0;
+    for (ParamShard& s : fsdp.shards()) {
+      adamw.add_slot(s.param->name, s.master, &s.grad, fsdp.offload_target(s));
+      elements += s.shard_numel;
+    }
+    const int64_t host = fsdp.offload_host_bytes() + adamw.moment_bytes();
+    EXPECT_EQ(host - 12 * elements, fsdp.offload_buffer_bytes()) << "beyond 12 bytes a parameter: the ring only";
+    EXPECT_GT(fsdp.offload_buffer_bytes(), 0);
+    EXPECT_LE(fsdp.offload_buffer_bytes(), bound);
+    if (elements > OffloadStream::kDefaultChunkElements) {
+      EXPECT_EQ(fsdp.offload_buffer_bytes(), bound);
+    }
+    fsdp.zero_grads();
+    for (const ParamShard& s : fsdp.shards()) {
+      EXPECT_TRUE(s.master.is_cpu());
+      EXPECT_FALSE(s.grad.defined()) << s.param->name;
+    }
+  }
+}
+
+// The stream covers every element of every item once, in order, in chunks no larger than its buffers: large items
+// span chunks, small ones share one. The host sees each piece's gradient, and the compute copies end up the cast of
+// the masters as the host left them.
+TEST(FsdpOffload, StreamCoversEveryElementInChunks) {
+  for (DType compute : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(compute));
+    OffloadStream stream(Device::cpu(), compute, 100);  // rounded up to 128
+    EXPECT_EQ(stream.chunk_elements(), 128);
+    const std::vector<int64_t> sizes = {1, 300, 0, 127, 128, 5, 64, 129};
+    std::vector<Tensor> masters, grads;
+    std::vector<OffloadStream::Item> items;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      masters.push_back(test::random_tensor({sizes[i]}, 10 + i));
+      grads.push_back(test::random_tensor({sizes[i]}, 50 + i));
+    }
+    for (size_t i = 0; i < sizes.size(); ++i)
+      items.push_back({masters[i], Tensor::zeros({sizes[i]}, compute), i % 3 == 1 ? nullptr : &grads[i]});
+    std::vector<std::vector<int>> seen(sizes.size());
+    for (size_t i = 0; i < sizes.size(); ++i) seen[i].assign(static_cast<size_t>(sizes[i]), 0);
+    int chunks = 0;
+    size_t last_item = 0;
+    int64_t last_end = 0;
+    stream.run(items, [&](const std::vector<OffloadStream::Piece>& pieces) {
+      ++chunks;
+      int64_t in_chunk = 0;
+      for (const OffloadStream::Piece& piece : pieces) {
+        ASSERT_GT(piece.length, 0);
+        EXPECT_TRUE(piece.item > last_item || (piece.item == last_item && piece.begin == last_end)) << "in order";
+        last_item = piece.item;
+        last_end = piece.begin + piece.length;
+        in_chunk += piece.length;
+        EXPECT_EQ(piece.grad == nullptr, items[piece.item].grad == nullptr);
+        float* master = masters[piece.item].data<float>();
+        for (int64_t k = 0; k < piece.length; ++k) {
+          ++seen[piece.item][static_cast<size_t>(piece.begin + k)];
+          if (piece.grad) {
+            EXPECT_EQ(piece.grad[k], grads[piece.item].data<float>()[piece.begin + k]);
+          }
+          master[piece.begin + k] += 1.0f;  // the host's work
+        }
+      }
+      EXPECT_LE(in_chunk, stream.chunk_elements());
+    });
+    EXPECT_GE(chunks, 7);  // 1054 elements in chunks of 128
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      EXPECT_EQ(seen[i], std::vector<int>(static_cast<size_t>(sizes[i]), 1)) << "item " << i;
+      EXPECT_EQ(host_floats(items[i].compute), host_floats(masters[i].to_dtype(compute))) << "item " << i;
+    }
+    EXPECT_EQ(stream.host_bytes(), 2 * 128 * (4 + static_cast<int64_t>(dtype_size(compute))));
+  }
 }
 
 TEST(FsdpOffload, MastersReachTheGathersThroughMastersUpdated) {
@@ -206,16 +307,19 @@ TEST(FsdpOffload, MastersReachTheGathersThroughMastersUpdated) {
   run.fsdp().after_forward(layer);
 }
 
+// Chunks of 64 elements: shards cross chunk boundaries and small ones share a chunk.
 TEST(FsdpOffload, StepsMatchWithoutOffloadBitForBit) {
   const DeviceMesh mesh = one_rank_mesh();
-  for (DType compute : {DType::F32, DType::BF16}) {
-    SCOPED_TRACE(dtype_name(compute));
-    OptimizerRun off(mesh, compute, false), on(mesh, compute, true);
-    for (int step = 0; step < 3; ++step) {
-      off.step(step, 2);
-      on.step(step, 2);
+  for (int64_t chunk : {int64_t{0}, int64_t{64}}) {
+    for (DType compute : {DType::F32, DType::BF16}) {
+      SCOPED_TRACE(fmt::format("{} chunk {}", dtype_name(compute), chunk));
+      OptimizerRun off(mesh, compute, false), on(mesh, compute, true, chunk);
+      for (int step = 0; step < 3; ++step) {
+        off.step(step, 2);
+        on.step(step, 2);
+      }
+      EXPECT_EQ(first_difference(on.record(), off.record()), "");
     }
-    EXPECT_EQ(first_difference(on.record(), off.record()), "");
   }
 }
 
@@ -226,55 +330,14 @@ TEST(FsdpOffloadTwoRanks, StepsMatchWithoutOffloadBitForBit) {
     for (DType compute : {DType::F32, DType::BF16}) {
       SCOPED_TRACE(fmt::format("ep {} {}", ep, dtype_name(compute)));
       const DeviceMesh mesh = build_device_mesh(world, 1, ep);
-      OptimizerRun off(mesh, compute, false), on(mesh, compute, true);
+      OptimizerRun off(mesh, compute, false), on(mesh, compute, true, 64);
       for (int step = 0; step < 3; ++step) {
         off.step(step, 2);
         on.step(step, 2);
       }
       EXPECT_EQ(first_difference(on.record(), off.record()), "");
-      EXPECT_GT(on.fsdp().overlap_stats().deferred_reductions, 0) << "reductions land on the host as they finish";
+      EXPECT_GT(on.fsdp().overlap_stats().deferred_reductions, 0) << "reductions are summed one group later";
     }
-  }
-}
-
-// With overlap, a group's reduce-scatter is finished at the next group's after_backward and its sum sent to the host
-// then; it is summed into the host gradient one group later still, so that the host adds while the GPU computes.
-TEST(FsdpOffloadTwoRanks, ReducedGradientsLandOneGroupLater) {
-  const std::shared_ptr<Communicator> world = two_rank_world();
-  if (!world) GTEST_SKIP() << "runs on two MPI ranks: ctest -R fsdp_offload_2ranks";
-  const DeviceMesh mesh = build_device_mesh(world, 1, 1);
-  const std::unique_ptr<ParamStore> store = synthetic_store(mesh);
-  Fsdp fsdp(*store, mesh, DType::F32, DType::F32, true, true);
-  std::vector<ParamGroup>& groups = store->groups();  // embed, layers.0, layers.1, head
-  fsdp.zero_grads();
-  for (ParamGroup& g : groups) {
-    fsdp.before_forward(g);
-    fsdp.after_forward(g);
-  }
-  const auto backward = [&](size_t i) {
-    fsdp.before_backward(groups[i]);
-    for (Parameter* p : groups[i].params) {
-      if (!p->grad.defined()) p->grad = Tensor::zeros(p->local_shape(), DType::F32);
-      ops::add_(p->grad, Tensor::full<float>(p->local_shape(), 1.0f));
-    }
-    fsdp.after_backward(groups[i]);
-  };
-  const ParamShard& head_norm = fsdp.shards().back();
-  ASSERT_EQ(head_norm.param->name, "norm");
-  backward(3);
-  EXPECT_FALSE(head_norm.grad_written) << "the reduce-scatter is still running";
-  backward(2);
-  EXPECT_FALSE(head_norm.grad_written) << "the sum is on its way to the host";
-  backward(1);
-  EXPECT_TRUE(head_norm.grad_written);
-  backward(0);
-  fsdp.wait_for_gradients();
-  for (const ParamShard& s : fsdp.shards()) {
-    EXPECT_TRUE(s.grad_written) << s.param->name;
-    // Two ranks added 1 to every element (the embedding twice: by the head and by its own group).
-    const double per_element = s.param->name == "embed" ? 4.0 : 2.0;
-    const int64_t mine = std::max<int64_t>(0, std::min(s.shard_numel, s.local_numel - mesh.rank * s.shard_numel));
-    EXPECT_EQ(ops::sum(s.grad), per_element * static_cast<double>(mine)) << s.param->name;
   }
 }
 
