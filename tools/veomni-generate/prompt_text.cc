@@ -41,7 +41,7 @@ struct PromptText::Impl {
 
   std::string render_model(const nlohmann::ordered_json& messages, const std::string& location) {
     if (!worker) {
-      const ChatTemplateSource source = load_chat_template(chat_template, tokenizer_dir);
+      const ChatTemplateSource source = load_chat_template(chat_template, tokenizer_dir + "/tokenizer.json");
       worker = std::make_unique<ChatTemplateWorker>(default_chat_template_worker_paths(), source.text, source.globals);
     }
     const Conversation conversation =
