@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "io/json_file.h"
 #include "model/hf_loader.h"
+#include "model/thinker/thinker_config.h"
 #include "model/weight_source.h"
 #include "train/score_weights.h"
 #include "train/train_model.h"
@@ -46,22 +47,42 @@ std::vector<int64_t> directory_eos_ids(const std::string& dir, const ModelConfig
   return eos_token_ids_of(nlohmann::json::parse(config.extra_json), dir + "/config.json");
 }
 
-std::unique_ptr<CausalLM> empty_model(const ModelConfig& config, Device device) {
-  ModelOptions options;
+std::unique_ptr<CausalLM> empty_model(const ModelConfig& config, Device device, ModelOptions options = {}) {
   options.device = device;
   options.compute_dtype = device.is_cuda() ? DType::BF16 : DType::F32;
   return std::make_unique<CausalLM>(config, options);
 }
 
-GenerationModel load_hf_directory(const std::string& dir, Device device) {
-  VEOMNI_INPUT_CHECK(!is_multimodal_config(dir),
-                     "{}/config.json: a multimodal model; veomni-generate runs text models (Qwen3, Qwen3-MoE)", dir);
+// A multimodal model's language model under its own names (model.language_model.*, thinker.*) with M-RoPE; the
+// towers' tensors are not read.
+GenerationModel multimodal_language_model(const std::string& dir, Device device) {
+  const ThinkerConfig thinker = load_thinker_config(dir);
   GenerationModel out;
-  out.config = load_model_config(dir);
-  out.model = empty_model(out.config, device);
+  out.config = thinker.text;
+  out.model_type = thinker.model_type + " (its language model: text prompts only)";
+  ModelOptions options;
+  options.param_prefix = thinker.text_prefix;
+  options.lm_head_name = thinker.lm_head_name;
+  options.mrope_section = thinker.mrope_section;
+  out.model = empty_model(out.config, device, options);
+  out.mrope = true;
+  return out;
+}
+
+GenerationModel load_hf_directory(const std::string& dir, Device device) {
+  GenerationModel out;
+  std::string lm_head = "lm_head.weight";
+  if (is_multimodal_config(dir)) {
+    out = multimodal_language_model(dir, device);
+    lm_head = load_thinker_config(dir).lm_head_name;
+  } else {
+    out.config = load_model_config(dir);
+    out.model_type = out.config.model_type;
+    out.model = empty_model(out.config, device);
+  }
   const HfCheckpointSource source(dir);
-  VEOMNI_INPUT_CHECK(source.contains("lm_head.weight") || out.config.tie_word_embeddings,
-                     "{}: no lm_head.weight: not a causal LM (a reward or value model has no LM head)", dir);
+  VEOMNI_INPUT_CHECK(source.contains(lm_head) || out.config.tie_word_embeddings,
+                     "{}: no {}: not a causal LM (a reward or value model has no LM head)", dir, lm_head);
   load_hf_weights(out.model->params(), source);
   out.source = "HF directory " + dir;
   out.tokenizer_dir = dir;
@@ -73,6 +94,7 @@ GenerationModel load_checkpoint(const std::string& path, Device device) {
   const std::string dir = resolve_checkpoint_path(path);
   GenerationModel out;
   out.config = checkpoint_text_model(dir, ModelHead::LanguageModel);
+  out.model_type = out.config.model_type;
   CheckpointReader reader(dir);
   reader.require_full_model("generating text with veomni-generate");
   out.model = empty_model(out.config, device);

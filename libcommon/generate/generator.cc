@@ -17,6 +17,15 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// The step's positions: [S], or the same row three times, [3, S], under M-RoPE.
+Tensor position_ids(const std::vector<int64_t>& positions, bool mrope) {
+  const int64_t s = static_cast<int64_t>(positions.size());
+  if (!mrope) return Tensor::from_vector(positions, {s});
+  std::vector<int64_t> streams;
+  for (int i = 0; i < 3; ++i) streams.insert(streams.end(), positions.begin(), positions.end());
+  return Tensor::from_vector(streams, {3, s});
+}
+
 // One sequence of the batch while it runs.
 struct Running {
   std::vector<int64_t> tokens;  // prompt, then generated
@@ -90,8 +99,8 @@ std::vector<Generation> Generator::generate(const std::vector<std::vector<int64_
       rows.push_back(b);
       last.push_back(static_cast<int64_t>(ids.size()) - 1);
     }
-    const Tensor position_ids = Tensor::from_vector(positions, {static_cast<int64_t>(positions.size())});
-    const Tensor hidden = model_.body().forward_cached(embed(ids), position_ids, step, cache);
+    const Tensor hidden =
+        model_.body().forward_cached(embed(ids), position_ids(positions, options_.mrope_positions), step, cache);
     choose(rows, logits_of(hidden, last));
   }
   const double prefill_s = seconds_since(prefill_start);
@@ -115,8 +124,8 @@ std::vector<Generation> Generator::generate(const std::vector<std::vector<int64_
       rows.push_back(b);
     }
     if (rows.empty()) break;
-    const Tensor position_ids = Tensor::from_vector(positions, {static_cast<int64_t>(positions.size())});
-    const Tensor hidden = model_.body().forward_cached(embed(ids), position_ids, step, cache);
+    const Tensor hidden =
+        model_.body().forward_cached(embed(ids), position_ids(positions, options_.mrope_positions), step, cache);
     choose(rows, logits_of(hidden, last));
   }
   const double decode_s = seconds_since(decode_start);

@@ -16,6 +16,9 @@ struct GenerateOptions {
   SamplingOptions sampling;
   int64_t max_new_tokens = 256;
   std::vector<int64_t> stop_token_ids;  // a generated stop token ends its sequence (and is kept in its tokens)
+  // The model rotates with M-RoPE (Qwen3-VL, the Qwen3-Omni thinker): text-only prompts take [3, S] positions, the
+  // three streams equal; a decoded token's are the prompt's last position + 1, and so on.
+  bool mrope_positions = false;
 };
 
 // What one prompt produced.

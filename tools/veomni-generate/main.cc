@@ -125,11 +125,12 @@ int generate_main(int argc, char** argv) {
   const std::vector<veomni::PromptRecord> records = veomni::read_prompt_file(flags.prompts_path);
   const veomni::Device device = generation_device(flags.device);
   const veomni::GenerationModel loaded = veomni::load_generation_model(flags.model_dir, device);
-  spdlog::info("model: {} from {}, device {}", loaded.config.model_type, loaded.source, device.str());
+  spdlog::info("model: {} from {}, device {}", loaded.model_type, loaded.source, device.str());
   veomni::PromptText text(loaded.tokenizer_dir, flags.chat_template);
   const std::vector<std::vector<int64_t>> prompts = prompt_ids(records, text, loaded.config);
 
   flags.generate.stop_token_ids = loaded.eos_token_ids;
+  flags.generate.mrope_positions = loaded.mrope;
   for (int64_t id : flags.stop_token_ids) {
     VEOMNI_INPUT_CHECK(id >= 0 && id < loaded.config.vocab_size,
                        "--stop-token-ids: {} is outside the model vocabulary [0, {})", id, loaded.config.vocab_size);
