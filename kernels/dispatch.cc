@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention_kv_cache.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
@@ -869,6 +870,38 @@ void col2im_2d(const Tensor& dcols, int64_t kh, int64_t kw, int64_t stride, int6
   c.floats(dx, "dx", dx.shape());
   c.disjoint(dx, "dx", dcols, "dcols");
   VEOMNI_ROUTE(col2im_2d, c.device(), dcols, kh, kw, stride, pad, dx);
+}
+
+// ---------------------------------------------------------------- attention over a KV cache (decoding)
+
+void attention_kv_cache(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                        const std::vector<int32_t>& slots, const std::vector<int32_t>& kv_lens, float scale,
+                        Tensor& out) {
+  const Call c("attention_kv_cache", q);
+  c.rank(q, "q", 3);
+  c.rank(k_cache, "k_cache", 4);
+  const int64_t n = q.dim(0), hq = q.dim(1), d = q.dim(2);
+  const int64_t batch = k_cache.dim(0), cache_len = k_cache.dim(1), hkv = k_cache.dim(2);
+  c.floats(q, "q", {n, hq, d});
+  c.floats(k_cache, "k_cache", {batch, cache_len, hkv, d});
+  c.floats(v_cache, "v_cache", {batch, cache_len, hkv, d});
+  c.require(k_cache.dtype() == v_cache.dtype(), "k_cache is {} but v_cache is {}", k_cache.describe(),
+            v_cache.describe());
+  c.require(hkv > 0 && hq % hkv == 0, "{} query heads are not a multiple of {} kv heads", hq, hkv);
+  c.require(std::isfinite(scale), "scale {} is not finite", scale);
+  c.require(static_cast<int64_t>(slots.size()) == n && static_cast<int64_t>(kv_lens.size()) == n,
+            "{} slots and {} kv_lens for {} query rows", slots.size(), kv_lens.size(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    const size_t r = static_cast<size_t>(i);
+    c.require(slots[r] >= 0 && slots[r] < batch, "slots[{}] = {} is outside the cache's {} sequences", i, slots[r],
+              batch);
+    c.require(kv_lens[r] >= 1 && kv_lens[r] <= cache_len, "kv_lens[{}] = {} is outside [1, {}]", i, kv_lens[r],
+              cache_len);
+  }
+  c.floats(out, "out", q.shape());
+  for (const Tensor* in : {&q, &k_cache, &v_cache})
+    c.disjoint(out, "out", *in, in == &q ? "q" : in == &k_cache ? "k_cache" : "v_cache");
+  VEOMNI_ROUTE(attention_kv_cache, c.device(), q, k_cache, v_cache, slots, kv_lens, scale, out);
 }
 
 }  // namespace veomni::ops

@@ -183,4 +183,14 @@ void im2col_2d(const Tensor& x, int64_t kh, int64_t kw, int64_t stride, int64_t 
 // Transpose (backward): dx [B, C, H, W] overwritten with the sum of every column element's contribution.
 void col2im_2d(const Tensor& dcols, int64_t kh, int64_t kw, int64_t stride, int64_t pad, Tensor& dx);
 
+// ---------------------------------------------------------------- attention over a KV cache (decoding)
+// One query token per row attends to the cached keys and values of its sequence (no causal mask: the cache holds
+// only earlier tokens and the token itself). q [N, Hq, D]; k_cache, v_cache [B, L, Hkv, D] with Hq % Hkv == 0 (query
+// head j uses kv head j / (Hq/Hkv), as attention_forward); slots i32 [N] on the host: row n's sequence in the cache;
+// kv_lens i32 [N] on the host: row n attends to cache rows [0, kv_lens[n]) of its slot, 1 <= kv_lens[n] <= L.
+// Softmax of the scaled scores in fp32. out [N, Hq, D].
+void attention_kv_cache(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                        const std::vector<int32_t>& slots, const std::vector<int32_t>& kv_lens, float scale,
+                        Tensor& out);
+
 }  // namespace veomni::ops

@@ -101,4 +101,9 @@ void bias_grad(const Tensor& dy, Tensor& dbias);
 void im2col_2d(const Tensor& x, int64_t kh, int64_t kw, int64_t stride, int64_t pad, Tensor& cols);
 void col2im_2d(const Tensor& dcols, int64_t kh, int64_t kw, int64_t stride, int64_t pad, Tensor& dx);
 
+// attention_kv_cache.cu
+void attention_kv_cache(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                        const std::vector<int32_t>& slots, const std::vector<int32_t>& kv_lens, float scale,
+                        Tensor& out);
+
 }  // namespace veomni::ops::cuda

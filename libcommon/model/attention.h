@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/tensor.h"
+#include "model/kv_cache.h"
 #include "model/layer_inputs.h"
 #include "model/layers/linear.h"
 #include "model/layers/rmsnorm.h"
@@ -38,6 +39,10 @@ class Attention {
   Output forward(const Tensor& x, const LayerInputs& in, bool save) const;
   // Returns dx and accumulates the parameter gradients.
   Tensor backward(Saved&& saved, const Tensor& dy, const LayerInputs& in) const;
+  // Inference (no parallel seams, nothing saved): x [S, hidden] of a cached step -> [S, hidden]. Writes the step's
+  // rotated keys and its values into the layer's caches k_cache, v_cache [B, capacity, kv_heads, head_dim] at the
+  // step's rows, then attends as the step's kind says (model/kv_cache.h).
+  Tensor forward_cached(const Tensor& x, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const;
 
  private:
   Tensor to_heads(const Tensor& x, const LayerInputs& in) const;

@@ -229,6 +229,25 @@ void TextBody::Impl::embed_tokens_backward(const Tensor& ids, const Tensor& d_em
   after_backward(group(0));
 }
 
+Tensor TextBody::forward_cached(const Tensor& inputs_embeds, const Tensor& position_ids, CachedStep& step,
+                                KvCache& cache) {
+  const ModelOptions& options = impl_->options;
+  VEOMNI_CHECK(!options.hooks.params && !options.hooks.sequence && !options.hooks.experts,
+               "cached inference runs in one process without parallel hooks");
+  VEOMNI_CHECK(cache.k.size() == impl_->layers.size(), "a KV cache of {} layers for {} decoder layers",
+               cache.k.size(), impl_->layers.size());
+  const int64_t s = inputs_embeds.dim(0);
+  const int64_t head_dim = impl_->config.head_dim;
+  step.cos = Tensor::empty({s, head_dim}, DType::F32, options.device);
+  step.sin = Tensor::empty({s, head_dim}, DType::F32, options.device);
+  ops::rope_tables(position_ids.to(options.device), head_dim, impl_->config.rope_theta, options.mrope_section,
+                   step.cos, step.sin);
+  Tensor h = inputs_embeds;
+  for (size_t i = 0; i < impl_->layers.size(); ++i)
+    h = impl_->layers[i]->forward_cached(h, step, cache.k[i], cache.v[i]);
+  return h;
+}
+
 TextBody::TextBody(const ModelConfig& config, const ModelOptions& options)
     : impl_(std::make_unique<Impl>(config, options, nullptr)) {}
 

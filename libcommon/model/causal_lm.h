@@ -11,6 +11,7 @@
 #include "data/batch.h"
 #include "model/decoder_layer.h"
 #include "model/heads/lm_head.h"
+#include "model/kv_cache.h"
 #include "model/layer_inputs.h"
 #include "model/lora_config.h"
 #include "model/model_body.h"
@@ -91,6 +92,12 @@ class TextBody final : public ModelBody {
                          const LayerCallback& layer_output_grad);
   // Accumulates d_embeds into the embedding table's gradient at input_ids (runs the embedding group's hooks).
   void embed_tokens_backward(const Tensor& input_ids, const Tensor& d_embeds);
+
+  // Inference over a KV cache (model/kv_cache.h), in one process without parallel hooks: the hidden states
+  // [S, hidden] (before model.norm) of a cached step's tokens, given their embeddings [S, hidden] (compute dtype)
+  // and positions (i64 [S], or [3, S] under M-RoPE, continuing each sequence's earlier positions). Fills step's RoPE
+  // tables and writes the step's keys and values into the cache.
+  Tensor forward_cached(const Tensor& inputs_embeds, const Tensor& position_ids, CachedStep& step, KvCache& cache);
 
  private:
   struct Impl;

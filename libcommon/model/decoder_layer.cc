@@ -76,4 +76,20 @@ Tensor DecoderLayer::backward(Saved&& saved, const Tensor& dh, const LayerInputs
   return dx;
 }
 
+Tensor DecoderLayer::forward_cached(const Tensor& h, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const {
+  Tensor h1 = attention_.forward_cached(input_norm_.forward(h, false).out, step, k_cache, v_cache);
+  ops::add_(h1, h);
+  Tensor normed = post_attention_norm_.forward(h1, false).out;
+  Tensor out;
+  if (moe_) {
+    LayerInputs in;  // single process: no expert-parallel seams; every row is real
+    in.real_rows = normed.dim(0);
+    out = moe_->forward(normed, in, false).out;
+  } else {
+    out = mlp_->forward(normed, false).out;
+  }
+  ops::add_(out, h1);
+  return out;
+}
+
 }  // namespace veomni

@@ -15,6 +15,7 @@
 
 #include "core/tensor.h"
 #include "model/attention.h"
+#include "model/kv_cache.h"
 #include "model/layer_inputs.h"
 #include "model/layers/rmsnorm.h"
 #include "model/mlp.h"
@@ -49,6 +50,8 @@ class DecoderLayer {
   Output forward(const Tensor& h, const LayerInputs& in, bool save) const;
   // aux_dprobs: see MoeBlock::backward (ignored by a dense layer).
   Tensor backward(Saved&& saved, const Tensor& dh, const LayerInputs& in, const std::vector<float>& aux_dprobs) const;
+  // Inference over this layer's KV caches (Attention::forward_cached): h [S, hidden] -> the layer's output.
+  Tensor forward_cached(const Tensor& h, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const;
 
  private:
   Output compute(const Tensor& h, const LayerInputs& in, bool save) const;

@@ -45,6 +45,10 @@ Tensor LmHead::logits_forward(const Tensor& hidden, NormSaved* norm, Tensor* nor
   return logits;
 }
 
+Tensor LmHead::logits(const Tensor& hidden) {
+  return converted(logits_forward(hidden, nullptr, nullptr), DType::F32);
+}
+
 LmHead::LossOutput LmHead::loss_forward(const Tensor& hidden, const Tensor& targets, bool save, Tensor* logits_out) {
   LossOutput out;
   Tensor logits = logits_forward(hidden, save ? &out.saved.norm : nullptr, save ? &out.saved.normed : nullptr);

@@ -53,6 +53,10 @@ class LmHead : public HeadBase {
   // or undefined. Returns d(hidden) and accumulates lm_head's and model.norm's gradients.
   Tensor logprobs_backward(LogprobSaved saved, const Tensor& dlogprobs, const Tensor& dentropy = Tensor());
 
+  // Inference: the f32 logits [S, vocab] of hidden [S, hidden] (final norm, then the projection in the compute
+  // dtype, as the losses read them).
+  Tensor logits(const Tensor& hidden);
+
   Parameter& weight() { return *weight_; }
 
  private:

@@ -1,0 +1,36 @@
+// The model veomni-generate runs: a Qwen3 / Qwen3-MoE causal LM loaded from a HuggingFace directory or from the
+// master weights of a veomni checkpoint, on one device, with its stop tokens and the directory of its tokenizer.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/causal_lm.h"
+#include "model/model_config.h"
+
+namespace veomni {
+
+struct GenerationModel {
+  ModelConfig config;  // the language model's
+  std::string model_type;  // config.json's: qwen3, qwen3_moe, or the multimodal model's (qwen3_vl, ...)
+  std::unique_ptr<CausalLM> model;
+  std::string source;                  // "HF directory DIR" or "checkpoint DIR"
+  std::string tokenizer_dir;           // where tokenizer.json is looked for ("" when the model names none)
+  std::vector<int64_t> eos_token_ids;  // generation_config.json's eos_token_id, else config.json's
+  bool mrope = false;                  // a multimodal model's language model: M-RoPE positions
+};
+
+// `path`: a HuggingFace directory (config.json + safetensors, as veomni-ckpt-merge writes it), or what veomni-score
+// --checkpoint takes (global_step_N, a checkpoints directory naming `latest`, a run directory). Compute in f32 on the
+// CPU, bf16 on a GPU. A multimodal directory (Qwen3-VL, Qwen3-VL-MoE, the Qwen3-Omni thinker) loads its language
+// model only, for text-only prompts. InputError for a missing path, a reward/value model, a multimodal or
+// adapter-only checkpoint.
+GenerationModel load_generation_model(const std::string& path, Device device);
+
+// The eos_token_id of a JSON object (an int, a list of ints, or absent/null: none); InputError naming `source` for
+// anything else.
+std::vector<int64_t> eos_token_ids_of(const nlohmann::json& json, const std::string& source);
+
+}  // namespace veomni

@@ -1,0 +1,53 @@
+// Batched text generation with a KV cache: the prompts of a batch are prefilled packed in one forward, then every
+// unfinished sequence decodes one token per step, reading and extending its rows of the per-layer caches.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "generate/sampling.h"
+#include "model/causal_lm.h"
+
+namespace veomni {
+
+struct GenerateOptions {
+  SamplingOptions sampling;
+  int64_t max_new_tokens = 256;
+  std::vector<int64_t> stop_token_ids;  // a generated stop token ends its sequence (and is kept in its tokens)
+  // The model rotates with M-RoPE (Qwen3-VL, the Qwen3-Omni thinker): text-only prompts take [3, S] positions, the
+  // three streams equal; a decoded token's are the prompt's last position + 1, and so on.
+  bool mrope_positions = false;
+};
+
+// What one prompt produced.
+struct Generation {
+  std::vector<int64_t> token_ids;  // the new tokens (a final stop token included)
+  std::string finish_reason;       // "stop" (a stop token) or "length" (max_new_tokens)
+  int64_t prompt_tokens = 0;
+  double prefill_s = 0;  // the batch's prefill and decode wall times
+  double decode_s = 0;
+};
+
+class Generator {
+ public:
+  // The model must be built without parallel hooks, its weights loaded; it stays owned by the caller.
+  Generator(CausalLM& model, GenerateOptions options);
+
+  // Generates for one batch of prompts (non-empty token ids each). first_index is the index of the batch's first
+  // prompt in the whole input: it selects each prompt's random stream, so results do not depend on the batching.
+  std::vector<Generation> generate(const std::vector<std::vector<int64_t>>& prompts, int64_t first_index);
+
+  // Observes the f32 host logits [N, V] each step chooses from (before the repetition penalty), row i belonging to
+  // the batch's prompt rows[i] (tests compare them with a full forward).
+  using LogitsObserver = std::function<void(const std::vector<int64_t>& rows, const Tensor& logits)>;
+  void set_logits_observer(LogitsObserver observer) { observer_ = std::move(observer); }
+
+ private:
+  CausalLM& model_;
+  GenerateOptions options_;
+  LogitsObserver observer_;
+};
+
+}  // namespace veomni

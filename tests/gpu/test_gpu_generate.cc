@@ -1,0 +1,158 @@
+// KV-cache generation on the GPU: greedy decoding in bf16 on CUDA chooses the CPU fp32 reference's first 16 tokens
+// on the dense toy (3 prompts of different lengths in one batch); the attention_kv_cache kernel against the CPU op
+// in f32 and bf16.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "generate/generator.h"
+#include "gpu_test_util.h"
+#include "kernels/ops.h"
+#include "data/batch.h"
+#include "model/causal_lm.h"
+#include "model/model_config.h"
+
+using namespace veomni;
+
+namespace {
+
+class GpuGenerate : public gpu_test::CudaTest {};
+
+std::unique_ptr<CausalLM> toy_on(const ModelConfig& config, Device device, DType dtype) {
+  ModelOptions options;
+  options.device = device;
+  options.compute_dtype = dtype;
+  return std::make_unique<CausalLM>(config, options);
+}
+
+// Greedy steps of one prompt on the CPU: the tokens and, per step, the top-2 logit margin.
+struct CpuPath {
+  std::vector<int64_t> tokens;
+  std::vector<double> margins;
+  double min_margin() const { return *std::min_element(margins.begin(), margins.end()); }
+};
+
+CpuPath cpu_greedy_path(CausalLM& model, const std::vector<int64_t>& prompt, int64_t steps) {
+  GenerateOptions options;
+  options.max_new_tokens = steps;
+  Generator generator(model, options);
+  CpuPath path;
+  generator.set_logits_observer([&](const std::vector<int64_t>&, const Tensor& logits) {
+    std::vector<float> row(logits.data<float>(), logits.data<float>() + logits.dim(1));
+    std::partial_sort(row.begin(), row.begin() + 2, row.end(), std::greater<float>());
+    path.margins.push_back(row[0] - row[1]);
+  });
+  path.tokens = generator.generate({prompt}, 0)[0].token_ids;
+  return path;
+}
+
+// The f32 CPU logits [len, V] of a whole sequence (no cache).
+Tensor cpu_logits(CausalLM& model, const std::vector<int64_t>& ids) {
+  const int64_t n = static_cast<int64_t>(ids.size());
+  Batch b;
+  b.input_ids = Tensor::from_vector(ids, {n});
+  std::vector<int64_t> targets(static_cast<size_t>(n), kIgnoreIndex), positions(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = i;
+  b.target_ids = Tensor::from_vector(targets, {n});
+  b.position_ids = Tensor::from_vector(positions, {n});
+  b.cu_seqlens = {0, static_cast<int32_t>(n)};
+  Tensor logits;
+  model.forward(b, false, &logits);
+  return logits;
+}
+
+// bf16 greedy decoding on the GPU against the CPU fp32 reference, 16 tokens of 3 prompts decoded in one batch. The
+// prompts are the 3 of 64 random ones whose CPU greedy path keeps the widest top-2 margin. Every GPU token must be
+// the CPU's until the first step where the CPU's top-2 margin is within bf16 noise (tol = 3% of the step's largest
+// logit): there bf16 may break the near-tie either way, and from there on each GPU token must be one the CPU (fed
+// the GPU's tokens) rates within tol of its best. The dense toy: in the MoE toy bf16 flips near-tied router choices,
+// which moves logits by more than any tolerance that would still test something.
+TEST_F(GpuGenerate, DenseBf16GreedyMatchesCpuFp32) {
+  constexpr int64_t kSteps = 16;
+  ModelConfig config = load_model_config(std::string(VEOMNI_SOURCE_DIR) + "/configs/model_configs/qwen3_toy");
+  config.initializer_range = 0.2;  // logits of different tokens far apart, as in the generation fixtures
+  auto cpu = toy_on(config, Device::cpu(), DType::F32);
+  cpu->init_weights(17);
+  auto gpu = toy_on(config, Device::cuda(0), DType::BF16);
+  const auto& from = cpu->params().all();
+  const auto& to = gpu->params().all();
+  ASSERT_EQ(from.size(), to.size());
+  for (size_t i = 0; i < from.size(); ++i)
+    if (from[i]->value.defined()) to[i]->value.copy_from(from[i]->value.to_dtype(DType::BF16));
+
+  std::mt19937 rng(5);
+  std::vector<std::pair<double, std::vector<int64_t>>> candidates;
+  for (int c = 0; c < 64; ++c) {
+    std::vector<int64_t> p(static_cast<size_t>(2 + rng() % 10));
+    for (int64_t& id : p) id = static_cast<int64_t>(rng() % static_cast<uint32_t>(config.vocab_size));
+    candidates.emplace_back(cpu_greedy_path(*cpu, p, kSteps).min_margin(), p);
+  }
+  std::sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::vector<int64_t>> prompts;
+  for (size_t i = 0; i < 3; ++i) prompts.push_back(candidates[i].second);
+
+  GenerateOptions options;
+  options.max_new_tokens = kSteps;
+  const std::vector<Generation> got = Generator(*gpu, options).generate(prompts, 0);
+  int64_t exact_total = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const CpuPath want = cpu_greedy_path(*cpu, prompts[i], kSteps);
+    std::vector<int64_t> sequence = prompts[i];
+    sequence.insert(sequence.end(), got[i].token_ids.begin(), got[i].token_ids.end());
+    const Tensor logits = cpu_logits(*cpu, sequence);
+    const int64_t vocab = logits.dim(1);
+    bool diverged = false;
+    ASSERT_EQ(got[i].token_ids.size(), static_cast<size_t>(kSteps));
+    for (int64_t t = 0; t < kSteps; ++t) {
+      const float* row = logits.data<float>() + (static_cast<int64_t>(prompts[i].size()) + t - 1) * vocab;
+      const float best = *std::max_element(row, row + vocab);
+      const double tol = 0.03 * std::fabs(best);
+      const int64_t token = got[i].token_ids[static_cast<size_t>(t)];
+      if (!diverged && want.margins[static_cast<size_t>(t)] < tol) diverged = true;  // a near-tie on the CPU
+      if (!diverged) {
+        ASSERT_EQ(token, want.tokens[static_cast<size_t>(t)]) << "prompt " << i << " step " << t;
+        ++exact_total;
+      } else {
+        EXPECT_GE(row[token], best - tol) << "prompt " << i << " step " << t << ": the GPU chose a token the CPU "
+                                          << "rates " << best - row[token] << " below its best";
+      }
+    }
+  }
+  std::printf("GPU bf16 greedy tokens equal to the CPU's before any near-tie: %lld of %lld\n",
+              static_cast<long long>(exact_total), static_cast<long long>(kSteps * 3));
+}
+
+TEST_F(GpuGenerate, AttentionKvCacheMatchesCpu) {
+  std::mt19937 rng(9);
+  const int64_t batch = 3, cache_len = 70, hkv = 2, hq = 8, d = 128, n = 4;
+  const std::vector<int32_t> slots = {2, 0, 1, 2}, kv_lens = {70, 1, 3, 37};
+  const Tensor q = gpu_test::random_f32({n, hq, d}, rng);
+  const Tensor k = gpu_test::random_f32({batch, cache_len, hkv, d}, rng);
+  const Tensor v = gpu_test::random_f32({batch, cache_len, hkv, d}, rng);
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    // The CPU reference reads the same (rounded) inputs.
+    const Tensor qr = q.to_dtype(dtype).to_dtype(DType::F32), kr = k.to_dtype(dtype).to_dtype(DType::F32),
+                 vr = v.to_dtype(dtype).to_dtype(DType::F32);
+    Tensor want = Tensor::empty({n, hq, d}, DType::F32);
+    ops::attention_kv_cache(qr, kr, vr, slots, kv_lens, 0.1f, want);
+    Tensor out = Tensor::empty({n, hq, d}, dtype, gpu_test::gpu());
+    ops::attention_kv_cache(q.to_dtype(dtype).to(gpu_test::gpu()), k.to_dtype(dtype).to(gpu_test::gpu()),
+                            v.to_dtype(dtype).to(gpu_test::gpu()), slots, kv_lens, 0.1f, out);
+    const std::vector<float> got = out.to(Device::cpu()).to_dtype(DType::F32).to_float_vector();
+    const std::vector<float> ref = want.to_float_vector();
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      worst = std::max(worst, static_cast<double>(std::fabs(got[i] - ref[i])));
+      scale = std::max(scale, static_cast<double>(std::fabs(ref[i])));
+    }
+    EXPECT_LE(worst, gpu_test::rtol_for(dtype) * scale) << dtype_name(dtype);
+  }
+}
+
+}  // namespace

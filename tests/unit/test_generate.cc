@@ -1,0 +1,264 @@
+// Unit tests of generation: the KV-cache path against full recomputation (dense and MoE, batched prompts of
+// different lengths), the attention_kv_cache op against a naive computation, and the sampling rules.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "generate/generator.h"
+#include "generate/sampling.h"
+#include "kernels/ops.h"
+#include "model/causal_lm.h"
+#include "test_model_util.h"
+#include "test_ops_util.h"
+
+using namespace veomni;
+
+namespace {
+
+// A toy model with weights large enough that the logits of different tokens differ clearly.
+std::unique_ptr<CausalLM> toy_model(ModelConfig config) {
+  config.initializer_range = 0.3;
+  auto model = std::make_unique<CausalLM>(config, ModelOptions{});
+  model->init_weights(7);
+  return model;
+}
+
+std::vector<std::vector<int64_t>> toy_prompts(int64_t vocab) {
+  std::mt19937 rng(3);
+  std::vector<std::vector<int64_t>> prompts;
+  for (int64_t len : {5, 1, 9}) {
+    std::vector<int64_t> p;
+    for (int64_t i = 0; i < len; ++i) p.push_back(static_cast<int64_t>(rng() % static_cast<uint32_t>(vocab)));
+    prompts.push_back(p);
+  }
+  return prompts;
+}
+
+// The f32 logits [len, V] of a whole sequence by the training forward (no cache).
+Tensor full_forward_logits(CausalLM& model, const std::vector<int64_t>& ids) {
+  const int64_t n = static_cast<int64_t>(ids.size());
+  Batch b;
+  b.input_ids = Tensor::from_vector(ids, {n});
+  std::vector<int64_t> targets(ids.begin() + 1, ids.end()), positions(static_cast<size_t>(n));
+  targets.push_back(kIgnoreIndex);
+  for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = i;
+  b.target_ids = Tensor::from_vector(targets, {n});
+  b.position_ids = Tensor::from_vector(positions, {n});
+  b.cu_seqlens = {0, static_cast<int32_t>(n)};
+  Tensor logits;
+  model.forward(b, false, &logits);
+  return logits;
+}
+
+// Every step's logits of every prompt through the cache equal the full forward's at that position (1e-5), and each
+// greedy token is the argmax of the full forward's logits.
+void expect_cache_matches_recompute(const ModelConfig& config) {
+  auto model = toy_model(config);
+  GenerateOptions options;
+  options.max_new_tokens = 7;
+  Generator generator(*model, options);
+  std::map<int64_t, std::vector<std::vector<float>>> seen;  // prompt -> per step logits
+  generator.set_logits_observer([&](const std::vector<int64_t>& rows, const Tensor& logits) {
+    const int64_t vocab = logits.dim(1);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const float* p = logits.data<float>() + static_cast<int64_t>(r) * vocab;
+      seen[rows[r]].emplace_back(p, p + vocab);
+    }
+  });
+  const auto prompts = toy_prompts(config.vocab_size);
+  const std::vector<Generation> out = generator.generate(prompts, 0);
+  ASSERT_EQ(out.size(), prompts.size());
+  std::set<int64_t> distinct_tokens;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(out[i].finish_reason, "length");
+    ASSERT_EQ(out[i].token_ids.size(), 7u);
+    ASSERT_EQ(seen[static_cast<int64_t>(i)].size(), 7u);
+    std::vector<int64_t> whole = prompts[i];
+    whole.insert(whole.end(), out[i].token_ids.begin(), out[i].token_ids.end());
+    const Tensor full = full_forward_logits(*model, whole);
+    const int64_t vocab = full.dim(1);
+    for (size_t t = 0; t < 7; ++t) {
+      const int64_t pos = static_cast<int64_t>(prompts[i].size() + t) - 1;
+      const float* want = full.data<float>() + pos * vocab;
+      const std::vector<float>& got = seen[static_cast<int64_t>(i)][t];
+      for (int64_t v = 0; v < vocab; ++v)
+        ASSERT_NEAR(got[static_cast<size_t>(v)], want[v], 1e-5) << "prompt " << i << " step " << t << " token " << v;
+      const int64_t argmax = std::max_element(want, want + vocab) - want;
+      EXPECT_EQ(out[i].token_ids[t], argmax) << "prompt " << i << " step " << t;
+      distinct_tokens.insert(out[i].token_ids[t]);
+    }
+  }
+  EXPECT_GT(distinct_tokens.size(), 2u) << "the toy model should not repeat one token";
+}
+
+TEST(GenerateCache, DenseMatchesFullForward) { expect_cache_matches_recompute(test::tiny_dense_config(false)); }
+
+TEST(GenerateCache, MoeMatchesFullForward) { expect_cache_matches_recompute(test::tiny_moe_config(true)); }
+
+TEST(GenerateCache, StopTokenEndsOnlyItsSequence) {
+  const ModelConfig config = test::tiny_dense_config(false);
+  auto model = toy_model(config);
+  const auto prompts = toy_prompts(config.vocab_size);
+  GenerateOptions options;
+  options.max_new_tokens = 6;
+  const std::vector<Generation> free_run = Generator(*model, options).generate(prompts, 0);
+  // The third token of prompt 0 becomes a stop token: prompt 0 ends there; a prompt that never produces it runs on.
+  const int64_t stop = free_run[0].token_ids[2];
+  options.stop_token_ids = {stop};
+  const std::vector<Generation> stopped = Generator(*model, options).generate(prompts, 0);
+  const auto first_stop = std::find(free_run[0].token_ids.begin(), free_run[0].token_ids.end(), stop);
+  const size_t expected_len = static_cast<size_t>(first_stop - free_run[0].token_ids.begin()) + 1;
+  EXPECT_EQ(stopped[0].finish_reason, "stop");
+  ASSERT_EQ(stopped[0].token_ids.size(), expected_len);
+  EXPECT_EQ(stopped[0].token_ids.back(), stop);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto& free_ids = free_run[i].token_ids;
+    if (std::find(free_ids.begin(), free_ids.end(), stop) != free_ids.end()) continue;
+    EXPECT_EQ(stopped[i].finish_reason, "length");
+    EXPECT_EQ(stopped[i].token_ids, free_ids);
+  }
+}
+
+TEST(GenerateCache, SamplingDoesNotDependOnBatching) {
+  const ModelConfig config = test::tiny_moe_config(false);
+  auto model = toy_model(config);
+  const auto prompts = toy_prompts(config.vocab_size);
+  GenerateOptions options;
+  options.max_new_tokens = 6;
+  options.sampling.temperature = 1.5;
+  options.sampling.seed = 11;
+  const std::vector<Generation> together = Generator(*model, options).generate(prompts, 0);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::vector<Generation> alone = Generator(*model, options).generate({prompts[i]}, static_cast<int64_t>(i));
+    EXPECT_EQ(alone[0].token_ids, together[i].token_ids) << "prompt " << i;
+  }
+  options.sampling.seed = 12;
+  const std::vector<Generation> other_seed = Generator(*model, options).generate(prompts, 0);
+  bool any_differs = false;
+  for (size_t i = 0; i < prompts.size(); ++i) any_differs |= other_seed[i].token_ids != together[i].token_ids;
+  EXPECT_TRUE(any_differs) << "another seed should draw other tokens";
+}
+
+TEST(OpsAttentionKvCache, MatchesNaiveComputation) {
+  std::mt19937 rng(5);
+  const int64_t batch = 3, cache_len = 7, hkv = 2, hq = 6, d = 8, n = 4;
+  const Tensor q = test_ops::random_f32({n, hq, d}, rng);
+  const Tensor k = test_ops::random_f32({batch, cache_len, hkv, d}, rng);
+  const Tensor v = test_ops::random_f32({batch, cache_len, hkv, d}, rng);
+  const std::vector<int32_t> slots = {2, 0, 1, 2}, kv_lens = {7, 1, 4, 3};
+  const float scale = 0.4f;
+  Tensor out = Tensor::empty({n, hq, d}, DType::F32);
+  ops::attention_kv_cache(q, k, v, slots, kv_lens, scale, out);
+  test_ops::Doubles want;
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t h = 0; h < hq; ++h) {
+      const int64_t g = h / (hq / hkv), slot = slots[static_cast<size_t>(r)], len = kv_lens[static_cast<size_t>(r)];
+      std::vector<double> w(static_cast<size_t>(len));
+      double total = 0;
+      for (int64_t j = 0; j < len; ++j) {
+        double dot = 0;
+        for (int64_t i = 0; i < d; ++i)
+          dot += q.item_as_double((r * hq + h) * d + i) * k.item_as_double(((slot * cache_len + j) * hkv + g) * d + i);
+        w[static_cast<size_t>(j)] = std::exp(dot * scale);
+        total += w[static_cast<size_t>(j)];
+      }
+      for (int64_t i = 0; i < d; ++i) {
+        double acc = 0;
+        for (int64_t j = 0; j < len; ++j)
+          acc += w[static_cast<size_t>(j)] / total * v.item_as_double(((slot * cache_len + j) * hkv + g) * d + i);
+        want.push_back(acc);
+      }
+    }
+  }
+  EXPECT_TRUE(test_ops::all_close(out, want, 1e-5, 1e-6));
+}
+
+TEST(OpsAttentionKvCache, RejectsRowsOutsideTheCache) {
+  std::mt19937 rng(5);
+  const Tensor q = test_ops::random_f32({1, 2, 4}, rng);
+  const Tensor k = test_ops::random_f32({1, 3, 1, 4}, rng);
+  Tensor out = Tensor::empty({1, 2, 4}, DType::F32);
+  EXPECT_THROW(ops::attention_kv_cache(q, k, k, {0}, {4}, 1.0f, out), Error);
+  EXPECT_THROW(ops::attention_kv_cache(q, k, k, {1}, {2}, 1.0f, out), Error);
+  EXPECT_THROW(ops::attention_kv_cache(q, k, k, {0}, {0}, 1.0f, out), Error);
+}
+
+std::vector<float> spread_logits() { return {0.5f, 2.0f, -1.0f, 1.5f, 0.0f, 3.0f, -2.0f, 1.0f}; }
+
+TEST(GenerateSampling, SameSeedSameDraws) {
+  SamplingOptions o;
+  o.temperature = 1.0;
+  std::vector<int64_t> a, b, c;
+  RandomStream ra(42, 3), rb(42, 3), rc(43, 3);
+  for (int i = 0; i < 200; ++i) {
+    a.push_back(choose_token(spread_logits(), {}, o, ra));
+    b.push_back(choose_token(spread_logits(), {}, o, rb));
+    c.push_back(choose_token(spread_logits(), {}, o, rc));
+  }
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+}
+
+TEST(GenerateSampling, TopKNeverLeavesTheTopK) {
+  SamplingOptions o;
+  o.temperature = 2.0;
+  o.top_k = 3;
+  RandomStream random(1, 0);
+  std::set<int64_t> drawn;
+  for (int i = 0; i < 3000; ++i) drawn.insert(choose_token(spread_logits(), {}, o, random));
+  EXPECT_EQ(drawn, (std::set<int64_t>{5, 1, 3}));  // logits 3.0, 2.0, 1.5: all drawn, nothing else
+}
+
+TEST(GenerateSampling, TopPNeverLeavesTheNucleus) {
+  SamplingOptions o;
+  o.temperature = 1.0;
+  o.top_p = 0.8;
+  // The nucleus: the most likely tokens until their probability reaches 0.8.
+  std::vector<float> logits = spread_logits();
+  const Candidates all = sampling_candidates(logits, {.temperature = 1.0});
+  std::set<int64_t> nucleus;
+  double mass = 0;
+  for (size_t i = 0; i < all.ids.size() && mass < 0.8; ++i) {
+    nucleus.insert(all.ids[i]);
+    mass += all.probs[i];
+  }
+  ASSERT_GT(nucleus.size(), 1u);
+  ASSERT_LT(nucleus.size(), logits.size());
+  RandomStream random(9, 0);
+  std::set<int64_t> drawn;
+  for (int i = 0; i < 3000; ++i) drawn.insert(choose_token(logits, {}, o, random));
+  EXPECT_EQ(drawn, nucleus);
+}
+
+TEST(GenerateSampling, RepetitionPenaltyDividesPositiveAndMultipliesNegative) {
+  std::vector<float> logits = {2.0f, -1.0f, 0.5f, 4.0f};
+  const std::vector<int64_t> seen = {0, 1, 0, 1};  // repeats count once
+  apply_repetition_penalty(logits, seen, 2.0);
+  EXPECT_FLOAT_EQ(logits[0], 1.0f);
+  EXPECT_FLOAT_EQ(logits[1], -2.0f);
+  EXPECT_FLOAT_EQ(logits[2], 0.5f);
+  EXPECT_FLOAT_EQ(logits[3], 4.0f);
+  // Greedy with the penalty moves off a repeated token.
+  SamplingOptions o;
+  o.repetition_penalty = 3.0;
+  RandomStream random(0, 0);
+  EXPECT_EQ(choose_token({4.0f, 2.0f}, std::vector<int64_t>{0}, o, random), 1);
+  o.repetition_penalty = 1.0;
+  EXPECT_EQ(choose_token({4.0f, 2.0f}, std::vector<int64_t>{0}, o, random), 0);
+}
+
+TEST(GenerateSampling, RejectsOptionsOutsideTheirRange) {
+  EXPECT_THROW(validate_sampling_options({.temperature = -1}), InputError);
+  EXPECT_THROW(validate_sampling_options({.top_k = -2}), InputError);
+  EXPECT_THROW(validate_sampling_options({.top_p = 0}), InputError);
+  EXPECT_THROW(validate_sampling_options({.top_p = 1.5}), InputError);
+  EXPECT_THROW(validate_sampling_options({.repetition_penalty = 0}), InputError);
+  EXPECT_NO_THROW(validate_sampling_options({}));
+}
+
+}  // namespace

@@ -1,0 +1,168 @@
+// veomni-generate: text generation with a KV cache from an HF model directory or a veomni checkpoint, JSONL prompts
+// in, JSONL generations out.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "core/tool.h"
+#include "generate/generation_model.h"
+#include "generate/generator.h"
+#include "generate/prompt_file.h"
+#include "io/atomic_file.h"
+#include "kernels/backend.h"
+#include "prompt_text.h"
+#include "tools/cli.h"
+
+namespace {
+
+constexpr const char* kTool = "veomni-generate";
+
+struct Flags {
+  std::string model_dir, prompts_path, out_path = "-", chat_template = "chatml", device = "cpu";
+  int64_t batch_size = 8;
+  std::vector<int64_t> stop_token_ids;
+  veomni::GenerateOptions generate;
+};
+
+veomni::Device generation_device(const std::string& want) {
+  if (want == "cpu") return veomni::Device::cpu();
+  VEOMNI_INPUT_CHECK(veomni::backend::cuda_device_count() > 0, "--device cuda: {} (hint: --device cpu)",
+                     veomni::backend::cuda_built() ? "no GPU is visible" : "this build has no CUDA backend");
+  veomni::backend::use_cuda_device(0);
+  return veomni::Device::cuda(0);
+}
+
+// Every prompt's token ids, in input order: input_ids as given, conversations through the chat template.
+std::vector<std::vector<int64_t>> prompt_ids(const std::vector<veomni::PromptRecord>& records,
+                                             veomni::PromptText& text, const veomni::ModelConfig& config) {
+  std::vector<std::vector<int64_t>> prompts;
+  for (const veomni::PromptRecord& record : records) {
+    prompts.push_back(record.is_conversation() ? text.encode_conversation(record.messages, record.location)
+                                               : record.input_ids);
+    veomni::check_prompt_ids(prompts.back(), config.vocab_size, config.max_position_embeddings, record.location);
+  }
+  return prompts;
+}
+
+nlohmann::ordered_json output_line(int64_t index, const veomni::Generation& g, const veomni::PromptText& text) {
+  nlohmann::ordered_json line = {{"index", index}};
+  if (text.has_tokenizer()) line["text"] = text.decode(g.token_ids);
+  line["token_ids"] = g.token_ids;
+  line["finish_reason"] = g.finish_reason;
+  line["prompt_tokens"] = g.prompt_tokens;
+  line["prefill_s"] = g.prefill_s;
+  line["decode_s"] = g.decode_s;
+  return line;
+}
+
+// The whole output at once: a file atomically, or stdout after the last batch (an error leaves no partial output).
+void write_output(const std::string& path, const std::string& jsonl) {
+  if (path == "-") {
+    std::cout << jsonl << std::flush;
+    return;
+  }
+  veomni::AtomicFileWriter writer(path);
+  writer.write(jsonl);
+  writer.commit();
+}
+
+int generate_main(int argc, char** argv) {
+  CLI::App app{"Generate text with a model: prompts (JSONL: chat conversations or token ids) in, one JSONL line per "
+               "prompt out, decoded greedily or by sampling with a KV cache.\n"
+               "  veomni-generate --model DIR --prompts prompts.jsonl --out generations.jsonl"};
+  Flags flags;
+  std::string log_level = "info";
+  veomni::SamplingOptions& sampling = flags.generate.sampling;
+  app.add_option("--model", flags.model_dir,
+                 "HuggingFace model directory (config.json + safetensors, e.g. from veomni-ckpt-merge) or veomni "
+                 "checkpoint (global_step_N, or a run or checkpoints directory naming `latest`)")
+      ->required();
+  app.add_option("--prompts", flags.prompts_path,
+                 "JSONL prompts, - for stdin: {\"messages\": [...]} or {\"input_ids\": [...]} per line")
+      ->required();
+  app.add_option("--out", flags.out_path, "JSONL output, written atomically; - for stdout (default)");
+  app.add_option("--chat-template", flags.chat_template,
+                 "chatml (default), model (the model's own template, run by node) or a .jinja / JSON file");
+  app.add_option("--max-new-tokens", flags.generate.max_new_tokens, "most tokens generated per prompt (default 256)")
+      ->check(veomni::integer_range(1, INT64_MAX));
+  app.add_option("--temperature", sampling.temperature, "0 decodes greedily (default); > 0 samples at it");
+  app.add_option("--top-k", sampling.top_k, "sample from the k most likely tokens (default 0: all)")
+      ->check(veomni::integer_range(0, INT64_MAX));
+  app.add_option("--top-p", sampling.top_p, "sample from the most likely tokens whose mass reaches p (default 1)");
+  app.add_option("--repetition-penalty", sampling.repetition_penalty,
+                 "logits of tokens already seen: > 0 divided by it, < 0 multiplied (default 1: off)");
+  app.add_option("--seed", sampling.seed, "seed of the sampling streams, one per prompt index (default 0)");
+  app.add_option("--stop-token-ids", flags.stop_token_ids,
+                 "token ids that end a generation, besides the model's eos_token_id")
+      ->delimiter(',');
+  app.add_option("--batch-size", flags.batch_size, "prompts decoded together (default 8)")
+      ->check(veomni::integer_range(1, INT64_MAX));
+  app.add_option("--device", flags.device, "cpu (f32, default) or cuda (bf16, one GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off");
+  veomni::add_version_flag(app, kTool);
+  app.footer("Output lines: {\"index\", \"text\" (with a tokenizer), \"token_ids\", \"finish_reason\" (stop or "
+             "length), \"prompt_tokens\", \"prefill_s\", \"decode_s\"}.\n"
+             "Exit status: 0 generated, 1 the run failed, 2 bad usage or bad input. See veomni-generate(1).");
+  if (const auto code = veomni::parse_command_line(app, argc, argv)) return *code;
+  veomni::init_logging({kTool, 0, 1, false, log_level});
+  VEOMNI_INPUT_CHECK(flags.chat_template == "chatml" || flags.chat_template == "model" ||
+                         std::filesystem::exists(flags.chat_template),
+                     "--chat-template {}: expected chatml, model or an existing template file", flags.chat_template);
+  veomni::validate_sampling_options(sampling);
+
+  const std::vector<veomni::PromptRecord> records = veomni::read_prompt_file(flags.prompts_path);
+  const veomni::Device device = generation_device(flags.device);
+  const veomni::GenerationModel loaded = veomni::load_generation_model(flags.model_dir, device);
+  spdlog::info("model: {} from {}, device {}", loaded.model_type, loaded.source, device.str());
+  veomni::PromptText text(loaded.tokenizer_dir, flags.chat_template);
+  const std::vector<std::vector<int64_t>> prompts = prompt_ids(records, text, loaded.config);
+
+  flags.generate.stop_token_ids = loaded.eos_token_ids;
+  flags.generate.mrope_positions = loaded.mrope;
+  for (int64_t id : flags.stop_token_ids) {
+    VEOMNI_INPUT_CHECK(id >= 0 && id < loaded.config.vocab_size,
+                       "--stop-token-ids: {} is outside the model vocabulary [0, {})", id, loaded.config.vocab_size);
+    flags.generate.stop_token_ids.push_back(id);
+  }
+  veomni::Generator generator(*loaded.model, flags.generate);
+  std::string jsonl;
+  int64_t prompt_tokens = 0, new_tokens = 0;
+  double prefill_s = 0, decode_s = 0;
+  for (size_t first = 0; first < prompts.size(); first += static_cast<size_t>(flags.batch_size)) {
+    const size_t end = std::min(prompts.size(), first + static_cast<size_t>(flags.batch_size));
+    const std::vector<std::vector<int64_t>> batch(prompts.begin() + static_cast<std::ptrdiff_t>(first),
+                                                  prompts.begin() + static_cast<std::ptrdiff_t>(end));
+    const std::vector<veomni::Generation> out = generator.generate(batch, static_cast<int64_t>(first));
+    for (size_t i = 0; i < out.size(); ++i) {
+      jsonl += output_line(static_cast<int64_t>(first + i), out[i], text).dump() + "\n";
+      prompt_tokens += out[i].prompt_tokens;
+      new_tokens += static_cast<int64_t>(out[i].token_ids.size());
+    }
+    prefill_s += out.front().prefill_s;
+    decode_s += out.front().decode_s;
+  }
+  write_output(flags.out_path, jsonl);
+  spdlog::info("done: {} prompts, {} prompt tokens, {} new tokens; prefill {:.1f} tok/s, decode {:.1f} tok/s",
+               prompts.size(), prompt_tokens, new_tokens,
+               static_cast<double>(prompt_tokens) / std::max(prefill_s, 1e-9),
+               static_cast<double>(new_tokens) / std::max(decode_s, 1e-9));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return veomni::run_tool(kTool, [&] { return generate_main(argc, argv); });
+}
