@@ -148,9 +148,11 @@ std::string speech_fixture_dir() { return std::string(VEOMNI_FIXTURES_DIR) + "/o
 
 TEST(Code2WavHfFixture, WaveformMatchesTransformers) {
   const std::string dir = speech_fixture_dir();
-  if (!std::filesystem::exists(dir + "/expected.safetensors"))
+  if (!std::filesystem::exists(dir))
     GTEST_SKIP() << "no fixture tests/fixtures/omni_speech: generate it with scripts/gen_omni_speech_fixtures.py "
                     "(torch + transformers 5.17)";
+  for (const char* file : {"config.json", "model.safetensors", "inputs.safetensors", "expected.safetensors"})
+    ASSERT_TRUE(std::filesystem::exists(dir + "/" + file)) << "incomplete fixture: no " << dir << "/" << file;
   Code2Wav model(load_code2wav_config(dir));
   model.load(HfCheckpointSource(dir));
   SafetensorsReader inputs(dir + "/inputs.safetensors");

@@ -205,9 +205,11 @@ class TalkerHfFixture : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = speech_fixture_dir();
-    if (!std::filesystem::exists(dir_ + "/expected.safetensors"))
+    if (!std::filesystem::exists(dir_))
       GTEST_SKIP() << "no fixture tests/fixtures/omni_speech: generate it with scripts/gen_omni_speech_fixtures.py "
                       "(torch + transformers 5.17)";
+    for (const char* file : {"config.json", "model.safetensors", "inputs.safetensors", "expected.safetensors"})
+      ASSERT_TRUE(std::filesystem::exists(dir_ + "/" + file)) << "incomplete fixture: no " << dir_ << "/" << file;
     talker_ = std::make_unique<Talker>(load_talker_config(dir_));
     talker_->load(HfCheckpointSource(dir_));
     inputs_ = std::make_unique<SafetensorsReader>(dir_ + "/inputs.safetensors");
