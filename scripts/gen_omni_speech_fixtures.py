@@ -13,7 +13,8 @@ attention), gives every parameter seeded random values, and writes under tests/f
                         [5, thinker_hidden_size]; talker.inputs_embeds [P, hidden]; talker.trailing_text_hidden
                         [N, hidden]; talker.tts_pad_embed [1, hidden]; code_predictor.inputs_embeds [G, hidden]
                         (talker hidden, talker codec embedding of code 0, residual embeddings of codes 1..G-2)
-  expected.safetensors  code2wav.waveform [samples]; talker.text_projection, talker.hidden_projection [5, hidden];
+  expected.safetensors  code2wav.waveform [samples], code2wav.chunked_waveform (chunked_decode with chunk_size 5,
+                        left_context_size 3); talker.text_projection, talker.hidden_projection [5, hidden];
                         talker.logits [P, vocab], talker.hidden [P, hidden] (final-normed); code_predictor.logits
                         [G-1, vocab] (row g: lm_head[g] of hidden row g+1); code_predictor.greedy_codes i64 [G-1];
                         talker.greedy_tokens i64 [n], talker.greedy_codes i64 [frames, G], talker.max_new_tokens
@@ -34,6 +35,7 @@ from transformers.models.qwen3_omni_moe import modeling_qwen3_omni_moe as omni
 from transformers.models.qwen3_omni_moe.configuration_qwen3_omni_moe import Qwen3OmniMoeConfig
 
 CODE2WAV_FRAMES = 12   # > sliding_window, so the window matters
+CHUNK_SIZE, LEFT_CONTEXT = 5, 3  # chunked_decode: chunks [0,5), [5,10) after 2..4, [10,12) after 7..9
 TALKER_PREFILL = 9
 TRAILING_TEXT = 3
 TALKER_MAX_NEW_TOKENS = 6
@@ -124,6 +126,8 @@ def main():
         wav = code2wav(codes)
         inputs["code2wav.codes"] = codes[0].T.contiguous()
         expected["code2wav.waveform"] = wav.reshape(-1).contiguous()
+        chunked = code2wav.chunked_decode(codes, chunk_size=CHUNK_SIZE, left_context_size=LEFT_CONTEXT)
+        expected["code2wav.chunked_waveform"] = chunked.reshape(-1).contiguous()
 
         # The projections of thinker embeddings and hidden states.
         thinker_embeds = torch.randn(PROJECTION_ROWS, talker_config.thinker_hidden_size, generator=generator)

@@ -110,6 +110,32 @@ TEST(Code2Wav, IsCausalAPrefixOfCodesGivesAPrefixOfTheWaveform) {
   EXPECT_FALSE(std::equal(whole.begin(), whole.end(), other.begin()));
 }
 
+TEST(Code2Wav, ChunkedDecodeDropsEachChunksLeftContext) {
+  const Code2WavConfig c = tiny_config();
+  Code2Wav model(c);
+  speech_test::randomize(model.store(), 8);
+  const std::vector<int64_t> codes = random_codes(9, c, 9);
+  const int64_t nq = c.num_quantizers, up = c.total_upsample();
+  // One chunk covering everything is the plain decode.
+  EXPECT_EQ(model.chunked_decode(codes, 9, 2), model.decode(codes));
+  // Chunks [0,4) (no context), [4,8) after frames 2..3, [8,9) after 6..7 (transformers' chunked_decode).
+  const auto frames = [&](int64_t a, int64_t b) {
+    return std::vector<int64_t>(codes.begin() + a * nq, codes.begin() + b * nq);
+  };
+  std::vector<float> want = model.decode(frames(0, 4));
+  const std::vector<float> second = model.decode(frames(2, 8)), third = model.decode(frames(6, 9));
+  want.insert(want.end(), second.begin() + 2 * up, second.end());
+  want.insert(want.end(), third.begin() + 2 * up, third.end());
+  EXPECT_EQ(model.chunked_decode(codes, 4, 2), want);
+  // With at most left_context frames before a chunk, all of them are its context: [0,2), then [2,4) after 0..1,
+  // then [4,6) after 2..3.
+  std::vector<float> small = model.decode(frames(0, 2));
+  const std::vector<float> b = model.decode(frames(0, 4)), d = model.decode(frames(2, 6));
+  small.insert(small.end(), b.begin() + 2 * up, b.end());
+  small.insert(small.end(), d.begin() + 2 * up, d.end());
+  EXPECT_EQ(model.chunked_decode(frames(0, 6), 2, 2), small);
+}
+
 TEST(Code2Wav, RejectsCodesOutsideTheCodebookAndPartialFrames) {
   const Code2WavConfig c = tiny_config();
   Code2Wav model(c);
@@ -167,7 +193,14 @@ TEST(Code2WavHfFixture, WaveformMatchesTransformers) {
   double worst = 0;
   for (size_t i = 0; i < wav.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(wav[i] - want[i])));
   EXPECT_LE(worst, 1e-3) << "max abs waveform difference";
-  std::printf("[code2wav] %zu samples, max abs diff %.3g\n", wav.size(), worst);
+  const std::vector<float> chunked = model.chunked_decode(codes, 5, 3);
+  const std::vector<float> want_chunked = expected.read("code2wav.chunked_waveform").to_float_vector();
+  ASSERT_EQ(chunked.size(), want_chunked.size());
+  double worst_chunked = 0;
+  for (size_t i = 0; i < chunked.size(); ++i)
+    worst_chunked = std::max(worst_chunked, static_cast<double>(std::fabs(chunked[i] - want_chunked[i])));
+  EXPECT_LE(worst_chunked, 1e-3) << "max abs difference of chunked_decode";
+  std::printf("[code2wav] %zu samples, max abs diff %.3g (chunked %.3g)\n", wav.size(), worst, worst_chunked);
 }
 
 }  // namespace

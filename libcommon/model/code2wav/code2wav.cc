@@ -1,6 +1,8 @@
 // Code2wav: parameter registration in transformers' order and names, codebook embedding and the forward chain.
 #include "model/code2wav/code2wav.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <string>
 
 #include "core/error.h"
@@ -80,6 +82,29 @@ Tensor Code2Wav::forward(const std::vector<int64_t>& codes) const {
 
 std::vector<float> Code2Wav::decode(const std::vector<int64_t>& codes) const {
   return forward(codes).to(Device::cpu()).to_dtype(DType::F32).to_float_vector();
+}
+
+std::vector<float> Code2Wav::chunked_decode(const std::vector<int64_t>& codes, int64_t chunk_size,
+                                           int64_t left_context) const {
+  VEOMNI_INPUT_CHECK(chunk_size >= 1 && left_context >= 0,
+                     "code2wav: chunk size {} must be positive and left context {} not negative", chunk_size,
+                     left_context);
+  const int64_t nq = config_.num_quantizers;
+  const auto frames = static_cast<int64_t>(codes.size()) / nq;
+  VEOMNI_INPUT_CHECK(frames > 0 && frames * nq == static_cast<int64_t>(codes.size()),
+                     "code2wav: {} codes are not whole frames of num_quantizers = {} codes", codes.size(), nq);
+  std::vector<float> wav;
+  for (int64_t start = 0; start < frames;) {
+    const int64_t end = std::min(start + chunk_size, frames);
+    const int64_t context = start - left_context > 0 ? left_context : start;
+    const std::vector<float> piece = decode(std::vector<int64_t>(codes.begin() + (start - context) * nq,
+                                                                 codes.begin() + end * nq));
+    const auto skip = static_cast<size_t>(std::min<int64_t>(context * config_.total_upsample(),
+                                                            static_cast<int64_t>(piece.size())));
+    wav.insert(wav.end(), piece.begin() + static_cast<std::ptrdiff_t>(skip), piece.end());
+    start = end;
+  }
+  return wav;
 }
 
 }  // namespace veomni

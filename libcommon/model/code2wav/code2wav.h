@@ -39,6 +39,11 @@ class Code2Wav {
   Tensor forward(const std::vector<int64_t>& codes) const;
   // The waveform as host floats.
   std::vector<float> decode(const std::vector<int64_t>& codes) const;
+  // transformers' chunked_decode: frames in chunks of chunk_size, each decoded after left_context frames before it
+  // (all the frames before it when there are no more than that; none for the first chunk) whose samples are then
+  // dropped, the pieces concatenated. Bounds the attention and convolution work of long outputs.
+  std::vector<float> chunked_decode(const std::vector<int64_t>& codes, int64_t chunk_size = 300,
+                                    int64_t left_context = 25) const;
 
  private:
   Tensor embed(const std::vector<int64_t>& codes, int64_t frames) const;
