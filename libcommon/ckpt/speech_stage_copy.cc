@@ -20,6 +20,13 @@ bool is_omni_config(const std::string& hf_config_json) {
   return config.is_object() && config.value("model_type", std::string()) == "qwen3_omni_moe";
 }
 
+// transformers builds the talker and code2wav only with enable_audio_output (default true).
+bool has_audio_output(const std::string& hf_config_json) {
+  const nlohmann::json config = nlohmann::json::parse(hf_config_json);
+  return !config.contains("enable_audio_output") || !config.at("enable_audio_output").is_boolean() ||
+         config.at("enable_audio_output").get<bool>();
+}
+
 DType written_dtype(DType stored, DType merge_dtype) { return dtype_is_floating(stored) ? merge_dtype : stored; }
 
 }  // namespace
@@ -41,7 +48,7 @@ SpeechStageCopy::SpeechStageCopy(const std::string& hf_config_json, const std::s
                        explicit_source);
     return;
   }
-  if (!omni) return;
+  if (!omni || !has_audio_output(hf_config_json)) return;
   std::error_code ec;
   if (base_path.empty() || !fs::exists(base_path, ec)) {
     spdlog::warn("the merged Qwen3-Omni model holds no talker or code2wav weights: {} (hint: --speech-from DIR names "

@@ -16,8 +16,9 @@ class SpeechStageCopy {
   // hf_config_json: the checkpoint's whole config.json ("" for a text model). explicit_source: a HF directory or
   // .safetensors file given by the user (veomni-ckpt-merge --speech-from): it must hold talker.* or code2wav.*
   // tensors and the checkpoint must be a Qwen3-Omni one (InputError otherwise). Without it, base_path (the model
-  // the run started from) is read when the checkpoint is a Qwen3-Omni model; a base that is gone or unreadable is
-  // skipped with a warning (the merged model then holds the thinker only), one without speech tensors silently.
+  // the run started from) is read when the checkpoint is a Qwen3-Omni model with audio output (enable_audio_output
+  // absent or true); a base that is gone or unreadable is skipped with a warning (the merged model then holds the
+  // thinker only), one without speech tensors silently.
   SpeechStageCopy(const std::string& hf_config_json, const std::string& explicit_source, const std::string& base_path);
   ~SpeechStageCopy();
   SpeechStageCopy(const SpeechStageCopy&) = delete;

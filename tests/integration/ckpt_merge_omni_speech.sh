@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # veomni-ckpt-merge of a Qwen3-Omni checkpoint keeps the talker.* and code2wav.* tensors of the Omni model the run
-# started from (model.model_path), or of --speech-from; without either the merge warns and writes the thinker only.
+# started from (model.model_path), or of --speech-from; without either the merge warns and writes the thinker only;
+# a model without audio output (enable_audio_output false) gets none.
 # usage: ckpt_merge_omni_speech.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 bin=$1 src=$2
@@ -11,10 +12,14 @@ cd "$src"  # the recipe names its model config relative to the repository root
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-# The toy thinker with a vocabulary of 2048 (the dummy tokens are below 1024).
-mkdir -p "$work/config"
+# The toy thinker with a vocabulary of 2048 (the dummy tokens are below 1024), with audio output (the talker and
+# code2wav exist in transformers only then); config_mute keeps the toy's enable_audio_output false.
+mkdir -p "$work/config" "$work/config_mute"
 sed 's/"vocab_size": 151936/"vocab_size": 2048/' configs/model_configs/qwen3_omni_moe_toy/config.json \
+  >"$work/config_mute/config.json"
+sed 's/"enable_audio_output": false/"enable_audio_output": true/' "$work/config_mute/config.json" \
   >"$work/config/config.json"
+grep -q '"enable_audio_output": true' "$work/config/config.json" || fail "the toy config changed: no enable_audio_output"
 "$bin/veomni-dummy-data" --type qwen3omni --seq-len 256 --num-samples 2 --seed 3 --out "$work/omni.h5" >/dev/null
 
 # train NAME [overrides...]: one step, one checkpoint.
@@ -85,11 +90,17 @@ merge "$work/from_base" "$work/merged" >"$work/out3" 2>"$work/err3" || fail "mer
 check_speech "$work/merged"
 grep -q "speech_tensors: 2 from $work/base" "$work/out3" || fail "summary: $(cat "$work/out3")"
 
-# 4. --speech-from gives them to the random-init run's merge too.
+# 4. Without audio output (enable_audio_output false) there is nothing to keep, and no warning.
+train mute --model.model_path "$work/base" --model.config_path "$work/config_mute"
+merge "$work/mute" "$work/merged_mute" >/dev/null 2>"$work/err_mute" || fail "merge: $(cat "$work/err_mute")"
+grep -q "no talker or code2wav" "$work/err_mute" && fail "a warning for a model without audio output"
+grep -q '"talker\.' "$work/merged_mute/model.safetensors" && fail "talker tensors for a model without audio output"
+
+# 5. --speech-from gives them to the random-init run's merge too.
 merge "$work/random" "$work/merged_from" --speech-from "$work/base" >/dev/null 2>"$work/err4" || fail "$(cat "$work/err4")"
 check_speech "$work/merged_from"
 
-# 5. --speech-from naming a model without speech tensors is bad input (exit 2), leaving nothing.
+# 6. --speech-from naming a model without speech tensors is bad input (exit 2), leaving nothing.
 set +e
 merge "$work/random" "$work/bad" --speech-from "$work/thinker_only" >/dev/null 2>"$work/err5"
 rc=$?
