@@ -193,4 +193,36 @@ void attention_kv_cache(const Tensor& q, const Tensor& k_cache, const Tensor& v_
                         const std::vector<int32_t>& slots, const std::vector<int32_t>& kv_lens, float scale,
                         Tensor& out);
 
+// ---------------------------------------------------------------- speech ops (forward only)
+// Building blocks of Qwen3-Omni's talker and code2wav (kernels/cpu/speech_ops.cc, kernels/cuda/speech_ops.cu).
+// 1-D signals are time-major: x [L, C] (row t holds the C channels of time step t), so a transformer's [T, H]
+// output feeds the convolutions without a transpose.
+
+// torch Conv1d over zero-padded x: out[t, o] = bias[o] + sum_{c, k} w[o, c, k] * xp[t*stride + k*dilation, g*Cg + c]
+// where xp is x with pad_left zero rows before and pad_right after, g = o / (Cout/groups), Cg = Cin/groups.
+// x [L, Cin], weight [Cout, Cin/groups, K], bias [Cout] or undefined (none), out [Lout, Cout] with
+// Lout = (L + pad_left + pad_right - dilation*(K-1) - 1) / stride + 1.
+void conv1d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t dilation,
+                    int64_t groups, int64_t pad_left, int64_t pad_right, Tensor& out);
+// torch ConvTranspose1d (groups 1, no padding) whose full output [(L-1)*stride + K, Cout] is trimmed by trim_left
+// rows in front: out[t] = full[t + trim_left] for t < out.dim(0); full[s, o] = bias[o] + sum over (i, c, k) with
+// i*stride + k = s of x[i, c] * w[c, o, k]. x [L, Cin], weight [Cin, Cout, K], bias [Cout] or undefined.
+void conv_transpose1d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride,
+                              int64_t trim_left, Tensor& out);
+// SnakeBeta with log-scale parameters: y = x + sin(x * exp(alpha[c]))^2 / (exp(beta[c]) + 1e-9); x, y [L, C],
+// alpha, beta [C].
+void snake_beta_forward(const Tensor& x, const Tensor& alpha, const Tensor& beta, Tensor& y);
+// x[n, c] *= scale[c] (layer scale); x [N, C], scale [C].
+void scale_columns_(Tensor& x, const Tensor& scale);
+// y = silu(x) = x / (1 + exp(-x)); any shape, equal numel.
+void silu_forward(const Tensor& x, Tensor& y);
+// dst[n, :] += sigmoid(gate[n]) * src[n, :]; dst, src [N, D], gate [N, 1] (a shared expert's gate).
+void sigmoid_gated_add_(Tensor& dst, const Tensor& gate, const Tensor& src);
+// x = min(max(x, lo), hi) elementwise.
+void clamp_(Tensor& x, float lo, float hi);
+// Causal attention of one sequence within a sliding window: query i sees keys j with i - window < j <= i.
+// q [S, Hq, D], k/v [S, Hkv, D], Hq % Hkv == 0, window >= 1; softmax in fp32; out [S, Hq, D].
+void sliding_window_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window, float scale,
+                                      Tensor& out);
+
 }  // namespace veomni::ops

@@ -11,6 +11,7 @@
 #include "ckpt/base_model_identity.h"
 #include "ckpt/model_param_list.h"
 #include "ckpt/peft_adapter.h"
+#include "ckpt/speech_stage_copy.h"
 #include "ckpt/staged_directory.h"
 #include "core/error.h"
 #include "io/hf_checkpoint.h"
@@ -117,6 +118,11 @@ MergeSummary merge_adapter_checkpoint_to_hf(const std::string& checkpoint, const
       writer.declare(spec.name, options.dtype, spec.shape);
       ++summary.tensors;
     }
+  const SpeechStageCopy speech(ck.hf_config_json, options.speech_from, ck.base.model_path);
+  speech.declare(writer, options.dtype);
+  summary.tensors += speech.size();
+  summary.speech_tensors = speech.size();
+  summary.speech_source = speech.source();
   for (const auto& p : model.params().all()) {
     Tensor full = merged_parameter(*p, base, ck, stored);
     if (options.dtype != DType::F32) full = full.to_dtype(options.dtype);
@@ -124,6 +130,7 @@ MergeSummary merge_adapter_checkpoint_to_hf(const std::string& checkpoint, const
                      [&writer](const std::string& name, const Tensor& t) { writer.write(name, t); });
     spdlog::debug("merged {} {}", p->name, shape_str(p->shape));
   }
+  speech.write(writer, options.dtype);
   summary.weight_files = writer.shard_files();
   summary.tensor_bytes = writer.total_bytes();
   writer.finish();

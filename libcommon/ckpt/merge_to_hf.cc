@@ -8,10 +8,12 @@
 #include "ckpt/checkpoint_consistency.h"
 #include "ckpt/checkpoint_dir.h"
 #include "ckpt/checkpoint_reader.h"
+#include "ckpt/speech_stage_copy.h"
 #include "ckpt/staged_directory.h"
 #include "io/hf_checkpoint.h"
 #include "io/json_file.h"
 #include "model/model_config.h"
+#include "train/train_config.h"
 
 namespace veomni {
 
@@ -21,8 +23,20 @@ namespace {
 
 const char* hf_dtype_name(DType dtype) { return dtype == DType::BF16 ? "bfloat16" : "float32"; }
 
+// The model.model_path of the run that wrote the checkpoint ("" when unknown: a checkpoint made by
+// veomni-ckpt-shard, or a run config this version cannot read).
+std::string run_model_path(const CheckpointMetadata& metadata) {
+  if (metadata.train_config_yaml.empty()) return "";
+  try {
+    return train_config_from_yaml(metadata.train_config_yaml, "the checkpoint's run config").model.model_path;
+  } catch (const InputError& e) {
+    spdlog::warn("cannot read the run config stored in the checkpoint: {}", e.what());
+    return "";
+  }
+}
+
 void write_weights(CheckpointReader& reader, const std::string& dir, const MergeOptions& options,
-                   MergeSummary& summary) {
+                   const SpeechStageCopy& speech, MergeSummary& summary) {
   HfCheckpointWriter writer(dir, options.max_shard_bytes);
   const std::vector<CheckpointParam>& params = reader.metadata().params;
   for (const CheckpointParam& p : params)
@@ -30,6 +44,10 @@ void write_weights(CheckpointReader& reader, const std::string& dir, const Merge
       writer.declare(spec.name, options.dtype, spec.shape);
       ++summary.tensors;
     }
+  speech.declare(writer, options.dtype);
+  summary.tensors += speech.size();
+  summary.speech_tensors = speech.size();
+  summary.speech_source = speech.source();
   for (size_t i = 0; i < params.size(); ++i) {
     Tensor full = reader.read_full(i, ShardField::Master);
     if (options.dtype != DType::F32) full = full.to_dtype(options.dtype);
@@ -38,6 +56,7 @@ void write_weights(CheckpointReader& reader, const std::string& dir, const Merge
     reader.close_files();
     spdlog::debug("merged {} {}", params[i].name, shape_str(params[i].shape));
   }
+  speech.write(writer, options.dtype);
   summary.weight_files = writer.shard_files();
   summary.tensor_bytes = writer.total_bytes();
   writer.finish();
@@ -110,7 +129,9 @@ MergeSummary merge_checkpoint_to_hf(const std::string& checkpoint, const std::st
     config["dtype"] = hf_dtype_name(options.dtype);
     write_json_file(staged.file("config.json"), config);
   }
-  write_weights(reader, staged.temp_path(), options, summary);
+  const SpeechStageCopy speech(reader.metadata().hf_config_json, options.speech_from,
+                               run_model_path(reader.metadata()));
+  write_weights(reader, staged.temp_path(), options, speech, summary);
   const bool from_flag = !options.tokenizer_path.empty();
   const std::string tokenizer = from_flag ? options.tokenizer_path : reader.metadata().tokenizer_path;
   if (options.copy_tokenizer && !tokenizer.empty())

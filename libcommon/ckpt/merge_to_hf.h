@@ -17,6 +17,9 @@ struct MergeOptions {
   bool copy_tokenizer = true;      // copy the tokenizer files of the run's model.tokenizer_path, when it names one
   std::string tokenizer_path;      // overrides the run's model.tokenizer_path ("" = the run's)
   bool overwrite = false;          // replace an existing non-empty output directory
+  // A Qwen3-Omni model's talker.* and code2wav.* tensors come from here (a HF directory or .safetensors file)
+  // instead of the model the run started from ("" = that model).
+  std::string speech_from;
 };
 
 struct MergeSummary {
@@ -28,6 +31,8 @@ struct MergeSummary {
   uint64_t tensor_bytes = 0;
   std::vector<std::string> weight_files;
   std::vector<std::string> tokenizer_files;
+  size_t speech_tensors = 0;  // talker.* and code2wav.* tensors copied (a Qwen3-Omni model), part of `tensors`
+  std::string speech_source;  // where they came from
 };
 
 // The HF file names a tokenizer consists of (those present are copied).
@@ -43,7 +48,8 @@ std::vector<std::string> copy_tokenizer_files(const std::string& source, const s
 // out_dir atomically (a temporary directory renamed at the end: an error leaves nothing under out_dir). Tied
 // embeddings have no lm_head.weight. A reward checkpoint merges as ...ForSequenceClassification (score.weight), a
 // value checkpoint as ...ForTokenClassification (score.weight, score.bias), both with one label (text models only).
-// Memory stays bounded by the largest parameter.
+// A Qwen3-Omni checkpoint also gets the talker.* and code2wav.* tensors of options.speech_from, else of the run's
+// model.model_path (see SpeechStageCopy). Memory stays bounded by the largest parameter.
 MergeSummary merge_checkpoint_to_hf(const std::string& checkpoint, const std::string& out_dir,
                                     const MergeOptions& options);
 

@@ -27,6 +27,7 @@ struct Arguments {
   std::string dtype = "fp32";
   std::string experts = "per-expert";
   std::string tokenizer;
+  std::string speech_from;
   bool no_tokenizer = false;
   bool overwrite = false;
   bool peft = false;
@@ -51,6 +52,9 @@ void add_options(CLI::App& app, Arguments& args) {
   app.add_option("--tokenizer", args.tokenizer,
                  "Copy the tokenizer files from this directory (or file) instead of the run's model.tokenizer_path");
   app.add_flag("--no-tokenizer", args.no_tokenizer, "Copy no tokenizer files");
+  app.add_option("--speech-from", args.speech_from,
+                 "Qwen3-Omni: copy the talker.* and code2wav.* tensors from this HF directory (or file) instead of "
+                 "the model the run started from");
   app.add_flag("--overwrite", args.overwrite, "Replace --out if it exists and is not empty");
   app.add_flag("--peft", args.peft,
                "An adapter (LoRA) checkpoint: write PEFT's adapter directory (adapter_model.safetensors, "
@@ -74,6 +78,7 @@ void print_summary(const veomni::MergeSummary& s) {
   std::printf("tensor_bytes: %llu\n", static_cast<unsigned long long>(s.tensor_bytes));
   for (const std::string& f : s.weight_files) std::printf("weights: %s\n", f.c_str());
   for (const std::string& f : s.tokenizer_files) std::printf("tokenizer: %s\n", f.c_str());
+  if (s.speech_tensors > 0) std::printf("speech_tensors: %zu from %s\n", s.speech_tensors, s.speech_source.c_str());
   std::printf("peak_memory_bytes: %lld\n", peak_memory_bytes());
 }
 
@@ -100,6 +105,7 @@ int main(int argc, char** argv) {
     options.copy_tokenizer = !args.no_tokenizer;
     options.tokenizer_path = args.tokenizer;
     options.overwrite = args.overwrite;
+    options.speech_from = args.speech_from;
     const bool adapter = veomni::CheckpointReader(veomni::resolve_checkpoint_path(args.checkpoint)).is_adapter();
     VEOMNI_INPUT_CHECK(!args.peft || adapter,
                        "--peft: '{}' is a whole model's checkpoint, not an adapter (LoRA) one (hint: merge it without "
