@@ -70,6 +70,8 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
                         Tensor& dq, Tensor& dk, Tensor& dv);
 
 // ---------------------------------------------------------------- loss
+// Ids and labels outside [0, V) are an error (InputError) on the CPU always, on a GPU only with the debug checks on
+// (train.kernels.debug_checks: each waits for the device); callers validate them on the host first (the collator).
 // Fused softmax + cross-entropy + gradient. logits [N, V], labels i64 [N] (already shifted; rows whose label is
 // ignore_index contribute nothing). losses [N] f32: -log softmax(logits)[label] (0 when ignored).
 // When dlogits is defined: dlogits [N, V] = grad_scale * (softmax - onehot(label)), zero rows when ignored;
