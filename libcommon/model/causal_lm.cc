@@ -65,7 +65,7 @@ struct TextBody::Impl {
                          const LayerCallback& layer_output_grad);
   void embed_tokens_backward(const Tensor& ids, const Tensor& d_embeds);
   double aux_loss_from_router_stats(TextBodySaved& saved, const std::vector<RouterStats>& router_stats);
-  std::vector<float> aux_prob_gradients(const TextBodySaved& saved, float aux_grad_scale) const;
+  Tensor aux_prob_gradients(const TextBodySaved& saved, float aux_grad_scale) const;
 
   void before_forward(ParamGroup& g) { if (options.hooks.params) options.hooks.params->before_forward(g); }
   void after_forward(ParamGroup& g) { if (options.hooks.params) options.hooks.params->after_forward(g); }
@@ -153,17 +153,35 @@ BodyOutput TextBody::Impl::forward_embeds(const Batch& batch, const Tensor& inpu
   return out;
 }
 
+namespace {
+
+// Every MoE layer's statistics [layers, 2, E] in one read from the device (the forward's only wait for them).
+std::vector<float> read_router_stats(const std::vector<RouterStats>& router_stats, int64_t num_experts) {
+  if (router_stats.empty()) return {};
+  const Device device = router_stats.front().stats.device();
+  Tensor all = Tensor::empty({static_cast<int64_t>(router_stats.size()), 2, num_experts}, DType::F32, device);
+  for (size_t l = 0; l < router_stats.size(); ++l) {
+    Tensor row = all.select(static_cast<int64_t>(l));
+    row.copy_from(router_stats[l].stats);
+  }
+  return all.to(Device::cpu()).to_float_vector();
+}
+
+}  // namespace
+
 // aux = E * sum_e (slots_e / R) * (prob_sum_e / R) over all MoE layers' rows R (HF's load_balancing_loss_func on the
 // concatenated router logits); under sequence parallelism the sums cover the whole SP group.
 double TextBody::Impl::aux_loss_from_router_stats(TextBodySaved& saved, const std::vector<RouterStats>& router_stats) {
   const size_t e_count = static_cast<size_t>(config.num_experts);
   std::vector<double> totals(2 * e_count + 1, 0.0);
-  for (const RouterStats& stats : router_stats) {
+  const std::vector<float> stats = read_router_stats(router_stats, config.num_experts);
+  for (size_t l = 0; l < router_stats.size(); ++l) {
+    const float* layer = stats.data() + l * 2 * e_count;
     for (size_t e = 0; e < e_count; ++e) {
-      totals[e] += stats.expert_slots[e];
-      totals[e_count + e] += stats.prob_sums[e];
+      totals[e] += layer[e];
+      totals[e_count + e] += layer[e_count + e];
     }
-    totals[2 * e_count] += static_cast<double>(stats.rows);
+    totals[2 * e_count] += static_cast<double>(router_stats[l].rows);
   }
   if (options.hooks.sequence) options.hooks.sequence->allreduce_sum(totals);
   saved.router_rows = totals[2 * e_count];
@@ -175,14 +193,15 @@ double TextBody::Impl::aux_loss_from_router_stats(TextBodySaved& saved, const st
   return static_cast<double>(config.num_experts) * aux;
 }
 
-// d(aux_grad_scale * aux) / d(prob[row, e]) = scale * E * slots_e / R^2 for every routed row of every MoE layer.
-std::vector<float> TextBody::Impl::aux_prob_gradients(const TextBodySaved& saved, float aux_grad_scale) const {
+// d(aux_grad_scale * aux) / d(prob[row, e]) = scale * E * slots_e / R^2 for every routed row of every MoE layer: one
+// [E] vector on the device, which each MoE layer's backward spreads over its real rows (ops::moe_aux_dprobs).
+Tensor TextBody::Impl::aux_prob_gradients(const TextBodySaved& saved, float aux_grad_scale) const {
   if (!aux_enabled() || aux_grad_scale == 0.0f || saved.router_rows == 0) return {};
   std::vector<float> grads(saved.router_slots.size());
   const double factor =
       aux_grad_scale * static_cast<double>(config.num_experts) / (saved.router_rows * saved.router_rows);
   for (size_t e = 0; e < grads.size(); ++e) grads[e] = static_cast<float>(factor * saved.router_slots[e]);
-  return grads;
+  return Tensor::from_vector(grads, {static_cast<int64_t>(grads.size())}).to(options.device);
 }
 
 void TextBody::Impl::backward(std::unique_ptr<BodySaved> saved, Tensor d_hidden, float aux_grad_scale) {
@@ -200,11 +219,11 @@ Tensor TextBody::Impl::backward_embeds(TextBodySaved& saved, Tensor d_hidden, fl
   VEOMNI_CHECK(saved.layer_saved.size() == layers.size(), "{} saved layers for {} layers", saved.layer_saved.size(),
                layers.size());
   Tensor dh = std::move(d_hidden);
-  const std::vector<float> aux_dprobs = aux_prob_gradients(saved, aux_grad_scale);
+  const Tensor aux_dprob = aux_prob_gradients(saved, aux_grad_scale);
   for (size_t i = layers.size(); i-- > 0;) {
     if (layer_output_grad) layer_output_grad(i, dh);
     before_backward(group(i + 1));
-    dh = layers[i]->backward(std::move(saved.layer_saved[i]), dh, saved.inputs, aux_dprobs);
+    dh = layers[i]->backward(std::move(saved.layer_saved[i]), dh, saved.inputs, aux_dprob);
     after_backward(group(i + 1));
   }
   saved.layer_saved.clear();
