@@ -522,6 +522,31 @@ void moe_route_backward(const Tensor& dtopk_weight, const Tensor& dprobs_extra, 
   VEOMNI_ROUTE(moe_route_backward, c.device(), dtopk_weight, dprobs_extra, probs, topk_idx, norm_topk_prob, dlogits);
 }
 
+void moe_router_stats(const Tensor& probs, const Tensor& topk_idx, int64_t rows, Tensor& stats) {
+  const Call c("moe_router_stats", probs);
+  c.rank(probs, "probs", 2);
+  c.rank(topk_idx, "topk_idx", 2);
+  const int64_t n = probs.dim(0), e = probs.dim(1), k = topk_idx.dim(1);
+  c.require(rows >= 0 && rows <= n, "rows {} outside [0, {}]", rows, n);
+  c.require(rows * k < (int64_t{1} << 24), "{} routed pairs are past f32's exact counts", rows * k);
+  c.f32(probs, "probs", {n, e});
+  c.index(topk_idx, "topk_idx", DType::I32, {n, k});
+  c.f32(stats, "stats", {2, e});
+  c.disjoint(stats, "stats", probs, "probs");
+  VEOMNI_ROUTE(moe_router_stats, c.device(), probs, topk_idx, rows, stats);
+}
+
+void moe_aux_dprobs(const Tensor& dprob, int64_t rows, Tensor& dprobs) {
+  const Call c("moe_aux_dprobs", dprobs);
+  c.rank(dprobs, "dprobs", 2);
+  const int64_t n = dprobs.dim(0), e = dprobs.dim(1);
+  c.require(rows >= 0 && rows <= n, "rows {} outside [0, {}]", rows, n);
+  c.f32(dprob, "dprob", {e});
+  c.f32(dprobs, "dprobs", {n, e});
+  c.disjoint(dprobs, "dprobs", dprob, "dprob");
+  VEOMNI_ROUTE(moe_aux_dprobs, c.device(), dprob, rows, dprobs);
+}
+
 void moe_permute(const Tensor& x, const Tensor& topk_idx, int64_t num_experts, Tensor& permuted, Tensor& row_map,
                  std::vector<int64_t>& expert_counts) {
   const Call c("moe_permute", x);

@@ -7,6 +7,7 @@
 #ifdef VEOMNI_WITH_CUDA
 #include "kernels/cuda/attention_cudnn.h"
 #include "kernels/cuda/gemm_autotune.h"
+#include "kernels/cuda/index_checks.h"
 #include "kernels/cuda/ops_cuda.h"
 #endif
 
@@ -20,6 +21,7 @@ void apply_kernel_settings(const KernelSettings& settings) {
   ops::cuda::set_attention_backend(ops::cuda::parse_attention_backend(settings.attention_backend, "attention backend"));
   ops::cuda::set_gemm_autotune(settings.gemm_autotune);
   ops::cuda::set_grouped_gemm_loop(settings.grouped_gemm_loop);
+  ops::cuda::set_debug_checks(settings.debug_checks);
 #endif
   op_profile_configure(settings.profile_ops, settings.profile_ops_out);
 }

@@ -1,5 +1,5 @@
 // The kernel switches a run sets from its config (train.kernels, train.op_profile): attention backend, GEMM
-// autotuning, grouped-GEMM mode and op profiling, in one call on every backend.
+// autotuning, grouped-GEMM mode, device debug checks and op profiling, in one call on every backend.
 #pragma once
 #include <string>
 
@@ -9,6 +9,7 @@ struct KernelSettings {
   std::string attention_backend = "auto";  // auto | cudnn | native (CUDA builds)
   bool gemm_autotune = false;              // CUDA builds
   bool grouped_gemm_loop = false;          // CUDA builds: one GEMM call per group
+  bool debug_checks = false;               // CUDA builds: range checks of ids and labels on the device (each waits)
   bool profile_ops = false;
   std::string profile_ops_out;  // "" = the table on rank 0's stderr only
 };

@@ -70,6 +70,8 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
                         Tensor& dq, Tensor& dk, Tensor& dv);
 
 // ---------------------------------------------------------------- loss
+// Ids and labels outside [0, V) are an error (InputError) on the CPU always, on a GPU only with the debug checks on
+// (train.kernels.debug_checks: each waits for the device); callers validate them on the host first (the collator).
 // Fused softmax + cross-entropy + gradient. logits [N, V], labels i64 [N] (already shifted; rows whose label is
 // ignore_index contribute nothing). losses [N] f32: -log softmax(logits)[label] (0 when ignored).
 // When dlogits is defined: dlogits [N, V] = grad_scale * (softmax - onehot(label)), zero rows when ignored;
@@ -104,6 +106,13 @@ void moe_route(const Tensor& router_logits, int64_t k, bool norm_topk_prob, Tens
 // undefined): dlogits [N, E] (overwritten).
 void moe_route_backward(const Tensor& dtopk_weight, const Tensor& dprobs_extra, const Tensor& probs,
                         const Tensor& topk_idx, bool norm_topk_prob, Tensor& dlogits);
+// The load-balancing loss's statistics of the first `rows` tokens, on the tensors' device: stats f32 [2, E]
+// (overwritten), row 0 = (token, slot) pairs routed to each expert (exact counts below 2^24), row 1 = the column
+// sums of probs f32 [N, E] over those rows (bias_grad's sums).
+void moe_router_stats(const Tensor& probs, const Tensor& topk_idx, int64_t rows, Tensor& stats);
+// The load-balancing loss's gradient, the same for every routed token: dprobs f32 [N, E] (overwritten) = dprob f32
+// [E] for the first `rows` rows, 0 for the others (SP padding).
+void moe_aux_dprobs(const Tensor& dprob, int64_t rows, Tensor& dprobs);
 // Sorts the N*k (token, slot) pairs by expert (stable: by expert, then token, then slot).
 // permuted [N*k, H] = x rows in that order; row_map i32 [N*k]: row_map[t*k + j] = position of pair (t, j) in
 // permuted; expert_counts[e] = rows routed to expert e (host vector, size num_experts).

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "kernels/cpu/encoder_ops.h"
 #include "kernels/cpu/index_checks.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/vector_loops.h"
@@ -96,6 +97,27 @@ void moe_route_backward(const Tensor& dtopk_weight, const Tensor& dprobs_extra, 
     for (int64_t e = 0; e < experts; ++e)
       dl[t * experts + e] = static_cast<float>(pt[e] * (dp[static_cast<size_t>(e)] - mean));
   });
+}
+
+// The probability sums are bias_grad's column sums, so the statistics match those the CPU model summed before.
+void moe_router_stats(const Tensor& probs, const Tensor& topk_idx, int64_t rows, Tensor& stats) {
+  const int64_t experts = probs.dim(1);
+  check_experts_in_range("moe_router_stats", topk_idx.slice(0, rows), experts);
+  float* counts = stats.data<float>();
+  std::fill(counts, counts + 2 * experts, 0.0f);
+  const int32_t* idx = topk_idx.data<int32_t>();
+  for (int64_t i = 0; i < rows * topk_idx.dim(1); ++i) counts[idx[i]] += 1.0f;
+  if (rows == 0) return;
+  Tensor sums = stats.select(1);
+  bias_grad(probs.slice(0, rows), sums);
+}
+
+void moe_aux_dprobs(const Tensor& dprob, int64_t rows, Tensor& dprobs) {
+  const int64_t n = dprobs.dim(0), experts = dprobs.dim(1);
+  const float* g = dprob.data<float>();
+  float* out = dprobs.data<float>();
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t e = 0; e < experts; ++e) out[t * experts + e] = t < rows ? g[e] : 0.0f;
 }
 
 void moe_permute(const Tensor& x, const Tensor& topk_idx, int64_t num_experts, Tensor& permuted, Tensor& row_map,

@@ -2,7 +2,10 @@
 // names the same element the CPU backend would.
 #include "kernels/cuda/index_checks.h"
 
+#include <atomic>
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/cuda/kernel_utils.cuh"
 
@@ -18,12 +21,21 @@ __global__ void first_out_of_range(const int64_t* ids, int64_t n, int64_t limit,
   }
 }
 
+std::atomic<bool> g_debug_checks{[] {
+  const char* value = std::getenv("VEOMNI_DEBUG_CHECKS");
+  return value != nullptr && std::strcmp(value, "1") == 0;
+}()};
+
 }  // namespace
+
+void set_debug_checks(bool on) { g_debug_checks.store(on, std::memory_order_relaxed); }
+
+bool debug_checks_enabled() { return g_debug_checks.load(std::memory_order_relaxed); }
 
 void check_ids_in_range(const char* op, const char* name, const Tensor& ids, int64_t limit, const char* hint,
                         const int64_t* skip) {
   const int64_t n = ids.numel();
-  if (n == 0) return;
+  if (n == 0 || !debug_checks_enabled()) return;
   Tensor first = Tensor::empty({1}, DType::I64, ids.device());
   const cudaStream_t stream = cuda_rt::stream();
   VEOMNI_CUDA_CHECK(cudaMemsetAsync(first.raw_data(), 0xff, sizeof(unsigned long long), stream));

@@ -212,7 +212,44 @@ __global__ void unpermute_backward_kernel(ConstFloats dout, ConstFloats y, const
   }
 }
 
+// ---------------------------------------------------------------- load-balancing statistics
+
+// counts[e] += 1 for every (token, slot) pair of the first rows tokens routed to e (integers, exact in f32).
+__global__ void slot_counts_kernel(const int32_t* topk_idx, int64_t pairs, float* counts) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < pairs;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    atomicAdd(counts + topk_idx[i], 1.0f);
+}
+
+// dprobs[t, e] = t < rows ? dprob[e] : 0.
+__global__ void aux_dprobs_kernel(const float* dprob, int64_t rows, int64_t n, int64_t experts, float* dprobs) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n * experts;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    dprobs[i] = i / experts < rows ? dprob[i % experts] : 0.0f;
+}
+
 }  // namespace
+
+// The probability sums are bias_grad's column sums (the same numbers the model summed before it kept them here).
+void moe_router_stats(const Tensor& probs, const Tensor& topk_idx, int64_t rows, Tensor& stats) {
+  const int64_t experts = probs.dim(1), pairs = rows * topk_idx.dim(1);
+  const cudaStream_t stream = cuda_rt::stream();
+  VEOMNI_CUDA_CHECK(cudaMemsetAsync(stats.raw_data(), 0, static_cast<size_t>(2 * experts) * sizeof(float), stream));
+  if (pairs == 0) return;
+  slot_counts_kernel<<<grid_for(pairs, kThreads), kThreads, 0, stream>>>(data_of<int32_t>(topk_idx), pairs,
+                                                                         data_of<float>(stats));
+  VEOMNI_CUDA_LAUNCH_CHECK();
+  Tensor sums = stats.select(1);
+  bias_grad(probs.slice(0, rows), sums);
+}
+
+void moe_aux_dprobs(const Tensor& dprob, int64_t rows, Tensor& dprobs) {
+  const int64_t n = dprobs.dim(0), experts = dprobs.dim(1);
+  if (n * experts == 0) return;
+  aux_dprobs_kernel<<<grid_for(n * experts, kThreads), kThreads, 0, cuda_rt::stream()>>>(
+      data_of<float>(dprob), rows, n, experts, data_of<float>(dprobs));
+  VEOMNI_CUDA_LAUNCH_CHECK();
+}
 
 void moe_route(const Tensor& router_logits, int64_t k, bool norm_topk_prob, Tensor& probs, Tensor& topk_idx,
                Tensor& topk_weight) {

@@ -15,18 +15,9 @@ namespace veomni {
 
 namespace {
 
-// Token ids outside the vocabulary mean the data was tokenised for another model: report the first one.
-void check_token_range(const Tensor& ids, int64_t vocab, bool allow_ignore, const char* what) {
-  const Tensor host = ids.is_cpu() ? ids : ids.to(Device::cpu());
-  const int64_t* p = host.data<int64_t>();
-  for (int64_t i = 0; i < host.numel(); ++i) {
-    if (allow_ignore && p[i] == kIgnoreIndex) continue;
-    VEOMNI_INPUT_CHECK(p[i] >= 0 && p[i] < vocab, "batch {}[{}] = {} is outside the model vocabulary [0, {})", what, i,
-                       p[i], vocab);
-  }
-}
-
-void validate_batch(const Batch& b, int64_t sp_size, int64_t vocab, bool mrope) {
+// The batch's shapes. Its ids are not read here: the collator checked them against the vocabulary when it built the
+// batch (naming the dataset file and sample), and the CPU kernels check them again.
+void validate_batch(const Batch& b, int64_t sp_size, bool mrope) {
   VEOMNI_INPUT_CHECK(b.input_ids.defined() && b.input_ids.dtype() == DType::I64 && b.input_ids.ndim() == 1 &&
                          b.input_ids.numel() > 0,
                      "batch input_ids must be a non-empty i64 [S] tensor, got {}", b.input_ids.describe());
@@ -45,8 +36,6 @@ void validate_batch(const Batch& b, int64_t sp_size, int64_t vocab, bool mrope) 
   }
   VEOMNI_INPUT_CHECK(b.cu_seqlens.size() >= 2 && b.cu_seqlens.front() == 0 && b.cu_seqlens.back() == s * sp_size,
                      "batch cu_seqlens must run from 0 to {} (local length {} x sp size {})", s * sp_size, s, sp_size);
-  check_token_range(b.input_ids, vocab, false, "input_ids");
-  check_token_range(b.target_ids, vocab, true, "target_ids");
 }
 
 }  // namespace
@@ -76,7 +65,7 @@ struct TextBody::Impl {
                          const LayerCallback& layer_output_grad);
   void embed_tokens_backward(const Tensor& ids, const Tensor& d_embeds);
   double aux_loss_from_router_stats(TextBodySaved& saved, const std::vector<RouterStats>& router_stats);
-  std::vector<float> aux_prob_gradients(const TextBodySaved& saved, float aux_grad_scale) const;
+  Tensor aux_prob_gradients(const TextBodySaved& saved, float aux_grad_scale) const;
 
   void before_forward(ParamGroup& g) { if (options.hooks.params) options.hooks.params->before_forward(g); }
   void after_forward(ParamGroup& g) { if (options.hooks.params) options.hooks.params->after_forward(g); }
@@ -109,7 +98,7 @@ TextBody::Impl::Impl(const ModelConfig& c, const ModelOptions& o, ParamStore* ex
 
 BodyOutput TextBody::Impl::forward(const Batch& batch, bool save) {
   SequenceHooks* sequence = options.hooks.sequence;
-  validate_batch(batch, sequence ? sequence->sp_size() : 1, config.vocab_size, !options.mrope_section.empty());
+  validate_batch(batch, sequence ? sequence->sp_size() : 1, !options.mrope_section.empty());
   Tensor ids = batch.input_ids.to(options.device);
   BodyOutput out = forward_embeds(batch, embed_tokens(ids), {}, save);
   if (save) static_cast<TextBodySaved&>(*out.saved).input_ids = ids;
@@ -127,7 +116,7 @@ Tensor TextBody::Impl::embed_tokens(const Tensor& ids) {
 BodyOutput TextBody::Impl::forward_embeds(const Batch& batch, const Tensor& inputs_embeds,
                                           const LayerCallback& after_layer, bool save) {
   SequenceHooks* sequence = options.hooks.sequence;
-  validate_batch(batch, sequence ? sequence->sp_size() : 1, config.vocab_size, !options.mrope_section.empty());
+  validate_batch(batch, sequence ? sequence->sp_size() : 1, !options.mrope_section.empty());
   const int64_t s = batch.input_ids.numel();
   VEOMNI_CHECK(inputs_embeds.shape() == (Shape{s, config.hidden_size}) &&
                    inputs_embeds.dtype() == options.compute_dtype,
@@ -164,17 +153,35 @@ BodyOutput TextBody::Impl::forward_embeds(const Batch& batch, const Tensor& inpu
   return out;
 }
 
+namespace {
+
+// Every MoE layer's statistics [layers, 2, E] in one read from the device (the forward's only wait for them).
+std::vector<float> read_router_stats(const std::vector<RouterStats>& router_stats, int64_t num_experts) {
+  if (router_stats.empty()) return {};
+  const Device device = router_stats.front().stats.device();
+  Tensor all = Tensor::empty({static_cast<int64_t>(router_stats.size()), 2, num_experts}, DType::F32, device);
+  for (size_t l = 0; l < router_stats.size(); ++l) {
+    Tensor row = all.select(static_cast<int64_t>(l));
+    row.copy_from(router_stats[l].stats);
+  }
+  return all.to(Device::cpu()).to_float_vector();
+}
+
+}  // namespace
+
 // aux = E * sum_e (slots_e / R) * (prob_sum_e / R) over all MoE layers' rows R (HF's load_balancing_loss_func on the
 // concatenated router logits); under sequence parallelism the sums cover the whole SP group.
 double TextBody::Impl::aux_loss_from_router_stats(TextBodySaved& saved, const std::vector<RouterStats>& router_stats) {
   const size_t e_count = static_cast<size_t>(config.num_experts);
   std::vector<double> totals(2 * e_count + 1, 0.0);
-  for (const RouterStats& stats : router_stats) {
+  const std::vector<float> stats = read_router_stats(router_stats, config.num_experts);
+  for (size_t l = 0; l < router_stats.size(); ++l) {
+    const float* layer = stats.data() + l * 2 * e_count;
     for (size_t e = 0; e < e_count; ++e) {
-      totals[e] += stats.expert_slots[e];
-      totals[e_count + e] += stats.prob_sums[e];
+      totals[e] += layer[e];
+      totals[e_count + e] += layer[e_count + e];
     }
-    totals[2 * e_count] += static_cast<double>(stats.rows);
+    totals[2 * e_count] += static_cast<double>(router_stats[l].rows);
   }
   if (options.hooks.sequence) options.hooks.sequence->allreduce_sum(totals);
   saved.router_rows = totals[2 * e_count];
@@ -186,14 +193,15 @@ double TextBody::Impl::aux_loss_from_router_stats(TextBodySaved& saved, const st
   return static_cast<double>(config.num_experts) * aux;
 }
 
-// d(aux_grad_scale * aux) / d(prob[row, e]) = scale * E * slots_e / R^2 for every routed row of every MoE layer.
-std::vector<float> TextBody::Impl::aux_prob_gradients(const TextBodySaved& saved, float aux_grad_scale) const {
+// d(aux_grad_scale * aux) / d(prob[row, e]) = scale * E * slots_e / R^2 for every routed row of every MoE layer: one
+// [E] vector on the device, which each MoE layer's backward spreads over its real rows (ops::moe_aux_dprobs).
+Tensor TextBody::Impl::aux_prob_gradients(const TextBodySaved& saved, float aux_grad_scale) const {
   if (!aux_enabled() || aux_grad_scale == 0.0f || saved.router_rows == 0) return {};
   std::vector<float> grads(saved.router_slots.size());
   const double factor =
       aux_grad_scale * static_cast<double>(config.num_experts) / (saved.router_rows * saved.router_rows);
   for (size_t e = 0; e < grads.size(); ++e) grads[e] = static_cast<float>(factor * saved.router_slots[e]);
-  return grads;
+  return Tensor::from_vector(grads, {static_cast<int64_t>(grads.size())}).to(options.device);
 }
 
 void TextBody::Impl::backward(std::unique_ptr<BodySaved> saved, Tensor d_hidden, float aux_grad_scale) {
@@ -211,11 +219,11 @@ Tensor TextBody::Impl::backward_embeds(TextBodySaved& saved, Tensor d_hidden, fl
   VEOMNI_CHECK(saved.layer_saved.size() == layers.size(), "{} saved layers for {} layers", saved.layer_saved.size(),
                layers.size());
   Tensor dh = std::move(d_hidden);
-  const std::vector<float> aux_dprobs = aux_prob_gradients(saved, aux_grad_scale);
+  const Tensor aux_dprob = aux_prob_gradients(saved, aux_grad_scale);
   for (size_t i = layers.size(); i-- > 0;) {
     if (layer_output_grad) layer_output_grad(i, dh);
     before_backward(group(i + 1));
-    dh = layers[i]->backward(std::move(saved.layer_saved[i]), dh, saved.inputs, aux_dprobs);
+    dh = layers[i]->backward(std::move(saved.layer_saved[i]), dh, saved.inputs, aux_dprob);
     after_backward(group(i + 1));
   }
   saved.layer_saved.clear();

@@ -32,7 +32,7 @@ DecoderLayer::DecoderLayer(ParamStore& store, const ModelConfig& config, int64_t
           store.add(layer_prefix(model_prefix, index) + "post_attention_layernorm.weight", {config.hidden_size}),
           config.rms_norm_eps) {}
 
-DecoderLayer::Output DecoderLayer::compute(const Tensor& h, const LayerInputs& in, bool save) const {
+DecoderLayer::Output DecoderLayer::compute(const Tensor& h, const LayerInputs& in, bool save, bool with_stats) const {
   Output result;
   Saved& saved = result.saved;
   Tensor normed_input = take_out(input_norm_.forward(h, save), saved.input_norm);
@@ -41,8 +41,8 @@ DecoderLayer::Output DecoderLayer::compute(const Tensor& h, const LayerInputs& i
   Tensor normed = take_out(post_attention_norm_.forward(h1, save), saved.post_attention_norm);
   Tensor out;
   if (moe_) {
-    MoeBlock::Output moe = moe_->forward(normed, in, save);
-    result.router_stats = std::move(moe.router_stats);
+    MoeBlock::Output moe = moe_->forward(normed, in, save, with_stats);
+    if (with_stats) result.router_stats = std::move(moe.router_stats);
     out = take_out(std::move(moe), saved.moe);
   } else {
     out = take_out(mlp_->forward(normed, save), saved.mlp);
@@ -53,20 +53,19 @@ DecoderLayer::Output DecoderLayer::compute(const Tensor& h, const LayerInputs& i
 }
 
 DecoderLayer::Output DecoderLayer::forward(const Tensor& h, const LayerInputs& in, bool save) const {
-  if (!(save && recompute_)) return compute(h, in, save);
-  Output result = compute(h, in, false);
+  if (!(save && recompute_)) return compute(h, in, save, true);
+  Output result = compute(h, in, false, true);
   result.saved.input = h;
   return result;
 }
 
-Tensor DecoderLayer::backward(Saved&& saved, const Tensor& dh, const LayerInputs& in,
-                              const std::vector<float>& aux_dprobs) const {
+Tensor DecoderLayer::backward(Saved&& saved, const Tensor& dh, const LayerInputs& in, const Tensor& aux_dprob) const {
   Saved kept = std::move(saved);
   if (recompute_) {
     VEOMNI_CHECK(kept.input.defined(), "decoder layer backward without a saved input");
-    kept = compute(kept.input, in, true).saved;
+    kept = compute(kept.input, in, true, false).saved;
   }
-  Tensor dnormed = moe_ ? moe_->backward(std::move(kept.moe), dh, in, aux_dprobs)
+  Tensor dnormed = moe_ ? moe_->backward(std::move(kept.moe), dh, in, aux_dprob)
                         : mlp_->backward(std::move(kept.mlp), dh);
   Tensor dh1 = post_attention_norm_.backward(std::move(kept.post_attention_norm), dnormed);
   ops::add_(dh1, dh);

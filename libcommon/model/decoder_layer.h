@@ -48,13 +48,14 @@ class DecoderLayer {
 
   // h [S_local, hidden] -> h + attn(...) + mlp(...); saved is empty unless save.
   Output forward(const Tensor& h, const LayerInputs& in, bool save) const;
-  // aux_dprobs: see MoeBlock::backward (ignored by a dense layer).
-  Tensor backward(Saved&& saved, const Tensor& dh, const LayerInputs& in, const std::vector<float>& aux_dprobs) const;
+  // aux_dprob: see MoeBlock::backward (ignored by a dense layer).
+  Tensor backward(Saved&& saved, const Tensor& dh, const LayerInputs& in, const Tensor& aux_dprob) const;
   // Inference over this layer's KV caches (Attention::forward_cached): h [S, hidden] -> the layer's output.
   Tensor forward_cached(const Tensor& h, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const;
 
  private:
-  Output compute(const Tensor& h, const LayerInputs& in, bool save) const;
+  // with_stats: a sparse layer reports its router statistics (not when backward recomputes the forward).
+  Output compute(const Tensor& h, const LayerInputs& in, bool save, bool with_stats) const;
 
   bool recompute_;
   RmsNorm input_norm_;

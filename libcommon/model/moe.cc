@@ -18,28 +18,6 @@ void set_local_experts(Parameter* param, int64_t num_experts, const ExpertHooks*
   param->local_end = (rank + 1) * (num_experts / ep);
 }
 
-// Sums of the first `rows` rows of x [N, E] f32 per column, returned to the host. A column reduction
-// (bias_grad's kernel), not ones[1, N] @ x: cuBLASLt runs that one-row GEMM at 0.4 GFLOP/s on Hopper (2.7 ms a
-// layer in the MoE profile of bench/RESULTS.md).
-std::vector<double> column_sums(const Tensor& x, int64_t rows) {
-  if (rows == 0) return std::vector<double>(static_cast<size_t>(x.dim(1)), 0.0);
-  Tensor sums = Tensor::zeros({x.dim(1)}, DType::F32, x.device());
-  ops::bias_grad(x.slice(0, rows), sums);
-  std::vector<double> out(static_cast<size_t>(x.dim(1)));
-  const std::vector<float> host = sums.to(Device::cpu()).to_float_vector();
-  for (size_t e = 0; e < out.size(); ++e) out[e] = host[e];
-  return out;
-}
-
-// (token, slot) pairs of the first `rows` tokens routed to each expert.
-std::vector<double> real_slot_counts(const Tensor& topk_idx, int64_t rows, int64_t num_experts) {
-  std::vector<double> slots(static_cast<size_t>(num_experts), 0.0);
-  const Tensor host = topk_idx.to(Device::cpu());
-  const int32_t* idx = host.data<int32_t>();
-  for (int64_t i = 0; i < rows * topk_idx.dim(1); ++i) slots[static_cast<size_t>(idx[i])] += 1.0;
-  return slots;
-}
-
 }  // namespace
 
 MoeBlock::MoeBlock(ParamStore& store, const ModelConfig& config, const std::string& prefix,
@@ -71,7 +49,7 @@ Tensor MoeBlock::route(const Tensor& x, Tensor& topk_idx, Tensor& topk_weight) c
   return probs;
 }
 
-MoeBlock::Output MoeBlock::forward(const Tensor& x, const LayerInputs& in, bool save) const {
+MoeBlock::Output MoeBlock::forward(const Tensor& x, const LayerInputs& in, bool save, bool with_stats) const {
   const int64_t n = x.dim(0);
   Tensor topk_idx, topk_weight;
   Tensor probs = route(x, topk_idx, topk_weight);
@@ -80,12 +58,15 @@ MoeBlock::Output MoeBlock::forward(const Tensor& x, const LayerInputs& in, bool 
   Tensor row_map = Tensor::empty({n * top_k_}, DType::I32, x.device());
   std::vector<int64_t> counts;
   ops::moe_permute(x, topk_idx, num_experts_, permuted, row_map, counts);
-  // The load-balancing statistics cover real tokens only, so SP padding does not change the aux loss.
+  // The load-balancing statistics cover real tokens only, so SP padding does not change the aux loss. They stay on
+  // the device: moe_permute's counts are the layer's one read back.
   Output result;
   const int64_t real_rows = std::min(n, in.real_rows);
-  result.router_stats.expert_slots = real_slot_counts(topk_idx, real_rows, num_experts_);
-  result.router_stats.prob_sums = column_sums(probs, real_rows);
-  result.router_stats.rows = real_rows;
+  if (with_stats) {
+    result.router_stats.stats = Tensor::empty({2, num_experts_}, DType::F32, x.device());
+    ops::moe_router_stats(probs, topk_idx, real_rows, result.router_stats.stats);
+    result.router_stats.rows = real_rows;
+  }
 
   std::vector<int64_t> local_counts = counts;
   std::shared_ptr<void> exchange;
@@ -126,27 +107,19 @@ MoeBlock::Output MoeBlock::forward(const Tensor& x, const LayerInputs& in, bool 
   return result;
 }
 
-Tensor MoeBlock::router_backward(const Saved& saved, const Tensor& dtopk_weight,
-                                 const std::vector<float>& aux_dprobs) const {
+Tensor MoeBlock::router_backward(const Saved& saved, const Tensor& dtopk_weight, const Tensor& aux_dprob) const {
   const int64_t n = saved.probs.dim(0);
   Tensor dprobs_extra;
-  if (!aux_dprobs.empty()) {
-    VEOMNI_CHECK(static_cast<int64_t>(aux_dprobs.size()) == num_experts_, "{} aux gradients for {} experts",
-                 aux_dprobs.size(), num_experts_);
-    Tensor host = Tensor::empty({n, num_experts_}, DType::F32);
-    float* p = host.data<float>();
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t e = 0; e < num_experts_; ++e)
-        p[t * num_experts_ + e] = t < saved.real_rows ? aux_dprobs[static_cast<size_t>(e)] : 0.0f;
-    dprobs_extra = host.to(saved.probs.device());
+  if (aux_dprob.defined()) {
+    dprobs_extra = Tensor::empty({n, num_experts_}, DType::F32, saved.probs.device());
+    ops::moe_aux_dprobs(aux_dprob, saved.real_rows, dprobs_extra);
   }
   Tensor dlogits = Tensor::empty({n, num_experts_}, DType::F32, saved.probs.device());
   ops::moe_route_backward(dtopk_weight, dprobs_extra, saved.probs, saved.topk_idx, norm_topk_prob_, dlogits);
   return converted(dlogits, saved.x.dtype());
 }
 
-Tensor MoeBlock::backward(Saved&& saved, const Tensor& dy, const LayerInputs& in,
-                          const std::vector<float>& aux_dprobs) const {
+Tensor MoeBlock::backward(Saved&& saved, const Tensor& dy, const LayerInputs& in, const Tensor& aux_dprob) const {
   Saved kept = std::move(saved);
   VEOMNI_CHECK(kept.x.defined(), "MoE backward without a saved forward");
   Tensor dy_permuted = empty_like(kept.y_permuted, kept.y_permuted.shape());
@@ -173,7 +146,7 @@ Tensor MoeBlock::backward(Saved&& saved, const Tensor& dy, const LayerInputs& in
 
   Tensor dx = empty_like(kept.x, kept.x.shape());
   ops::moe_permute_backward(dpermuted, kept.row_map, top_k_, dx);
-  Tensor drouter_logits = router_backward(kept, dtopk_weight, aux_dprobs);
+  Tensor drouter_logits = router_backward(kept, dtopk_weight, aux_dprob);
   ops::matmul(drouter_logits, false, router_->value, false, dx, 1.0f, 1.0f);
   if (router_->trainable) ops::matmul(drouter_logits, true, kept.x, false, grad_of(*router_), 1.0f, 1.0f);
   return dx;

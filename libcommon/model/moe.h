@@ -13,11 +13,12 @@
 
 namespace veomni {
 
-// Router statistics of one forward over this rank's tokens, the inputs of the load-balancing loss.
+// Router statistics of one forward over this rank's tokens, the inputs of the load-balancing loss. They stay on the
+// model's device (ops::moe_router_stats): the body reads every layer's at once.
 struct RouterStats {
-  std::vector<double> expert_slots;  // [E] (token, slot) pairs routed to expert e: sum over k of one_hot(topk)
-  std::vector<double> prob_sums;     // [E] sum over tokens of softmax probability of expert e
-  int64_t rows = 0;                  // tokens routed
+  Tensor stats;      // f32 [2, E]: row 0 the (token, slot) pairs routed to expert e (sum over k of one_hot(topk)),
+                     // row 1 the sum over tokens of the softmax probability of expert e
+  int64_t rows = 0;  // tokens routed
 };
 
 class MoeBlock {
@@ -40,14 +41,15 @@ class MoeBlock {
   // expert tensors (and independent adapters) hold the rows of this expert-parallel rank. The router takes none.
   MoeBlock(ParamStore& store, const ModelConfig& config, const std::string& prefix, const ExpertHooks* experts);
 
-  // saved is empty unless save.
-  Output forward(const Tensor& x, const LayerInputs& in, bool save) const;
-  // aux_dprobs [E]: d(loss)/d(prob[t, e]) from the load-balancing loss, the same for every token (empty: none).
-  Tensor backward(Saved&& saved, const Tensor& dy, const LayerInputs& in, const std::vector<float>& aux_dprobs) const;
+  // saved is empty unless save; router_stats undefined unless with_stats (a recomputation inside backward needs none).
+  Output forward(const Tensor& x, const LayerInputs& in, bool save, bool with_stats = true) const;
+  // aux_dprob f32 [E] on the model's device: d(loss)/d(prob[t, e]) from the load-balancing loss, the same for every
+  // real token (undefined: none).
+  Tensor backward(Saved&& saved, const Tensor& dy, const LayerInputs& in, const Tensor& aux_dprob) const;
 
  private:
   Tensor route(const Tensor& x, Tensor& topk_idx, Tensor& topk_weight) const;
-  Tensor router_backward(const Saved& saved, const Tensor& dtopk_weight, const std::vector<float>& aux_dprobs) const;
+  Tensor router_backward(const Saved& saved, const Tensor& dtopk_weight, const Tensor& aux_dprob) const;
 
   Parameter* router_;
   Parameter* gate_up_;

@@ -40,6 +40,7 @@ const std::vector<EnvironmentOverride>& environment_overrides() {
       {"VEOMNI_ATTENTION_BACKEND", "train.kernels.attention_backend", false},
       {"VEOMNI_GEMM_AUTOTUNE", "train.kernels.gemm_autotune", true},
       {"VEOMNI_GROUPED_GEMM", "train.kernels.grouped_gemm", false},
+      {"VEOMNI_DEBUG_CHECKS", "train.kernels.debug_checks", true},
       {"VEOMNI_PROFILE_OPS", "train.op_profile.enable", true},
       {"VEOMNI_PROFILE_OPS_OUT", "train.op_profile.out", false},
       {"VEOMNI_PROFILE_OPS_SKIP_STEPS", "train.op_profile.skip_steps", false},

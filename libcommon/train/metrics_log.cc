@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/json_file.h"
+#include "train/metrics_journal.h"
 
 namespace veomni {
 
@@ -54,6 +55,8 @@ MetricSeries parse_series(const std::string& path, const std::string& key, const
 }  // namespace
 
 bool is_eval_metric(const std::string& key) { return key.rfind("eval_", 0) == 0; }
+
+std::string metric_json_number(double value) { return format_metric(value); }
 
 namespace {
 
@@ -204,14 +207,19 @@ std::string metrics_log_path(const std::string& path_or_run_dir) {
 MetricsLog load_metrics(const std::string& path_or_run_dir) {
   const std::string path = metrics_log_path(path_or_run_dir);
   std::error_code ec;
-  VEOMNI_INPUT_CHECK(std::filesystem::exists(path, ec), "metrics log '{}' does not exist{}", path,
+  const bool journal_only = !std::filesystem::exists(path, ec) && std::filesystem::exists(metrics_journal_path(path), ec);
+  VEOMNI_INPUT_CHECK(journal_only || std::filesystem::exists(path, ec), "metrics log '{}' does not exist{}", path,
                      path == path_or_run_dir ? "" : " (expected in the run directory)");
-  const nlohmann::ordered_json root = read_ordered_json_file(path, NonFiniteTokens::AsStrings);
-  VEOMNI_INPUT_CHECK(root.is_object(), "{}: expected an object of metric arrays like {{\"loss\": [...]}}, found {}",
-                     path, root.type_name());
   std::vector<MetricSeries> series;
-  for (const auto& [key, array] : root.items()) series.push_back(parse_series(path, key, array));
-  return MetricsLog(std::move(series), path);
+  if (!journal_only) {
+    const nlohmann::ordered_json root = read_ordered_json_file(path, NonFiniteTokens::AsStrings);
+    VEOMNI_INPUT_CHECK(root.is_object(), "{}: expected an object of metric arrays like {{\"loss\": [...]}}, found {}",
+                       path, root.type_name());
+    for (const auto& [key, array] : root.items()) series.push_back(parse_series(path, key, array));
+  }
+  MetricsLog log(std::move(series), path);
+  fold_metrics_journal(log, path);
+  return log;
 }
 
 }  // namespace veomni

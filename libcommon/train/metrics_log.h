@@ -68,12 +68,18 @@ class MetricsLog {
   std::string source_;
 };
 
+// A metric value as log_dict.json writes it: the shortest text that reads back to the same double; NaN, Infinity,
+// -Infinity as Python's json module writes them.
+std::string metric_json_number(double value);
+
 // <dir>/log_dict.json when path_or_run_dir is a directory, else the path itself.
 std::string metrics_log_path(const std::string& path_or_run_dir);
 
 // Loads and validates a log_dict.json (or a run directory holding one): an object whose values are arrays of
-// finite numbers, the per-step ones all of the same length, the eval ones (eval_*) that of eval_step. Throws InputError naming the file, and the key and index when an entry
-// is wrong (NaN, Infinity, null, a string, ...).
+// finite numbers, the per-step ones all of the same length, the eval ones (eval_*) that of eval_step. Throws
+// InputError naming the file, and the key and index when an entry is wrong (NaN, Infinity, null, a string, ...).
+// The steps of its journal (train/metrics_journal.h) that follow are appended, so a run that stopped between two
+// rewrites of its log still shows every step (the journal alone when the log was never written).
 MetricsLog load_metrics(const std::string& path_or_run_dir);
 
 }  // namespace veomni

@@ -80,6 +80,7 @@ ConfigSchema<TrainConfig> build_schema() {
   VEOMNI_CONFIG_FIELD(s, train.kernels.attention_backend, "CUDA builds: attention kernel. auto: cuDNN's fused attention where it takes the case, else ours; cudnn: cuDNN only (a case it cannot take is an error); native: ours only. Environment override: VEOMNI_ATTENTION_BACKEND.", {.choices = {"auto", "cudnn", "native"}});
   VEOMNI_CONFIG_FIELD(s, train.kernels.gemm_autotune, "CUDA builds: time cuBLASLt's candidate algorithms at each GEMM shape's first use and keep the fastest (false: cuBLASLt's heuristic pick). Environment override: VEOMNI_GEMM_AUTOTUNE=0|1.");
   VEOMNI_CONFIG_FIELD(s, train.kernels.grouped_gemm, "CUDA builds: MoE expert GEMMs as one cuBLAS grouped call (grouped) or one call per expert (loop, for comparison). Environment override: VEOMNI_GROUPED_GEMM.", {.choices = {"grouped", "loop"}});
+  VEOMNI_CONFIG_FIELD(s, train.kernels.debug_checks, "CUDA builds: check on the device, in every embedding, cross-entropy and label log-prob op, that token ids and labels lie in the vocabulary (each check waits for the GPU). Off: the ids are checked once on the host when the micro-batch is built, which is enough for data read by veomni-train. Environment override: VEOMNI_DEBUG_CHECKS=0|1.");
   VEOMNI_CONFIG_FIELD(s, train.op_profile.enable, "Time every op (CUDA events on a GPU) and print the table of op times at exit on rank 0. Environment override: VEOMNI_PROFILE_OPS=0|1.");
   VEOMNI_CONFIG_FIELD(s, train.op_profile.out, "With op_profile.enable: also write every rank's table to <out>.rank<r>. Environment override: VEOMNI_PROFILE_OPS_OUT.");
   VEOMNI_CONFIG_FIELD(s, train.op_profile.skip_steps, "With op_profile.enable: leave the run's first this many steps (warm-up) out of the table. Environment override: VEOMNI_PROFILE_OPS_SKIP_STEPS.");
@@ -229,6 +230,7 @@ KernelSettings kernel_settings_of(const TrainConfig& config) {
   return {.attention_backend = t.kernels.attention_backend,
           .gemm_autotune = t.kernels.gemm_autotune,
           .grouped_gemm_loop = t.kernels.grouped_gemm == "loop",
+          .debug_checks = t.kernels.debug_checks,
           .profile_ops = t.op_profile.enable,
           .profile_ops_out = t.op_profile.out};
 }

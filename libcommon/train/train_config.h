@@ -83,6 +83,7 @@ struct KernelArgs {
   std::string attention_backend = "auto";  // CUDA: auto (cuDNN where it can, else ours) | cudnn | native
   bool gemm_autotune = false;              // CUDA: time cuBLASLt's candidate algorithms at a GEMM shape's first use
   std::string grouped_gemm = "grouped";    // CUDA: grouped (one cuBLAS grouped call) | loop (one call per group)
+  bool debug_checks = false;               // CUDA: range checks of token ids and labels on the device (each waits)
   bool operator==(const KernelArgs&) const = default;
 };
 

@@ -46,7 +46,9 @@
 #include "parallel/expert_parallel.h"
 #include "parallel/fsdp.h"
 #include "parallel/ulysses.h"
+#include "train/batch_prefetch.h"
 #include "train/loss_scale.h"
+#include "train/metrics_journal.h"
 #include "train/metrics_log.h"
 #include "train/objective.h"
 #include "train/data_coverage.h"
@@ -182,13 +184,15 @@ class Trainer {
   std::vector<MultimodalBatch::SourceSpan> source_spans_of(const std::vector<int64_t>& sample_indices) const;
   OptimizerGroup& optimizer_group_of(const Parameter& p);
   void step_optimizers(double lr, float grad_scale);
-  StepMetrics run_step(const StepPlan& step, int64_t global_step);
+  // next: the following step of the epoch, whose batches prefetch collates while this step computes (null: none).
+  StepMetrics run_step(const StepPlan& step, int64_t global_step, const StepPlan* next, BatchPrefetch& prefetch);
   GradientClip clip_gradients();
   void log_step(int64_t step, const StepMetrics& m, double seconds, ProgressClock& clock);
   double step_mfu(const StepMetrics& m, double seconds) const;
   double mfu_peak_flops() const;
   bool evaluation_due(int64_t step, bool last) const;
   EvalMetrics run_evaluation(int64_t step, const std::string& metrics_path);
+  void write_step_metrics(const MetricsLogFile& file, int64_t step, bool rewrite) const;
   void drop_source_metrics(EvalMetrics& eval) const;
   void write_summary(const TrainSummary& summary, const std::string& path) const;
   void maybe_inject_fault(int64_t step) const;
@@ -842,10 +846,12 @@ void Trainer::measure_gpu_memory(StepMetrics& m) {
   backend::reset_gpu_peak_memory();
 }
 
-StepMetrics Trainer::run_step(const StepPlan& step, int64_t global_step) {
+StepMetrics Trainer::run_step(const StepPlan& step, int64_t global_step, const StepPlan* next,
+                                 BatchPrefetch& prefetch) {
   maybe_inject_fault(global_step);
   auto mark = std::chrono::steady_clock::now();
-  std::vector<MultimodalBatch> batches = collate_my_micro_batches(step);
+  std::vector<MultimodalBatch> batches = prefetch.take(global_step, step);
+  if (next) prefetch.start(global_step + 1, *next);
   const double data_seconds = seconds_since(mark);
   // Every rank counts its share of the objective's normaliser; the sum over the world is the global batch's (SP
   // slices partition a row).
@@ -944,6 +950,16 @@ void Trainer::log_step(int64_t step, const StepMetrics& m, double seconds, Progr
   }
 }
 
+// Each step appends one line to the log's journal; the whole log is rewritten (atomically, fsynced) after this
+// process's first step, every kMetricsRewriteSteps steps and where asked (a checkpoint, the last step).
+void Trainer::write_step_metrics(const MetricsLogFile& file, int64_t step, bool rewrite) const {
+  constexpr int64_t kMetricsRewriteSteps = 100;
+  if (rewrite || step == start_.global_step + 1 || step % kMetricsRewriteSteps == 0)
+    file.write(metrics_);
+  else
+    file.append_last_step(metrics_);
+}
+
 bool Trainer::evaluation_due(int64_t step, bool last) const {
   const int64_t every = config_.train.eval_steps;
   return evaluator_ && ((every > 0 && step % every == 0) || last);
@@ -980,7 +996,7 @@ EvalMetrics Trainer::run_evaluation(int64_t step, const std::string& metrics_pat
   fsdp_->wait_for_gradients();  // drops the gathers prefetched for a backward that does not come
   if (reference_fsdp_) reference_fsdp_->wait_for_gradients();
   metrics_.append_eval(step, eval);
-  if (world_->rank() == 0) metrics_.write(metrics_path);
+  if (world_->rank() == 0) MetricsLogFile(metrics_path).write(metrics_);
   if (tensorboard_) tensorboard_->add_scalars(step, eval);
   std::string values;
   for (const auto& [name, value] : eval) values += fmt::format(" | {} {:.5f}", name, value);
@@ -1046,8 +1062,9 @@ TrainSummary Trainer::run() {
     if (const int removed = remove_temporaries(checkpoints_dir(output_dir.string())))
       spdlog::info("checkpoint: removed {} unfinished save(s) of an interrupted run", removed);
     // A resumed log restarts at the checkpoint's step, dropping steps the interrupted run logged after it.
-    if (resume_dir_) metrics_.write(summary.metrics_path);
+    MetricsLogFile(summary.metrics_path).restart(metrics_, resume_dir_.has_value());
   }
+  const MetricsLogFile metrics_file(summary.metrics_path);
 
   ProgressClock clock(start_.global_step, total_steps_);
   int64_t global_step = start_.global_step;
@@ -1057,29 +1074,33 @@ TrainSummary Trainer::run() {
   const int64_t save_steps = config_.train.checkpoint.save_steps;
   if (config_.train.checkpoint.save_on_signal) install_stop_signal_handlers();
   int stop_signal = 0;
+  // Within an epoch the next step's batches are read while a step computes (plans_ keeps one epoch's plan at a time).
+  BatchPrefetch prefetch([this](const StepPlan& plan) { return collate_my_micro_batches(plan); });
   for (int64_t e = start_.epoch; e < plans_->num_epochs() && stop_signal == 0; ++e) {
     const std::vector<StepPlan>& epoch = plans_->epoch(e);
     const size_t first = e == start_.epoch ? static_cast<size_t>(start_.step_in_epoch) : 0;
     for (size_t s = first; s < epoch.size(); ++s) {
       ++global_step;
-      const StepMetrics m = run_step(epoch[s], global_step);
+      const StepPlan* next = s + 1 < epoch.size() ? &epoch[s + 1] : nullptr;
+      const StepMetrics m = run_step(epoch[s], global_step, next, prefetch);
       if (op_profile_enabled() && global_step - start_.global_step == profile_skip) op_profile_reset();
       const double seconds = clock.finish_step(global_step);
       log_step(global_step, m, seconds, clock);
       summary.tokens += m.tokens;
       summary.final_loss = m.loss;
-      if (world_->rank() == 0) metrics_.write(summary.metrics_path);
       const bool last = e + 1 == plans_->num_epochs() && s + 1 == epoch.size();
+      const bool hf_weights = hf_weights_due(global_step, last);
+      const bool save =
+          (save_steps > 0 && global_step % save_steps == 0) || (last && save_steps >= 0) || hf_weights;
+      if (world_->rank() == 0) write_step_metrics(metrics_file, global_step, last || save);
       if (evaluation_due(global_step, last)) {
         summary.final_eval = run_evaluation(global_step, summary.metrics_path);
         summary.final_eval_step = global_step;
       }
-      const bool hf_weights = hf_weights_due(global_step, last);
-      const bool save =
-          (save_steps > 0 && global_step % save_steps == 0) || (last && save_steps >= 0) || hf_weights;
       if (save) summary.last_checkpoint = save_checkpoint_at(global_step, e, static_cast<int64_t>(s) + 1, m.lr);
       if (hf_weights) save_checkpoint_hf_weights(*world_, summary.last_checkpoint);
       if (!last && (stop_signal = agree_on_stop_signal()) != 0) {
+        if (world_->rank() == 0) metrics_file.write(metrics_);
         if (!save) summary.last_checkpoint = save_checkpoint_at(global_step, e, static_cast<int64_t>(s) + 1, m.lr);
         summary.stopped_by = stop_signal_name(stop_signal);
         spdlog::warn("stopped by {} after step {}: checkpoint {} (resume with train.checkpoint.load_path auto)",

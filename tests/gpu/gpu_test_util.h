@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "kernels/cuda/index_checks.h"
 #include "kernels/cuda/runtime.h"
 
 namespace veomni::gpu_test {
@@ -36,6 +37,18 @@ class CudaTest : public ::testing::Test {
 };
 
 inline Device gpu() { return Device::cuda(0); }
+
+// Turns the device-side id range checks (off by default, train.kernels.debug_checks) on for a test's scope.
+class DebugChecksOn {
+ public:
+  DebugChecksOn() : was_(ops::cuda::debug_checks_enabled()) { ops::cuda::set_debug_checks(true); }
+  ~DebugChecksOn() { ops::cuda::set_debug_checks(was_); }
+  DebugChecksOn(const DebugChecksOn&) = delete;
+  DebugChecksOn& operator=(const DebugChecksOn&) = delete;
+
+ private:
+  bool was_;
+};
 
 inline Tensor random_f32(const Shape& shape, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
   std::uniform_real_distribution<float> dist(lo, hi);

@@ -320,6 +320,7 @@ TEST_F(CudaLayers, CrossEntropyMatchesCpu) {
 }
 
 TEST_F(CudaLayers, CrossEntropyRejectsLabelsOutsideTheVocabulary) {
+  const DebugChecksOn debug_checks;
   const Tensor logits = Tensor::zeros({3, 10}, DType::BF16, gpu());
   Tensor losses = Tensor::empty({3}, DType::F32, gpu()), grad = Tensor::empty({3, 10}, DType::BF16, gpu());
   for (int64_t bad : {int64_t{10}, int64_t{-1}, int64_t{1} << 40}) {
@@ -368,6 +369,7 @@ TEST_F(CudaLayers, EmbeddingForwardAndDeterministicBackwardMatchCpu) {
 }
 
 TEST_F(CudaLayers, EmbeddingRejectsIdsOutsideTheTable) {
+  const DebugChecksOn debug_checks;
   const Tensor table = Tensor::zeros({10, 4}, DType::BF16, gpu());
   Tensor out = Tensor::empty({3, 4}, DType::BF16, gpu());
   Tensor dtable = Tensor::zeros({10, 4}, DType::F32, gpu());

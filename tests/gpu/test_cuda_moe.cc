@@ -1,6 +1,6 @@
 // GPU tests of the MoE ops against their CPU twins: router softmax/top-k (ties, renormalisation) and its backward,
 // the stable permutation by expert (exact row map and counts), the weighted un-permutation with bf16 rows and f32
-// weights, their backward passes, and the error path of bad expert ids.
+// weights, their backward passes, the load-balancing statistics and gradient, and the error path of bad expert ids.
 #include "gpu_test_util.h"
 #include "kernels/ops.h"
 
@@ -66,6 +66,31 @@ TEST_F(CudaMoe, RouteBackwardMatchesCpu) {
                               r.idx.to(gpu()), norm, got);
       EXPECT_TRUE(close_to(got, want, kF32Rtol));
     }
+}
+
+// The aux-loss statistics and gradient stay on the device: counts exact, sums bias_grad's (the GPU's own order).
+TEST_F(CudaMoe, RouterStatsAndAuxDprobsMatchCpu) {
+  std::mt19937 rng(34);
+  const int64_t n = 301, e = 64, k = 8;
+  const Route r = route(random_f32({n, e}, rng, -2.0f, 2.0f), k, true);
+  for (int64_t rows : {n, int64_t{250}, int64_t{0}}) {
+    SCOPED_TRACE(fmt::format("rows {}", rows));
+    Tensor want = Tensor::empty({2, e}, DType::F32), got = Tensor::full<float>({2, e}, 5.0f).to(gpu());
+    ops::moe_router_stats(r.probs, r.idx, rows, want);
+    ops::moe_router_stats(r.probs.to(gpu()), r.idx.to(gpu()), rows, got);
+    const std::vector<float> w = want.to_float_vector(), g = to_host(got).to_float_vector();
+    EXPECT_EQ(std::vector<float>(g.begin(), g.begin() + e), std::vector<float>(w.begin(), w.begin() + e));
+    Tensor gpu_sums = Tensor::zeros({e}, DType::F32, gpu());
+    if (rows > 0) ops::bias_grad(r.probs.to(gpu()).slice(0, rows), gpu_sums);
+    EXPECT_EQ(std::vector<float>(g.begin() + e, g.end()), to_host(gpu_sums).to_float_vector());
+    EXPECT_TRUE(close_to(to_host(got).select(1), want.select(1), kF32Rtol));
+
+    const Tensor dprob = random_f32({e}, rng);
+    Tensor dwant = Tensor::empty({n, e}, DType::F32), dgot = Tensor::empty({n, e}, DType::F32, gpu());
+    ops::moe_aux_dprobs(dprob, rows, dwant);
+    ops::moe_aux_dprobs(dprob.to(gpu()), rows, dgot);
+    EXPECT_TRUE(bitwise_equal(to_host(dgot), dwant));
+  }
 }
 
 TEST_F(CudaMoe, PermuteUnpermuteAndBackwardsMatchCpu) {

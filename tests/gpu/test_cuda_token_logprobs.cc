@@ -97,6 +97,7 @@ TEST_F(CudaTokenLogprobs, LogProbIsMinusCrossEntropy) {
 }
 
 TEST_F(CudaTokenLogprobs, RejectsLabelsOutsideTheVocabulary) {
+  const DebugChecksOn debug_checks;
   const Tensor logits = Tensor::zeros({3, 10}, DType::BF16, gpu());
   Tensor lp = Tensor::empty({3}, DType::F32, gpu()), none, grad = Tensor::empty({3, 10}, DType::BF16, gpu());
   const Tensor dlp = Tensor::zeros({3}, DType::F32, gpu());

@@ -36,6 +36,15 @@ case "$case" in
   missing_data)
     run 2 2 "nothing at|does not exist|no such" configs/qwen3_toy.yaml "${common[@]}" --data.train_path "$work/none.h5" \
       --train.checkpoint.output_dir "$work/run" ;;
+  bad_token_id)  # data tokenized for a larger vocabulary: refused once, on the host, naming the file and sample
+    mkdir -p "$work/small_vocab"
+    sed 's/"vocab_size": *[0-9]*/"vocab_size": 100/' configs/model_configs/qwen3_toy/config.json \
+      >"$work/small_vocab/config.json"
+    run 1 2 "data\.h5 sample [0-9]+: input_ids\[[0-9]+\] = [0-9]+ is outside the model vocabulary \[0, 100\)" \
+      configs/qwen3_toy.yaml "${common[@]}" --model.config_path "$work/small_vocab" \
+      --train.checkpoint.output_dir "$work/run"
+    count=$(grep -c "outside" "$work/err")
+    [ "$count" -eq 1 ] || { echo "FAIL: the bad id is reported $count times"; cat "$work/err"; exit 1; } ;;
   unknown_key)
     run 1 2 "unknown key 'train.optimizer.lrr'" configs/qwen3_toy.yaml --train.optimizer.lrr 1 ;;
   bad_layout)  # 4 heads cannot be split over 3 sequence-parallel ranks

@@ -36,6 +36,7 @@ TEST(EnvironmentOverrides, EachVariableSetsItsKey) {
       config, fake_environment({{"VEOMNI_ATTENTION_BACKEND", "native"},
                                 {"VEOMNI_GEMM_AUTOTUNE", "1"},
                                 {"VEOMNI_GROUPED_GEMM", "loop"},
+                                {"VEOMNI_DEBUG_CHECKS", "1"},
                                 {"VEOMNI_PROFILE_OPS", "1"},
                                 {"VEOMNI_PROFILE_OPS_OUT", "/tmp/ops"},
                                 {"VEOMNI_PROFILE_OPS_SKIP_STEPS", "3"},
@@ -43,11 +44,12 @@ TEST(EnvironmentOverrides, EachVariableSetsItsKey) {
   EXPECT_EQ(config.train.kernels.attention_backend, "native");
   EXPECT_TRUE(config.train.kernels.gemm_autotune);
   EXPECT_EQ(config.train.kernels.grouped_gemm, "loop");
+  EXPECT_TRUE(config.train.kernels.debug_checks);
   EXPECT_TRUE(config.train.op_profile.enable);
   EXPECT_EQ(config.train.op_profile.out, "/tmp/ops");
   EXPECT_EQ(config.train.op_profile.skip_steps, 3);
   EXPECT_EQ(config.train.accelerator.dist_timeout, 42.0);
-  ASSERT_EQ(log.size(), 7u);
+  ASSERT_EQ(log.size(), 8u);
   EXPECT_EQ(log[0], "VEOMNI_ATTENTION_BACKEND=native overrides train.kernels.attention_backend (was \"auto\")");
   EXPECT_EQ(log[1], "VEOMNI_GEMM_AUTOTUNE=1 overrides train.kernels.gemm_autotune (was false)");
 }
@@ -105,6 +107,9 @@ TEST(KernelSettings, FollowTheConfig) {
   config.train.op_profile.out = "x";
   const KernelSettings k = kernel_settings_of(config);
   EXPECT_TRUE(k.grouped_gemm_loop);
+  EXPECT_FALSE(k.debug_checks);  // off by default: the collator has checked every id on the host
+  config.train.kernels.debug_checks = true;
+  EXPECT_TRUE(kernel_settings_of(config).debug_checks);
   EXPECT_TRUE(k.profile_ops);
   EXPECT_EQ(k.profile_ops_out, "x");
   EXPECT_EQ(k.attention_backend, "auto");

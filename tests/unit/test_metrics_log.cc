@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/json_file.h"
+#include "train/metrics_journal.h"
 #include "train/metrics_log.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/common/expect_error.h"
@@ -249,4 +250,76 @@ TEST_F(MetricsLogTest, InvalidEvalSeriesNameFileAndKey) {
     const std::string p = write(fmt::format("eval{}.json", i), cases[i].text);
     expect_input_error([&] { load_metrics(p); }, {p, cases[i].fragment});
   }
+}
+
+// --- the step journal beside log_dict.json ------------------------------------------------------------------
+
+// A step costs an append to the journal, not a rewrite of the log; a reader still sees every step, bit for bit.
+TEST_F(MetricsLogTest, JournalStepsBetweenRewritesAreFoldedIn) {
+  const MetricsLogFile file(path("log_dict.json"));
+  EXPECT_EQ(metrics_journal_path(file.path()), path("log_dict.steps.jsonl"));
+  MetricsLog log;
+  log.append({{"loss", 1.0 / 3.0}, {"lr", 1e-4}});
+  file.write(log);
+  const std::string rewritten = slurp(file.path());
+  log.append({{"lr", 2e-4}, {"loss", 0.1}});
+  file.append_last_step(log);
+  log.append({{"loss", std::numeric_limits<double>::denorm_min()}, {"lr", -0.0}});
+  file.append_last_step(log);
+  EXPECT_EQ(slurp(file.path()), rewritten);  // the log itself was not rewritten
+  const MetricsLog back = load_metrics(dir_.string());
+  ASSERT_EQ(back.num_steps(), 3u);
+  ASSERT_EQ(back.keys(), log.keys());
+  for (const std::string& key : log.keys())
+    for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(same_bits(back.values(key)[i], log.values(key)[i])) << key << i;
+  // A rewrite folds the journal into the log and removes it.
+  file.write(log);
+  EXPECT_FALSE(fs::exists(path("log_dict.steps.jsonl")));
+  EXPECT_EQ(load_metrics(dir_.string()).num_steps(), 3u);
+}
+
+// A crash after the first steps, before any rewrite, leaves only the journal; one between a rewrite and the
+// journal's removal leaves steps in both (not counted twice); one mid-append leaves a line cut short (left out).
+TEST_F(MetricsLogTest, JournalSurvivesCrashesAtEveryPoint) {
+  const MetricsLogFile file(path("log_dict.json"));
+  MetricsLog log;
+  for (int i = 1; i <= 3; ++i) {
+    log.append({{"loss", i * 0.5}, {"lr", 0.25}});
+    file.append_last_step(log);
+  }
+  EXPECT_EQ(load_metrics(dir_.string()).values("loss"), (std::vector<double>{0.5, 1.0, 1.5}));
+  log.write(file.path());  // rewritten; the journal not yet removed
+  EXPECT_EQ(load_metrics(dir_.string()).values("loss"), (std::vector<double>{0.5, 1.0, 1.5}));
+  std::ofstream(path("log_dict.steps.jsonl"), std::ios::app) << "{\"step\": 4, \"loss\": 2.0, \"lr\": 0.25}\n"
+                                                             << "{\"step\": 5, \"loss\": 2.";
+  EXPECT_EQ(load_metrics(dir_.string()).values("loss"), (std::vector<double>{0.5, 1.0, 1.5, 2.0}));
+}
+
+// Resuming drops the journal before rewriting the shorter log, so the interrupted run's later steps never return.
+TEST_F(MetricsLogTest, RestartDropsTheJournalOfTheInterruptedRun) {
+  const MetricsLogFile file(path("log_dict.json"));
+  MetricsLog log;
+  for (int i = 1; i <= 4; ++i) {
+    log.append({{"loss", i * 1.0}});
+    if (i == 1) file.write(log); else file.append_last_step(log);
+  }
+  log.truncate(2);  // the checkpoint's steps
+  file.restart(log, true);
+  EXPECT_FALSE(fs::exists(path("log_dict.steps.jsonl")));
+  EXPECT_EQ(load_metrics(dir_.string()).values("loss"), (std::vector<double>{1.0, 2.0}));
+  file.restart(MetricsLog(), false);  // a fresh run keeps the old log until its first write
+  EXPECT_EQ(load_metrics(dir_.string()).num_steps(), 2u);
+}
+
+TEST_F(MetricsLogTest, BadJournalLinesNameTheJournalAndLine) {
+  MetricsLog log;
+  log.append({{"loss", 1.0}});
+  log.write(path("log_dict.json"));
+  write("log_dict.steps.jsonl", "{\"step\": 2, \"loss\": 2.0}\n{\"step\": 4, \"loss\": 3.0}\n");
+  expect_input_error([&] { load_metrics(dir_.string()); },
+                     {"log_dict.steps.jsonl line 2: step 4 follows step 2", "a step is missing"});
+  write("log_dict.steps.jsonl", "{\"step\": 2, \"grad_norm\": 2.0}\n");
+  expect_input_error([&] { load_metrics(dir_.string()); }, {"log_dict.steps.jsonl line 1: its metrics are not"});
+  write("log_dict.steps.jsonl", "{\"step\": 2, \"loss\": NaN}\n");
+  expect_input_error([&] { load_metrics(dir_.string()); }, {"line 1: key 'loss' is \"NaN\", expected a finite"});
 }

@@ -154,7 +154,7 @@ TEST(LayerSaved, RecomputationKeepsOnlyTheInput) {
   EXPECT_FALSE(kept.saved.moe.x.defined());
   DecoderLayer::Output full = plain.layer.forward(x, plain.in, true);
   EXPECT_EQ(kept.out.to_float_vector(), full.out.to_float_vector());
-  const std::vector<float> aux{0.01f, 0.02f, 0.03f, 0.04f};
+  const Tensor aux = Tensor::from_vector<float>({0.01f, 0.02f, 0.03f, 0.04f}, {4});
   const Tensor dx_recomputed = recomputed.layer.backward(std::move(kept.saved), dy, recomputed.in, aux);
   const Tensor dx_plain = plain.layer.backward(std::move(full.saved), dy, plain.in, aux);
   EXPECT_FALSE(kept.saved.input.defined());
@@ -169,9 +169,13 @@ TEST(LayerSaved, RouterStatisticsComeWithTheForward) {
     const DecoderLayer::Output out = moe.layer.forward(moe.input(31), moe.in, save);
     ASSERT_TRUE(out.router_stats.has_value());
     EXPECT_EQ(out.router_stats->rows, 9);
+    ASSERT_EQ(out.router_stats->stats.shape(), (Shape{2, moe.config.num_experts}));
+    const std::vector<float> stats = out.router_stats->stats.to_float_vector();
     double slots = 0, probs = 0;
-    for (double s : out.router_stats->expert_slots) slots += s;
-    for (double p : out.router_stats->prob_sums) probs += p;
+    for (int64_t e = 0; e < moe.config.num_experts; ++e) {
+      slots += stats[static_cast<size_t>(e)];
+      probs += stats[static_cast<size_t>(moe.config.num_experts + e)];
+    }
     EXPECT_EQ(slots, 9.0 * static_cast<double>(moe.config.num_experts_per_tok));
     EXPECT_NEAR(probs, 9.0, 1e-5);  // each row's softmax sums to one
   }

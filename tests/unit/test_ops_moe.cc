@@ -146,6 +146,38 @@ TEST(OpsMoe, PermuteBackwardAndUnpermuteWithGradients) {
   expect_gradient("dtopk_weight", weight, dweight, loss);
 }
 
+// The load-balancing statistics of the first `rows` tokens: slot counts per expert and bias_grad's column sums.
+TEST(OpsMoe, RouterStatsCountSlotsAndSumProbabilitiesOfRealRows) {
+  std::mt19937 rng(73);
+  const int64_t n = 13, e = 6, k = 2, rows = 10;
+  const Route r = route(random_f32({n, e}, rng, -2.0f, 2.0f), k, true);
+  Tensor stats = Tensor::full<float>({2, e}, 7.0f);  // overwritten
+  ops::moe_router_stats(r.probs, r.idx, rows, stats);
+  std::vector<float> counts(static_cast<size_t>(e), 0.0f);
+  for (int64_t i = 0; i < rows * k; ++i) counts[static_cast<size_t>(r.idx.data<int32_t>()[i])] += 1.0f;
+  Tensor sums = Tensor::zeros({e}, DType::F32);
+  ops::bias_grad(r.probs.slice(0, rows), sums);
+  const std::vector<float> got = stats.to_float_vector();
+  EXPECT_EQ(std::vector<float>(got.begin(), got.begin() + e), counts);
+  EXPECT_EQ(std::vector<float>(got.begin() + e, got.end()), sums.to_float_vector());  // bit for bit
+  ops::moe_router_stats(r.probs, r.idx, 0, stats);
+  EXPECT_EQ(stats.to_float_vector(), std::vector<float>(static_cast<size_t>(2 * e), 0.0f));
+  Tensor wrong = Tensor::zeros({e}, DType::F32);
+  EXPECT_THROW(ops::moe_router_stats(r.probs, r.idx, rows, wrong), Error);
+  EXPECT_THROW(ops::moe_router_stats(r.probs, r.idx, n + 1, stats), Error);
+}
+
+TEST(OpsMoe, AuxDprobsSpreadTheGradientOverRealRows) {
+  const Tensor dprob = Tensor::from_vector<float>({0.5f, -1.0f, 2.0f}, {3});
+  Tensor dprobs = Tensor::full<float>({4, 3}, 9.0f);
+  ops::moe_aux_dprobs(dprob, 2, dprobs);
+  EXPECT_EQ(dprobs.to_float_vector(),
+            (std::vector<float>{0.5f, -1.0f, 2.0f, 0.5f, -1.0f, 2.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}));
+  Tensor short_row = Tensor::zeros({2}, DType::F32);
+  EXPECT_THROW(ops::moe_aux_dprobs(short_row, 2, dprobs), Error);
+  EXPECT_THROW(ops::moe_aux_dprobs(dprob, 5, dprobs), Error);
+}
+
 TEST(OpsMoe, RejectsBadArguments) {
   const Tensor logits = Tensor::zeros({3, 4}, DType::F32);
   Tensor probs = Tensor::zeros({3, 4}, DType::F32), idx = Tensor::zeros({3, 5}, DType::I32);
