@@ -83,7 +83,7 @@ Tensor DecoderLayer::forward_cached(const Tensor& h, const CachedStep& step, Ten
   if (moe_) {
     LayerInputs in;  // single process: no expert-parallel seams; every row is real
     in.real_rows = normed.dim(0);
-    out = moe_->forward(normed, in, false).out;
+    out = moe_->forward(normed, in, /*save=*/false, /*with_stats=*/false).out;  // decoding keeps no router statistics
   } else {
     out = mlp_->forward(normed, false).out;
   }
