@@ -41,6 +41,9 @@ def generate(name, configs_root, out_root, seed):
     torch.manual_seed(seed)
     config = AutoConfig.from_pretrained(os.path.join(configs_root, name))
     config.initializer_range = INITIALIZER_RANGE
+    # Generation computes no auxiliary loss; with it on, transformers' MoE forward fails on left-padded batches.
+    if hasattr(config, "output_router_logits"):
+        config.output_router_logits = False
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation="eager")
     out_dir = os.path.join(out_root, name)
     shutil.rmtree(out_dir, ignore_errors=True)
