@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Generation throughput of veomni-generate on one GPU: a random-weight model of a bench shape (one training step of
+# veomni-train on dummy data, saved as a HuggingFace directory), random prompts of PROMPT tokens, greedy decoding of
+# NEW tokens (random weights rarely meet a stop token; the figures count the tokens made), bf16. Prints one JSON line
+# per batch size: prefill and decode tokens/s from the tool's summary, and the fraction of the GPU's memory bandwidth
+# the decode reached counting one read of the bf16 weights per step (the bound at small batch; PEAK_BW bytes/s,
+# default 3.35e12 for an H100 SXM).
+# usage: bench/generate_throughput.sh BIN_DIR MODEL_CONFIG_DIR [BATCHES="1 32"] [PROMPT=128] [NEW=128]
+set -euo pipefail
+bin=$1 model=$2 batches=${3:-1 32} prompt=${4:-128} new=${5:-128}
+work=$(mktemp -d "${TMPDIR:-/tmp}/veomni-generate-bench-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+"$bin/veomni-dummy-data" --type text --seq-len 257 --num-samples 1 --seed 1 --out "$work/data.h5" >/dev/null
+"$bin/veomni-train" "$here/configs/qwen3_toy.yaml" --model.config_path "$model" --data.train_path "$work/data.h5" \
+  --data.max_seq_len 256 --train.global_batch_size 1 --train.micro_batch_size 1 --train.max_steps 1 \
+  --train.device cuda --train.precision mixed --train.accelerator.fsdp_config.mixed_precision.enable true \
+  --train.checkpoint.output_dir "$work/run" --train.checkpoint.save_steps 1 --train.checkpoint.save_hf_weights true \
+  --log-level warn >/dev/null
+hf=$work/run/checkpoints/global_step_1/hf_ckpt
+[[ -f $hf/config.json ]] || { echo "generate_throughput.sh: no HF directory at $hf" >&2; exit 1; }
+for batch in $batches; do
+  python3 - "$batch" "$prompt" "$work/prompts.jsonl" <<'PY'
+import json, random, sys
+batch, length, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+rng = random.Random(batch)
+with open(path, "w") as f:
+    for _ in range(batch):
+        f.write(json.dumps({"input_ids": [rng.randrange(100, 30000) for _ in range(length)]}) + "\n")
+PY
+  "$bin/veomni-generate" --model "$hf" --prompts "$work/prompts.jsonl" --out "$work/out.jsonl" --device cuda \
+    --batch-size "$batch" --max-new-tokens "$new" 2>"$work/log" || { cat "$work/log" >&2; exit 1; }
+  python3 - "$hf" "$work/log" "$work/out.jsonl" "$batch" "$prompt" "${PEAK_BW:-3.35e12}" <<'PY'
+import json, os, re, sys
+hf, log, out, batch, prompt, peak_bw = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
+line = [l for l in open(log) if "done:" in l][-1]
+prefill, decode = (float(x) for x in re.search(r"prefill ([\d.]+) tok/s, decode ([\d.]+) tok/s", line).groups())
+rows = [json.loads(l) for l in open(out)]
+new = sum(len(r["token_ids"]) for r in rows) // len(rows)
+def bf16_bytes(path):  # 2 bytes per element of every tensor in a safetensors file, whatever dtype it is stored in
+    with open(path, "rb") as f:
+        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    total = 0
+    for name, entry in header.items():
+        if name != "__metadata__":
+            n = 1
+            for d in entry["shape"]:
+                n *= d
+            total += 2 * n
+    return total
+weight_bytes = sum(bf16_bytes(os.path.join(hf, f)) for f in os.listdir(hf) if f.endswith(".safetensors"))
+step_s = batch / decode  # one decode step produces a token for each of the batch's sequences
+print(json.dumps({"peer": "veomni-generate", "config": json.load(open(os.path.join(hf, "config.json"))).get("model_type"),
+                  "batch": batch, "prompt": prompt, "new_tokens": new, "prefill_tokens_per_s": prefill,
+                  "decode_tokens_per_s": decode, "decode_ms_per_step": round(1e3 * step_s, 3),
+                  "hbm_fraction": round(weight_bytes / step_s / peak_bw, 4),
+                  "weights_gib": round(weight_bytes / 2**30, 3)}))
+PY
+done
