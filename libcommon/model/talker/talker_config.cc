@@ -14,10 +14,9 @@ namespace {
 
 using nlohmann::json;
 
+// A nested object that must be present (InputError naming the source and the key).
 const json& object_at(const json& parent, const char* key, const std::string& source) {
-  VEOMNI_INPUT_CHECK(parent.contains(key) && parent.at(key).is_object(), "{}: key '{}': missing or not an object",
-                     source, key);
-  return parent.at(key);
+  return JsonKeys(parent, source).object(key);
 }
 
 // A sub-config read as a qwen3 / qwen3_moe config (the keys are the same).

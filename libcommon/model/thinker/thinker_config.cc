@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "io/json_file.h"
+#include "io/json_keys.h"
 
 namespace veomni {
 
@@ -17,10 +18,9 @@ namespace {
 
 using nlohmann::json;
 
+// A nested object that must be present (InputError naming the source and the key).
 const json& object_at(const json& parent, const char* key, const std::string& source) {
-  VEOMNI_INPUT_CHECK(parent.contains(key) && parent.at(key).is_object(), "{}: key '{}': missing or not an object",
-                     source, key);
-  return parent.at(key);
+  return JsonKeys(parent, source).object(key);
 }
 
 // transformers' Qwen3VLTextRotaryEmbedding default when rope_parameters carries no mrope_section.
