@@ -30,6 +30,10 @@ struct DatasetInfo {
   std::string packing = "none";                    // "none" or a free-text description of how samples were packed
   int64_t max_seq_len = 0;                         // the sequence length the producer targeted (0 = not bounded)
   std::string tokenizer;                           // tokenizer name or path; "" when unknown
+  // The chat template conversations were rendered with (data/chat_template_identity.h): "chatml", "jinja
+  // sha256:<hex>", "none" (nothing rendered: generated or pre-tokenized samples); "" in files older than the field.
+  std::string chat_template;
+  std::string chat_template_kwargs;  // the template's extra variables as JSON ("{}" by default), for the record
   int64_t format_version = kDatasetFormatVersion;  // as read from the file (writers set it from the keys)
 };
 

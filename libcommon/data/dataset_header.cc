@@ -71,6 +71,8 @@ void write_dataset_header(h5::File& file, const DatasetInfo& info, const ShardIn
   file.set_string_attribute("packing", info.packing);
   file.set_int_attribute("max_seq_len", info.max_seq_len);
   file.set_string_attribute("tokenizer", info.tokenizer);
+  if (!info.chat_template.empty()) file.set_string_attribute("chat_template", info.chat_template);
+  if (!info.chat_template_kwargs.empty()) file.set_string_attribute("chat_template_kwargs", info.chat_template_kwargs);
   file.set_int_attribute("num_samples", shard.num_samples);
   file.set_int_attribute("shard_index", shard.shard_index);
   file.set_int_attribute("num_shards", shard.num_shards);
@@ -90,6 +92,10 @@ DatasetHeader read_dataset_header(const h5::File& file) {
   info.packing = file.string_attribute("packing");
   info.max_seq_len = read_count(file, "max_seq_len", 0);
   info.tokenizer = file.string_attribute("tokenizer");
+  // Optional: files written before these attributes existed have neither.
+  if (file.has_attribute("chat_template")) info.chat_template = file.string_attribute("chat_template");
+  if (file.has_attribute("chat_template_kwargs"))
+    info.chat_template_kwargs = file.string_attribute("chat_template_kwargs");
 
   ShardInfo& shard = header.shard;
   shard.path = file.path();

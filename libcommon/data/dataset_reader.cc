@@ -171,6 +171,8 @@ void check_same_dataset(const ShardReader& first, const ShardReader& other) {
       "{}: header differs from {} (kind '{}' vs '{}', tokenizer '{}' vs '{}', packing '{}' vs '{}', "
       "max_seq_len {} vs {})",
       path, first_path, b.kind, a.kind, b.tokenizer, a.tokenizer, b.packing, a.packing, b.max_seq_len, a.max_seq_len);
+  VEOMNI_INPUT_CHECK(a.chat_template == b.chat_template, "{}: header differs from {} (chat_template '{}' vs '{}')",
+                     path, first_path, b.chat_template, a.chat_template);
   const std::vector<KeyInfo> keys = schema_of(other), first_keys = schema_of(first);
   VEOMNI_INPUT_CHECK(keys == first_keys, "{}: keys differ from {} ({} vs {})", path, first_path, describe_keys(keys),
                      describe_keys(first_keys));

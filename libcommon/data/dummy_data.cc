@@ -13,6 +13,7 @@
 #include "core/rng.h"
 #include "data/audio_length.h"
 #include "data/batch.h"
+#include "data/chat_template_identity.h"
 #include "data/dataset_objective_keys.h"
 #include "data/dataset_writer.h"
 #include "veomni/version.h"
@@ -435,6 +436,7 @@ DummyDatasetSummary write_dummy_dataset(const DummyDatasetOptions& options) {
   info.producer = "veomni-dummy-data";
   info.producer_version = kVersion;
   info.max_seq_len = options.seq_len;
+  info.chat_template = kNoChatTemplateIdentity;
   DatasetWriterOptions writer_options;
   writer_options.compression_level = options.compression_level;
   ShardedDatasetWriter writer(options.out, options.num_samples, options.num_shards, info, writer_options);

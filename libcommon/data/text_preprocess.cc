@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "data/chat_template_identity.h"
 #include "data/chat_template_model.h"
 #include "data/chat_template_source.h"
 #include "data/chat_template_worker.h"
@@ -71,6 +72,8 @@ void write_dataset(const TextPreprocessOptions& options, const Tokenizer& tokeni
   info.packing = packing_description(options);
   info.max_seq_len = options.record.max_seq_len;
   info.tokenizer = tokenizer.fingerprint();
+  info.chat_template = chat_template_identity(options.chat_template, options.tokenizer_path);
+  info.chat_template_kwargs = options.chat_template_kwargs.dump();
   DatasetWriterOptions writer_options;
   writer_options.compression_level = options.compression_level;
 

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "data/batch.h"
+#include "data/chat_template_identity.h"
 #include "data/chat_template_source.h"
 #include "data/chat_template_worker.h"
 #include "data/dataset_objective_keys.h"
@@ -109,6 +110,8 @@ void write_dataset(const PreferencePreprocessOptions& options, const Tokenizer& 
   info.packing = "preference pairs: chosen then rejected in one sample, position_ids restarting at the rejected";
   info.max_seq_len = options.pair.max_seq_len;
   info.tokenizer = tokenizer.fingerprint();
+  info.chat_template = chat_template_identity(options.chat_template, options.tokenizer_path);
+  info.chat_template_kwargs = options.chat_template_kwargs.dump();
   DatasetWriterOptions writer_options;
   writer_options.compression_level = options.compression_level;
   const int64_t count = pairs.size();

@@ -4,6 +4,11 @@
 # training tools never link it. Included from libcommon/CMakeLists.txt.
 set(VEOMNI_TEXT_SOURCE_REGEX "/data/(tokenizer|chat_template|text_preprocess)[^/]*\\.cc$")
 list(FILTER VEOMNI_COMMON_SOURCES EXCLUDE REGEX "${VEOMNI_TEXT_SOURCE_REGEX}")
+# Finding a chat template and naming it by its hash need neither library, and veomni-train checks data.chat_template
+# with them: they stay in veomni_common.
+set(VEOMNI_TEXT_COMMON_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/chat_template_source.cc
+    ${CMAKE_CURRENT_SOURCE_DIR}/data/chat_template_identity.cc ${CMAKE_CURRENT_SOURCE_DIR}/data/tokenizer_sha256.cc)
+list(APPEND VEOMNI_COMMON_SOURCES ${VEOMNI_TEXT_COMMON_SOURCES})
 
 find_package(PkgConfig QUIET)
 if(PKG_CONFIG_FOUND)
@@ -20,6 +25,7 @@ if(VEOMNI_PCRE2_FOUND AND VEOMNI_UTF8PROC_FOUND)
     ${CMAKE_CURRENT_SOURCE_DIR}/data/tokenizer*.cc
     ${CMAKE_CURRENT_SOURCE_DIR}/data/chat_template*.cc
     ${CMAKE_CURRENT_SOURCE_DIR}/data/text_preprocess*.cc)
+  list(REMOVE_ITEM VEOMNI_TEXT_SOURCES ${VEOMNI_TEXT_COMMON_SOURCES})
   add_library(veomni_text SHARED ${VEOMNI_TEXT_SOURCES})
   add_library(veomni::text ALIAS veomni_text)
   target_link_libraries(veomni_text PUBLIC veomni_common

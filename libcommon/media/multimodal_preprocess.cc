@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "data/chat_template_conversation.h"
+#include "data/chat_template_identity.h"
 #include "data/chat_template_model.h"
 #include "data/chat_template_source.h"
 #include "data/chat_template_worker.h"
@@ -199,6 +200,8 @@ DatasetInfo dataset_info(const MultimodalPreprocessOptions& options, const Token
   info.producer_version = VEOMNI_VERSION_STRING;
   info.max_seq_len = options.max_seq_len;
   info.tokenizer = tokenizer.fingerprint();
+  info.chat_template = chat_template_identity(options.chat_template, options.tokenizer_path);
+  info.chat_template_kwargs = options.chat_template_kwargs.dump();
   if (options.preference)
     info.packing = "preference pairs: chosen then rejected in one sample, each holding the prompt's media, "
                    "position_ids restarting at the rejected";

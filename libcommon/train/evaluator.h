@@ -41,6 +41,7 @@ class Evaluator {
 
   // Micro-batches of the eval set that an evaluation reads (all ranks together).
   size_t num_micro_batches() const { return micro_batches_.size(); }
+  const DatasetReader& dataset() const { return *dataset_; }
 
   // Every rank calls it (collectives). Data-parallel rank r evaluates micro-batches r, r + dp, ...; a rank left
   // with fewer than the others repeats its group's first one without counting it, so every rank runs the same

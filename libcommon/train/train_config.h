@@ -36,6 +36,9 @@ struct DataArgs {
   // YAML may write each as a mapping); see train/data_sources.h.
   std::vector<std::string> datasets;
   int64_t max_seq_len = 2048; // tokens per packed micro-batch sequence
+  // The chat template the datasets must have been rendered with: "" (not checked), "chatml", "model" (the tokenizer
+  // folder's own) or a template file; see train/chat_template_check.h.
+  std::string chat_template;
   DataloaderArgs dataloader;
   bool operator==(const DataArgs&) const = default;
 };

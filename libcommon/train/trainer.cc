@@ -47,6 +47,7 @@
 #include "parallel/fsdp.h"
 #include "parallel/ulysses.h"
 #include "train/batch_prefetch.h"
+#include "train/chat_template_check.h"
 #include "train/loss_scale.h"
 #include "train/metrics_journal.h"
 #include "train/metrics_log.h"
@@ -239,6 +240,7 @@ class Trainer {
   std::vector<bool> shard_frozen_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<TrainSources> sources_;  // data.train_path, or data.datasets' sources
+  ChatTemplateExpectation chat_template_;   // data.chat_template, resolved
   const DatasetReader* dataset_ = nullptr;  // the first source: its keys are every source's
   BatchPlanOptions plan_options_;
   std::unique_ptr<EpochPlans> plans_;
@@ -409,6 +411,13 @@ void Trainer::build_data() {
                      "data.train_path is not set (hint: --data.train_path PATH)");
   sources_ = std::make_unique<TrainSources>(config_.data);
   dataset_ = &sources_->first();
+  chat_template_ = expected_chat_template(config_);
+  for (size_t s = 0; s < sources_->size(); ++s) {
+    const std::string key = !sources_->mixed()           ? std::string("data.train_path")
+                            : config_.data.datasets.empty() ? fmt::format("data.train_path source {}", s)
+                                                            : fmt::format("data.datasets[{}]", s);
+    check_dataset_chat_template(chat_template_, key, sources_->spec(s).path, sources_->reader(s).info());
+  }
 
   plan_options_.max_seq_len = config_.data.max_seq_len;
   plan_options_.token_budget = config_.train.micro_batch_size * config_.data.max_seq_len;
@@ -435,6 +444,7 @@ void Trainer::build_evaluator() {
   EvalOptions options{config_.data.eval_path, config_.data.max_seq_len, plan_options_.token_budget,
                       config_.train.eval_batches};
   evaluator_ = std::make_unique<Evaluator>(options, *dataset_, config_.data.train_path);
+  check_dataset_chat_template(chat_template_, "data.eval_path", config_.data.eval_path, evaluator_->dataset().info());
   const int64_t every = config_.train.eval_steps;
   spdlog::info("eval: {} micro-batches from {}, {}", evaluator_->num_micro_batches(), config_.data.eval_path,
                every > 0 ? fmt::format("every {} steps and at the end", every) : std::string("at the end"));

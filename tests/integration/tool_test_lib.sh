@@ -10,3 +10,5 @@ expect_exit() {
 }
 expect_line() { grep -qxF -- "$1" out || { cat out >&2; fail "missing line: $1"; }; }
 expect_in() { grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "'$2' not in $1"; }; }
+# The samples of a dataset, header aside: counts and per-key digests from `veomni-preprocess info` ("$tool" is it).
+contents() { "$tool" info "$1" | grep -E '^(samples:|tokens:|key )' || fail "veomni-preprocess info $1"; }

@@ -331,7 +331,8 @@ TEST(TrainConfig, ToYamlRoundTrips) {
 TEST(TrainConfig, ToYamlListsEveryKeyBySection) {
   const std::string text = train_config_to_yaml(TrainConfig());
   EXPECT_EQ(text.rfind("model:\n  config_path: \"\"\n  model_path: \"\"\n", 0), 0u) << text;
-  EXPECT_NE(text.find("\n\ndata:\n  train_path: \"\"\n  eval_path: \"\"\n  datasets: []\n  max_seq_len: 2048\n"
+  EXPECT_NE(text.find("\n\ndata:\n  train_path: \"\"\n  eval_path: \"\"\n  datasets: []\n  chat_template: \"\"\n"
+                      "  max_seq_len: 2048\n"
                       "  dataloader:\n"
                       "    shuffle: true\n"),
             std::string::npos)

@@ -1,17 +1,19 @@
 // veomni-preprocess: `tokenize` (JSONL text to ids), `text` (conversations or plain text to a dataset), `preference`
 // (chosen / rejected conversation pairs to a pair dataset) and, with the media library, `multimodal` (conversations
-// with images, video and audio to a Qwen3-VL / Qwen3-Omni dataset).
+// with images, video and audio to a Qwen3-VL / Qwen3-Omni dataset), and `info` (what a dataset holds).
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/tool.h"
 #include "tools/cli.h"
+#include "data/dataset_digest.h"
 #include "data/dataset_writer.h"
 #include "data/text_preprocess.h"
 #include "data/text_preprocess_preference.h"
@@ -31,6 +33,7 @@ struct Arguments {
   std::string truncation = "right";
   std::string system_prompt;
   std::string chat_template_kwargs;
+  std::vector<std::string> info_paths;
   std::string log_level = "info";
   bool overwrite = false;
 #ifdef VEOMNI_HAVE_MEDIA
@@ -343,6 +346,21 @@ int run_multimodal(Arguments& args, const CLI::App& sub) {
 }
 #endif
 
+CLI::App* add_info(CLI::App& app, Arguments& args) {
+  CLI::App* sub = app.add_subcommand(
+      "info", "Print what a dataset holds: its header (chat template included) and a content digest of every key");
+  sub->add_option("datasets", args.info_paths, "Dataset files, shard sets or directories")->required();
+  return sub;
+}
+
+int run_info(const Arguments& args) {
+  for (size_t i = 0; i < args.info_paths.size(); ++i) {
+    if (i > 0) std::printf("\n");
+    for (const std::string& line : veomni::describe_dataset(args.info_paths[i])) std::printf("%s\n", line.c_str());
+  }
+  return veomni::kExitOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -354,12 +372,14 @@ int main(int argc, char** argv) {
     CLI::App* tokenize = add_tokenize(app, args);
     CLI::App* text = add_text(app, args);
     CLI::App* preference = add_preference(app, args);
+    CLI::App* info = add_info(app, args);
 #ifdef VEOMNI_HAVE_MEDIA
     CLI::App* multimodal = add_multimodal(app, args);
 #endif
     if (const auto code = veomni::parse_command_line(app, argc, argv)) return *code;
     veomni::init_logging({.tool = kTool, .level = args.log_level});
     if (tokenize->parsed()) return run_tokenize(args);
+    if (info->parsed()) return run_info(args);
     if (preference->parsed()) return run_preference(args, *preference);
 #ifdef VEOMNI_HAVE_MEDIA
     if (multimodal->parsed()) return run_multimodal(args, *multimodal);
