@@ -8,6 +8,9 @@ save_pretrained, and writes under tests/fixtures/generate/<name>/:
   expected.json  "prompts": 3 prompts of different lengths (token ids), "max_new_tokens", "expected": the new token
                  ids of model.generate(do_sample=False) over the 3 prompts batched with left padding, and the versions
 The batched result is checked against generating every prompt alone (unpadded), so left padding cannot hide in it.
+Qwen3-VL (qwen3_vl_toy) generates text-only prompts through Qwen3VLForConditionalGeneration, whose M-RoPE positions
+transformers derives from the attention mask; its vocabulary is cut to VL_VOCAB so that the fixture stays small (the
+image and video ids, above it, never occur in a text-only prompt).
 CI compares veomni's KV-cache decoding against these ids with no Python (tests/unit/test_generate_fixtures.cc).
 """
 import argparse
@@ -18,12 +21,13 @@ import sys
 
 import torch
 import transformers
-from transformers import AutoConfig, AutoModelForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM, Qwen3VLForConditionalGeneration
 
 PROMPT_LENGTHS = [7, 3, 12]
 MAX_NEW_TOKENS = 12
 PAD_TOKEN_ID = 0
 INITIALIZER_RANGE = 0.2
+VL_VOCAB = 2048
 
 
 def generate_ids(model, prompts):
@@ -37,25 +41,37 @@ def generate_ids(model, prompts):
     return [row[longest:].tolist() for row in out]
 
 
+def model_class(config):
+    return Qwen3VLForConditionalGeneration if config.model_type == "qwen3_vl" else AutoModelForCausalLM
+
+
 def generate(name, configs_root, out_root, seed):
     torch.manual_seed(seed)
     config = AutoConfig.from_pretrained(os.path.join(configs_root, name))
     config.initializer_range = INITIALIZER_RANGE
+    if config.model_type == "qwen3_vl":
+        config.text_config.initializer_range = INITIALIZER_RANGE
+        config.text_config.vocab_size = VL_VOCAB
     # Generation computes no auxiliary loss; with it on, transformers' MoE forward fails on left-padded batches.
     if hasattr(config, "output_router_logits"):
         config.output_router_logits = False
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation="eager")
+    cls = model_class(config)
+    if cls is AutoModelForCausalLM:
+        model = cls.from_config(config, dtype=torch.float32, attn_implementation="eager")
+    else:
+        model = cls._from_config(config, dtype=torch.float32, attn_implementation="eager")
     out_dir = os.path.join(out_root, name)
     shutil.rmtree(out_dir, ignore_errors=True)
     model_dir = os.path.join(out_dir, "model")
     model.save_pretrained(model_dir)
 
     # Reload exactly what was saved, so the fixture describes the files CI loads.
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
+    model = cls.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
     model.eval()
     generator = torch.Generator().manual_seed(seed + 1)
     # Ids from 1 up: 0 is the padding id.
-    prompts = [torch.randint(1, config.vocab_size, (n,), generator=generator).tolist() for n in PROMPT_LENGTHS]
+    vocab = config.text_config.vocab_size if config.model_type == "qwen3_vl" else config.vocab_size
+    prompts = [torch.randint(1, vocab, (n,), generator=generator).tolist() for n in PROMPT_LENGTHS]
     batched = generate_ids(model, prompts)
     for i, prompt in enumerate(prompts):
         alone = generate_ids(model, [prompt])[0]
@@ -88,7 +104,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--configs", default=os.path.join(root, "configs", "model_configs"))
     parser.add_argument("--out", default=os.path.join(root, "tests", "fixtures", "generate"))
-    parser.add_argument("--models", default="qwen3_toy,qwen3_moe_toy")
+    parser.add_argument("--models", default="qwen3_toy,qwen3_moe_toy,qwen3_vl_toy")
     parser.add_argument("--seed", type=int, default=4321)
     args = parser.parse_args()
     torch.use_deterministic_algorithms(True)

@@ -1,4 +1,4 @@
-// veomni's KV-cache greedy decoding against transformers' generate on the toy models of
+// veomni's KV-cache greedy decoding against transformers' generate on the toy models (dense, MoE, VL) of
 // tests/fixtures/generate/<name> (made by scripts/gen_generate_fixtures.py): the same new token ids for 3 prompts of
 // different lengths, decoded in one batch.
 #include <gtest/gtest.h>
@@ -36,5 +36,8 @@ void expect_transformers_greedy_ids(const std::string& name) {
 TEST(GenerateFixtures, DenseGreedyIdsMatchTransformers) { expect_transformers_greedy_ids("qwen3_toy"); }
 
 TEST(GenerateFixtures, MoeGreedyIdsMatchTransformers) { expect_transformers_greedy_ids("qwen3_moe_toy"); }
+
+// Text-only prompts through Qwen3-VL: M-RoPE with the three position streams equal, left padding in transformers.
+TEST(GenerateFixtures, VlGreedyIdsMatchTransformers) { expect_transformers_greedy_ids("qwen3_vl_toy"); }
 
 }  // namespace
