@@ -6,6 +6,7 @@
 #include "kernels/cuda/index_checks.h"
 #include "kernels/cuda/kernel_utils.cuh"
 #include "kernels/cuda/ops_cuda.h"
+#include "kernels/cuda/row_fold.cuh"
 
 namespace veomni::ops::cuda {
 namespace {
@@ -102,28 +103,9 @@ __global__ void cross_entropy_vectorised(const TL* logits, const int64_t* labels
     return;
   }
   const float label_logit = as_float(logits[row * vocab + label]);
-  // Two running statistics per thread: two vectors in flight.
-  MaxSum a, b;
-  int64_t v = threadIdx.x;
-  for (; v + blockDim.x < vectors; v += 2 * blockDim.x) {
-    const Vec<TL, kVec> va = x[v], vb = x[v + blockDim.x];
-    float fa[kVec], fb[kVec];
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) {
-      fa[i] = as_float(va.v[i]);
-      fb[i] = as_float(vb.v[i]);
-    }
-    a = add_vector<kVec>(a, fa);
-    b = add_vector<kVec>(b, fb);
-  }
-  if (v < vectors) {
-    const Vec<TL, kVec> va = x[v];
-    float fa[kVec];
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) fa[i] = as_float(va.v[i]);
-    a = add_vector<kVec>(a, fa);
-  }
-  const MaxSum stats = block_max_sum(combine(a, b));
+  const MaxSum stats = block_max_sum(packed::fold_two_in_flight<MaxSum>(
+      x, vectors, [](MaxSum s, const float(&f)[kVec]) { return add_vector<kVec>(s, f); },
+      [](MaxSum p, MaxSum q) { return combine(p, q); }));
   if (threadIdx.x == 0) losses[row] = logf(stats.sum) - (label_logit - stats.max);
   if (!g) return;
   const float inv_sum = 1.0f / stats.sum;

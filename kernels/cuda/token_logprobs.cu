@@ -7,6 +7,7 @@
 #include "kernels/cuda/index_checks.h"
 #include "kernels/cuda/kernel_utils.cuh"
 #include "kernels/cuda/ops_cuda.h"
+#include "kernels/cuda/row_fold.cuh"
 
 namespace veomni::ops::cuda {
 namespace {
@@ -90,27 +91,9 @@ using Vec = packed::Pack<T, kVec>;
 // The row's statistics, two vectors in flight per thread.
 template <typename TL, int kVec>
 __device__ RowStats row_stats(const Vec<TL, kVec>* x, int64_t vectors) {
-  RowStats a, b;
-  int64_t v = threadIdx.x;
-  for (; v + blockDim.x < vectors; v += 2 * blockDim.x) {
-    const Vec<TL, kVec> va = x[v], vb = x[v + blockDim.x];
-    float fa[kVec], fb[kVec];
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) {
-      fa[i] = as_float(va.v[i]);
-      fb[i] = as_float(vb.v[i]);
-    }
-    a = add_values<kVec>(a, fa);
-    b = add_values<kVec>(b, fb);
-  }
-  if (v < vectors) {
-    const Vec<TL, kVec> va = x[v];
-    float fa[kVec];
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) fa[i] = as_float(va.v[i]);
-    a = add_values<kVec>(a, fa);
-  }
-  return block_stats(combine(a, b));
+  return block_stats(packed::fold_two_in_flight<RowStats>(
+      x, vectors, [](RowStats s, const float(&f)[kVec]) { return add_values<kVec>(s, f); },
+      [](RowStats p, RowStats q) { return combine(p, q); }));
 }
 
 // log p[label] = (x[label] - max) - log(sum); H = log(sum) - moment / sum. Ignored rows give 0 and 0.
