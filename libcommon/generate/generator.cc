@@ -54,6 +54,7 @@ struct Running {
 Generator::Generator(CausalLM& model, GenerateOptions options) : model_(model), options_(std::move(options)) {
   validate_sampling_options(options_.sampling);
   VEOMNI_INPUT_CHECK(options_.max_new_tokens >= 1, "--max-new-tokens {} must be at least 1", options_.max_new_tokens);
+  model_.body().fuse_for_decoding();
 }
 
 std::vector<Generation> Generator::generate(const std::vector<std::vector<int64_t>>& prompts, int64_t first_index) {

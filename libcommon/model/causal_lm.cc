@@ -257,6 +257,10 @@ Tensor TextBody::forward_cached(const Tensor& inputs_embeds, const Tensor& posit
   return h;
 }
 
+void TextBody::fuse_for_decoding() {
+  for (const std::unique_ptr<DecoderLayer>& layer : impl_->layers) layer->fuse_for_decoding();
+}
+
 TextBody::TextBody(const ModelConfig& config, const ModelOptions& options)
     : impl_(std::make_unique<Impl>(config, options, nullptr)) {}
 

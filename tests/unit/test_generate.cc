@@ -8,6 +8,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "generate/generator.h"
@@ -101,6 +102,30 @@ void expect_cache_matches_recompute(const ModelConfig& config) {
 TEST(GenerateCache, DenseMatchesFullForward) { expect_cache_matches_recompute(test::tiny_dense_config(false)); }
 
 TEST(GenerateCache, MoeMatchesFullForward) { expect_cache_matches_recompute(test::tiny_moe_config(true)); }
+
+Parameter& param_named(CausalLM& model, const std::string& name) {
+  for (const std::unique_ptr<Parameter>& param : model.params().all())
+    if (param->name == name) return *param;
+  throw Error("no parameter " + name);
+}
+
+// Decoding's fused gate|up weight: the parameters keep their values and now view one tensor (no memory added), and
+// the training forward gives the same logits as before.
+TEST(GenerateCache, FusedGateUpKeepsTheWeightsAndTheForward) {
+  auto model = toy_model(test::tiny_dense_config(false));
+  Parameter& gate = param_named(*model, "model.layers.0.mlp.gate_proj.weight");
+  Parameter& up = param_named(*model, "model.layers.0.mlp.up_proj.weight");
+  const std::vector<float> gate_before = gate.value.to_float_vector(), up_before = up.value.to_float_vector();
+  const std::vector<int64_t> ids = {3, 5, 7, 11, 2};
+  const std::vector<float> logits_before = full_forward_logits(*model, ids).to_float_vector();
+  model->body().fuse_for_decoding();
+  EXPECT_EQ(gate.value.to_float_vector(), gate_before);
+  EXPECT_EQ(up.value.to_float_vector(), up_before);
+  EXPECT_EQ(static_cast<const char*>(up.value.raw_data()),
+            static_cast<const char*>(gate.value.raw_data()) + gate.value.nbytes())
+      << "gate and up should be the halves of one tensor";
+  EXPECT_EQ(full_forward_logits(*model, ids).to_float_vector(), logits_before);
+}
 
 TEST(GenerateCache, StopTokenEndsOnlyItsSequence) {
   const ModelConfig config = test::tiny_dense_config(false);
