@@ -4,14 +4,18 @@
 # NEW tokens (random weights rarely meet a stop token; the figures count the tokens made), bf16. Prints one JSON line
 # per batch size: prefill and decode tokens/s from the tool's summary, and the fraction of the GPU's memory bandwidth
 # the decode reached counting one read of the bf16 weights per step (the bound at small batch; PEAK_BW bytes/s,
-# default 3.35e12 for an H100 SXM).
-# usage: bench/generate_throughput.sh BIN_DIR MODEL_CONFIG_DIR [BATCHES="1 32"] [PROMPT=128] [NEW=128]
+# default 3.35e12 for an H100 SXM). MODEL_CONFIG_DIRS is a space-separated list; by default the dense Qwen3-0.6B
+# shape and the MoE shape of Qwen3-30B-A3B cut to 4 layers.
+# usage: bench/generate_throughput.sh BIN_DIR [MODEL_CONFIG_DIRS] [BATCHES="1 32"] [PROMPT=128] [NEW=128]
 set -euo pipefail
-bin=$1 model=$2 batches=${3:-1 32} prompt=${4:-128} new=${5:-128}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bin=$1 models=${2:-$here/configs/model_configs/qwen3_0p6b $here/configs/model_configs/qwen3_30b_a3b_4l}
+batches=${3:-1 32} prompt=${4:-128} new=${5:-128}
 work=$(mktemp -d "${TMPDIR:-/tmp}/veomni-generate-bench-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+for model in $models; do  # the body is not indented: its here-documents end at column 0
+rm -rf "$work/run"
 "$bin/veomni-dummy-data" --type text --seq-len 257 --num-samples 1 --seed 1 --out "$work/data.h5" >/dev/null
 "$bin/veomni-train" "$here/configs/qwen3_toy.yaml" --model.config_path "$model" --data.train_path "$work/data.h5" \
   --data.max_seq_len 256 --train.global_batch_size 1 --train.micro_batch_size 1 --train.max_steps 1 \
@@ -57,4 +61,5 @@ print(json.dumps({"peer": "veomni-generate", "config": json.load(open(os.path.jo
                   "hbm_fraction": round(weight_bytes / step_s / peak_bw, 4),
                   "weights_gib": round(weight_bytes / 2**30, 3)}))
 PY
+done
 done

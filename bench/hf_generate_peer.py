@@ -5,7 +5,11 @@
 decode reached counting one read of the bf16 weights per step (the bound at small batch).
 
 usage: bench/hf_generate_peer.py --config configs/model_configs/qwen3_0p6b [--batch 1 32] [--prompt 128]
-                                 [--new-tokens 128] [--cache dynamic|static] [--compile] [--peak-bw 3.35e12]
+                                 [--new-tokens 128] [--cache dynamic|static] [--compile] [--static-compile]
+                                 [--peak-bw 3.35e12]
+
+--static-compile is transformers' fastest decode: the static cache with the compiled decode step (torch.compile).
+A case that fails (compilation included) prints a JSON line with its error instead of figures; the others still run.
 """
 import argparse
 import json
@@ -63,9 +67,13 @@ def main():
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--cache", choices=["dynamic", "static"], default="dynamic")
     parser.add_argument("--compile", action="store_true", help="with --cache static: compiled decode step")
+    parser.add_argument("--static-compile", action="store_true",
+                        help="the static cache and the compiled decode step (same as --cache static --compile)")
     parser.add_argument("--experts", default=None, help="experts_implementation for MoE, e.g. grouped_mm")
     parser.add_argument("--peak-bw", type=float, default=3.35e12, help="GPU memory bandwidth, bytes/s (H100 SXM)")
     args = parser.parse_args()
+    if args.static_compile:
+        args.cache, args.compile = "static", True
     cfg = AutoConfig.from_pretrained(args.config)
     kwargs = {"attn_implementation": "sdpa", "dtype": torch.bfloat16}
     if args.experts:
@@ -75,9 +83,13 @@ def main():
         for batch in args.batch:
             try:
                 print(json.dumps(run_case(model, cfg, batch, args)), flush=True)
-            except Exception as e:  # a failing peer case is reported, not hidden
+            except Exception as e:  # a failing peer case is reported, not hidden (torch.compile's errors are long)
                 print(json.dumps({"peer": "transformers.generate", "config": args.config, "batch": batch,
-                                  "cache": args.cache, "compile": args.compile, "error": repr(e)[:400]}), flush=True)
+                                  "cache": args.cache, "compile": args.compile,
+                                  "error": f"{type(e).__name__}: {str(e).strip().splitlines()[0][:400] if str(e).strip() else ''}",
+                                  "torch": torch.__version__,
+                                  "transformers": __import__("transformers").__version__}), flush=True)
+                torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

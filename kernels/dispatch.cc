@@ -2,6 +2,7 @@
 // device. The CPU backend (kernels/cpu/) is always built; the CUDA backend joins by providing
 // kernels/cuda/ops_cuda.h, which declares the same functions as the CPU family headers in veomni::ops::cuda.
 #include "kernels/ops.h"
+#include "kernels/decode_ops.h"
 
 #include <spdlog/fmt/ranges.h>
 
@@ -12,6 +13,7 @@
 
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/argmax_rows.h"
 #include "kernels/cpu/attention_kv_cache.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/elementwise.h"
@@ -899,9 +901,52 @@ void col2im_2d(const Tensor& dcols, int64_t kh, int64_t kw, int64_t stride, int6
 
 // ---------------------------------------------------------------- attention over a KV cache (decoding)
 
+namespace {
+
+// Host-side range checks of the cache rows (the CPU path only: on a device they would cost a wait).
+void check_cache_rows(const Call& c, const Tensor& cache_rows, int64_t batch, int64_t cache_len) {
+  if (!cache_rows.device().is_cpu()) return;
+  const int64_t n = cache_rows.dim(1);
+  const int32_t* rows = cache_rows.data<int32_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    c.require(rows[i] >= 0 && rows[i] < batch, "slot of row {} = {} is outside the cache's {} sequences", i, rows[i],
+              batch);
+    c.require(rows[n + i] >= 1 && rows[n + i] <= cache_len, "kv length of row {} = {} is outside [1, {}]", i,
+              rows[n + i], cache_len);
+  }
+}
+
+}  // namespace
+
+Tensor upload(const Tensor& host, Device device) {
+  VEOMNI_CHECK(host.is_cpu(), "ops::upload: {} is not on the CPU", host.describe());
+  if (device.is_cpu()) return host.clone();
+#ifdef VEOMNI_HAVE_CUDA_OPS
+  return cuda::upload(host, device);
+#else
+  return host.to(device);  // throws: no CUDA backend in this build
+#endif
+}
+
+// The host-table form: checks the rows on the host, then uploads them without waiting.
 void attention_kv_cache(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                         const std::vector<int32_t>& slots, const std::vector<int32_t>& kv_lens, float scale,
                         Tensor& out) {
+  const Call c("attention_kv_cache", q);
+  c.rank(q, "q", 3);
+  c.rank(k_cache, "k_cache", 4);
+  const int64_t n = q.dim(0);
+  c.require(static_cast<int64_t>(slots.size()) == n && static_cast<int64_t>(kv_lens.size()) == n,
+            "{} slots and {} kv_lens for {} query rows", slots.size(), kv_lens.size(), n);
+  std::vector<int32_t> rows(slots);
+  rows.insert(rows.end(), kv_lens.begin(), kv_lens.end());
+  const Tensor host = Tensor::from_vector(rows, {2, n});
+  check_cache_rows(c, host, k_cache.dim(0), k_cache.dim(1));
+  attention_kv_cache(q, k_cache, v_cache, upload(host, q.device()), scale, out);
+}
+
+void attention_kv_cache(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& cache_rows,
+                        float scale, Tensor& out) {
   const Call c("attention_kv_cache", q);
   c.rank(q, "q", 3);
   c.rank(k_cache, "k_cache", 4);
@@ -914,19 +959,41 @@ void attention_kv_cache(const Tensor& q, const Tensor& k_cache, const Tensor& v_
             v_cache.describe());
   c.require(hkv > 0 && hq % hkv == 0, "{} query heads are not a multiple of {} kv heads", hq, hkv);
   c.require(std::isfinite(scale), "scale {} is not finite", scale);
-  c.require(static_cast<int64_t>(slots.size()) == n && static_cast<int64_t>(kv_lens.size()) == n,
-            "{} slots and {} kv_lens for {} query rows", slots.size(), kv_lens.size(), n);
-  for (int64_t i = 0; i < n; ++i) {
-    const size_t r = static_cast<size_t>(i);
-    c.require(slots[r] >= 0 && slots[r] < batch, "slots[{}] = {} is outside the cache's {} sequences", i, slots[r],
-              batch);
-    c.require(kv_lens[r] >= 1 && kv_lens[r] <= cache_len, "kv_lens[{}] = {} is outside [1, {}]", i, kv_lens[r],
-              cache_len);
-  }
+  c.index(cache_rows, "cache_rows", DType::I32, {2, n});
+  check_cache_rows(c, cache_rows, batch, cache_len);
   c.floats(out, "out", q.shape());
   for (const Tensor* in : {&q, &k_cache, &v_cache})
     c.disjoint(out, "out", *in, in == &q ? "q" : in == &k_cache ? "k_cache" : "v_cache");
-  VEOMNI_ROUTE(attention_kv_cache, c.device(), q, k_cache, v_cache, slots, kv_lens, scale, out);
+  VEOMNI_ROUTE(attention_kv_cache, c.device(), q, k_cache, v_cache, cache_rows, scale, out);
+}
+
+void kv_cache_write(const Tensor& rows, const Tensor& dest, Tensor& cache) {
+  const Call c("kv_cache_write", cache);
+  c.rank(cache, "cache", 4);
+  const int64_t batch = cache.dim(0), cache_len = cache.dim(1), hkv = cache.dim(2), d = cache.dim(3);
+  c.floats(cache, "cache", cache.shape());
+  c.rank(rows, "rows", 3);
+  const int64_t s = rows.dim(0);
+  c.floats(rows, "rows", {s, hkv, d});
+  c.require(rows.dtype() == cache.dtype(), "rows are {} but the cache is {}", rows.describe(), cache.describe());
+  c.index(dest, "dest", DType::I32, {s});
+  if (dest.device().is_cpu()) {
+    const int32_t* flat = dest.data<int32_t>();
+    for (int64_t i = 0; i < s; ++i)
+      c.require(flat[i] >= 0 && flat[i] < batch * cache_len, "dest[{}] = {} is outside the cache's {} rows", i,
+                flat[i], batch * cache_len);
+  }
+  c.disjoint(cache, "cache", rows, "rows");
+  VEOMNI_ROUTE(kv_cache_write, c.device(), rows, dest, cache);
+}
+
+void argmax_rows(const Tensor& x, Tensor& ids) {
+  const Call c("argmax_rows", x);
+  c.rank(x, "x", 2);
+  c.floats(x, "x", x.shape());
+  c.require(x.dim(1) >= 1, "x is {}: a row needs at least one value", x.describe());
+  c.index(ids, "ids", DType::I64, {x.dim(0)});
+  VEOMNI_ROUTE(argmax_rows, c.device(), x, ids);
 }
 
 }  // namespace veomni::ops

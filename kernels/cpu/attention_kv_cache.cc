@@ -1,19 +1,22 @@
-// CPU attention of decoded tokens over a per-sequence KV cache: per (row, query head) the scores over the cached
-// keys, a max-subtracted softmax and the weighted sum of the values, all in fp32 (the reference of the CUDA kernel).
+// CPU ops over a per-sequence KV cache, the references of the CUDA kernels: the attention of decoded tokens (per
+// (row, query head) the scores over the cached keys, a max-subtracted softmax and the weighted sum of the values, all
+// in fp32) and the write of a step's keys or values into their cache rows.
 #include "kernels/cpu/attention_kv_cache.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "kernels/cpu/parallel.h"
 
 namespace veomni::ops::cpu {
 
-void attention_kv_cache(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                        const std::vector<int32_t>& slots, const std::vector<int32_t>& kv_lens, float scale,
-                        Tensor& out) {
+void attention_kv_cache(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& cache_rows,
+                        float scale, Tensor& out) {
   const int64_t n = q.dim(0), hq = q.dim(1), d = q.dim(2);
+  const int32_t* slots = cache_rows.data<int32_t>();
+  const int32_t* kv_lens = slots + n;
   const int64_t cache_len = k_cache.dim(1), hkv = k_cache.dim(2);
   const int64_t group = hq / hkv;
   const float* qp = q.data<float>();
@@ -22,8 +25,8 @@ void attention_kv_cache(const Tensor& q, const Tensor& k_cache, const Tensor& v_
   float* op = out.data<float>();
   parallel_for(n * hq, 4 * cache_len * d, [&](int64_t item) {
     const int64_t row = item / hq, head = item % hq, kv_head = head / group;
-    const int64_t len = kv_lens[static_cast<size_t>(row)];
-    const int64_t base = static_cast<int64_t>(slots[static_cast<size_t>(row)]) * cache_len;
+    const int64_t len = kv_lens[row];
+    const int64_t base = static_cast<int64_t>(slots[row]) * cache_len;
     const float* qrow = qp + (row * hq + head) * d;
     std::vector<float> scores(static_cast<size_t>(len));
     float max_score = -std::numeric_limits<float>::infinity();
@@ -47,6 +50,14 @@ void attention_kv_cache(const Tensor& q, const Tensor& k_cache, const Tensor& v_
       for (int64_t i = 0; i < d; ++i) orow[i] += p * vrow[i];
     }
   });
+}
+
+void kv_cache_write(const Tensor& rows, const Tensor& dest, Tensor& cache) {
+  const int64_t width = cache.dim(2) * cache.dim(3);
+  const int32_t* flat = dest.data<int32_t>();
+  const float* src = rows.data<float>();
+  float* dst = cache.data<float>();
+  for (int64_t s = 0; s < rows.dim(0); ++s) std::copy_n(src + s * width, width, dst + flat[s] * width);
 }
 
 }  // namespace veomni::ops::cpu

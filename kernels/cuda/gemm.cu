@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "kernels/cuda/gemm_autotune.h"
+#include "kernels/cuda/gemm_skinny.h"
 #include "kernels/cuda/kernel_utils.cuh"
 #include "kernels/cuda/ops_cuda.h"
 
@@ -512,6 +513,7 @@ void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor
   const int64_t m = out.dim(0), n = out.dim(1), k = trans_a ? a.dim(0) : a.dim(1);
   if (m == 0 || n == 0) return;
   if (k == 0) return scale_output(out.raw_data(), m, n, out.dtype(), out.device(), beta);
+  if (skinny_matmul_applies(a, trans_a, b, trans_b, out, alpha, beta)) return skinny_matmul(a, b, out);
   const Inputs in = common_inputs(a, b);
   Output target(out, in.type, beta != 0.0f);
   Gemm g;

@@ -104,8 +104,14 @@ void im2col_2d(const Tensor& x, int64_t kh, int64_t kw, int64_t stride, int64_t 
 void col2im_2d(const Tensor& dcols, int64_t kh, int64_t kw, int64_t stride, int64_t pad, Tensor& dx);
 
 // attention_kv_cache.cu
-void attention_kv_cache(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                        const std::vector<int32_t>& slots, const std::vector<int32_t>& kv_lens, float scale,
-                        Tensor& out);
+void attention_kv_cache(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& cache_rows,
+                        float scale, Tensor& out);
+void kv_cache_write(const Tensor& rows, const Tensor& dest, Tensor& cache);
+
+// argmax_rows.cu
+void argmax_rows(const Tensor& x, Tensor& ids);
+
+// upload.cu
+Tensor upload(const Tensor& host, Device device);
 
 }  // namespace veomni::ops::cuda

@@ -1,11 +1,12 @@
 // The generation loop: packed prefill, then one-token decode steps over the still-running sequences, choosing each
-// next token on the host from f32 logits.
+// next token on the device (greedy) or on the host from f32 logits (sampling, a repetition penalty).
 #include "generate/generator.h"
 
 #include <algorithm>
 #include <chrono>
 
 #include "core/error.h"
+#include "kernels/decode_ops.h"
 #include "kernels/ops.h"
 #include "model/kv_cache.h"
 
@@ -17,13 +18,27 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// The step's positions: [S], or the same row three times, [3, S], under M-RoPE.
-Tensor position_ids(const std::vector<int64_t>& positions, bool mrope) {
-  const int64_t s = static_cast<int64_t>(positions.size());
-  if (!mrope) return Tensor::from_vector(positions, {s});
-  std::vector<int64_t> streams;
-  for (int i = 0; i < 3; ++i) streams.insert(streams.end(), positions.begin(), positions.end());
-  return Tensor::from_vector(streams, {3, s});
+// The index tables of one step on the model's device, from one upload that does not wait for the device: the token
+// ids [S], their positions ([S], or the same row three times, [3, S], under M-RoPE) and the rows of the hidden
+// states whose logits the step reads [N].
+struct StepTables {
+  Tensor ids, positions, last;
+};
+
+StepTables upload_step_tables(const std::vector<int64_t>& ids, const std::vector<int64_t>& positions,
+                              const std::vector<int64_t>& last, bool mrope, Device device) {
+  const int64_t s = static_cast<int64_t>(ids.size()), n = static_cast<int64_t>(last.size());
+  const int64_t streams = mrope ? 3 : 1;
+  std::vector<int64_t> table(ids);
+  for (int64_t i = 0; i < streams; ++i) table.insert(table.end(), positions.begin(), positions.end());
+  table.insert(table.end(), last.begin(), last.end());
+  const Tensor uploaded = ops::upload(Tensor::from_vector(table, {static_cast<int64_t>(table.size())}), device);
+  StepTables out;
+  out.ids = uploaded.slice(0, s);
+  out.positions = uploaded.slice(s, s + streams * s);
+  if (mrope) out.positions = out.positions.view({3, s});
+  out.last = uploaded.slice(s + streams * s, s + streams * s + n);
+  return out;
 }
 
 // One sequence of the batch while it runs.
@@ -39,6 +54,7 @@ struct Running {
 Generator::Generator(CausalLM& model, GenerateOptions options) : model_(model), options_(std::move(options)) {
   validate_sampling_options(options_.sampling);
   VEOMNI_INPUT_CHECK(options_.max_new_tokens >= 1, "--max-new-tokens {} must be at least 1", options_.max_new_tokens);
+  model_.body().fuse_for_decoding();
 }
 
 std::vector<Generation> Generator::generate(const std::vector<std::vector<int64_t>>& prompts, int64_t first_index) {
@@ -55,32 +71,44 @@ std::vector<Generation> Generator::generate(const std::vector<std::vector<int64_
   const int64_t batch = static_cast<int64_t>(running.size());
   KvCache cache = KvCache::allocate(config, batch, longest + options_.max_new_tokens, site.compute_dtype, site.device);
 
+  // Greedy choice without a repetition penalty runs on the device: only the chosen ids come back.
+  const bool device_greedy = options_.sampling.greedy() && options_.sampling.repetition_penalty == 1.0;
+  auto append = [&](Running& seq, int64_t token) {
+    seq.tokens.push_back(token);
+    const bool stop = std::find(options_.stop_token_ids.begin(), options_.stop_token_ids.end(), token) !=
+                      options_.stop_token_ids.end();
+    const int64_t generated = static_cast<int64_t>(seq.tokens.size()) - seq.prompt_tokens;
+    seq.done = stop || generated >= options_.max_new_tokens;
+  };
   // Chooses the next token of every row from the logits of the step, and ends the sequences that stop.
   auto choose = [&](const std::vector<int64_t>& rows, const Tensor& device_logits) {
-    const Tensor logits = device_logits.to(Device::cpu());
+    Tensor logits;
+    if (observer_ || !device_greedy) logits = device_logits.to(Device::cpu());
     if (observer_) observer_(rows, logits);
+    if (device_greedy) {
+      Tensor ids = Tensor::empty({device_logits.dim(0)}, DType::I64, device_logits.device());
+      ops::argmax_rows(device_logits, ids);
+      const Tensor chosen = ids.to(Device::cpu());
+      for (size_t r = 0; r < rows.size(); ++r)
+        append(running[static_cast<size_t>(rows[r])], chosen.data<int64_t>()[r]);
+      return;
+    }
     const int64_t vocab = logits.dim(1);
     for (size_t r = 0; r < rows.size(); ++r) {
       Running& seq = running[static_cast<size_t>(rows[r])];
       const float* row = logits.data<float>() + static_cast<int64_t>(r) * vocab;
-      const int64_t token =
-          choose_token(std::vector<float>(row, row + vocab), seq.tokens, options_.sampling, seq.random);
-      seq.tokens.push_back(token);
-      const bool stop = std::find(options_.stop_token_ids.begin(), options_.stop_token_ids.end(), token) !=
-                        options_.stop_token_ids.end();
-      const int64_t generated = static_cast<int64_t>(seq.tokens.size()) - seq.prompt_tokens;
-      seq.done = stop || generated >= options_.max_new_tokens;
+      append(seq, choose_token(std::vector<float>(row, row + vocab), seq.tokens, options_.sampling, seq.random));
     }
   };
-  // The hidden states of the rows `last` (one per sequence of the step), then their logits.
-  auto logits_of = [&](const Tensor& hidden, const std::vector<int64_t>& last) {
-    Tensor rows = Tensor::from_vector(last, {static_cast<int64_t>(last.size())});
-    Tensor picked = Tensor::empty({rows.numel(), hidden.dim(1)}, hidden.dtype(), hidden.device());
-    ops::embedding_forward(rows.to(hidden.device()), hidden, picked);
+  // One forward over the step's tokens, then the logits of the hidden states of the rows `last` (one per sequence).
+  auto step_logits = [&](const std::vector<int64_t>& ids, const std::vector<int64_t>& positions,
+                         const std::vector<int64_t>& last, CachedStep& step) {
+    const StepTables tables = upload_step_tables(ids, positions, last, options_.mrope_positions, site.device);
+    const Tensor hidden =
+        model_.body().forward_cached(model_.body().embed_tokens(tables.ids), tables.positions, step, cache);
+    Tensor picked = Tensor::empty({tables.last.numel(), hidden.dim(1)}, hidden.dtype(), hidden.device());
+    ops::embedding_forward(tables.last, hidden, picked);
     return model_.head().logits(picked);
-  };
-  auto embed = [&](const std::vector<int64_t>& ids) {
-    return model_.body().embed_tokens(Tensor::from_vector(ids, {static_cast<int64_t>(ids.size())}));
   };
 
   // Prefill: every prompt packed, positions 0.. per prompt, written to cache rows 0...
@@ -99,9 +127,7 @@ std::vector<Generation> Generator::generate(const std::vector<std::vector<int64_
       rows.push_back(b);
       last.push_back(static_cast<int64_t>(ids.size()) - 1);
     }
-    const Tensor hidden =
-        model_.body().forward_cached(embed(ids), position_ids(positions, options_.mrope_positions), step, cache);
-    choose(rows, logits_of(hidden, last));
+    choose(rows, step_logits(ids, positions, last, step));
   }
   const double prefill_s = seconds_since(prefill_start);
 
@@ -124,9 +150,7 @@ std::vector<Generation> Generator::generate(const std::vector<std::vector<int64_
       rows.push_back(b);
     }
     if (rows.empty()) break;
-    const Tensor hidden =
-        model_.body().forward_cached(embed(ids), position_ids(positions, options_.mrope_positions), step, cache);
-    choose(rows, logits_of(hidden, last));
+    choose(rows, step_logits(ids, positions, last, step));
   }
   const double decode_s = seconds_since(decode_start);
 

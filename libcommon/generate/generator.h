@@ -32,7 +32,8 @@ struct Generation {
 
 class Generator {
  public:
-  // The model must be built without parallel hooks, its weights loaded; it stays owned by the caller.
+  // The model must be built without parallel hooks, its weights loaded; it stays owned by the caller. Its decoding
+  // weights are fused here (TextBody::fuse_for_decoding: same values, same memory).
   Generator(CausalLM& model, GenerateOptions options);
 
   // Generates for one batch of prompts (non-empty token ids each). first_index is the index of the batch's first

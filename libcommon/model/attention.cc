@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/decode_ops.h"
 #include "kernels/ops.h"
 #include "model/layers/common.h"
 
@@ -131,19 +132,6 @@ Tensor Attention::backward(Saved&& saved, const Tensor& dy, const LayerInputs& i
   return dx;
 }
 
-namespace {
-
-// Rows [cu[i], cu[i+1]) of the step's keys (or values) into cache slot slots[i] at rows starting at starts[i].
-void write_cache_rows(const Tensor& rows, const CachedStep& step, Tensor& cache) {
-  for (int64_t i = 0; i < step.sequences(); ++i) {
-    const size_t n = static_cast<size_t>(i);
-    const int64_t begin = step.cu_seqlens[n], end = step.cu_seqlens[n + 1];
-    cache.select(step.slots[n]).slice(step.starts[n], step.starts[n] + end - begin).copy_from(rows.slice(begin, end));
-  }
-}
-
-}  // namespace
-
 Tensor Attention::forward_cached(const Tensor& x, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const {
   const int64_t s = x.dim(0);
   Tensor q = q_norm_.forward(q_proj_.forward(x, false).out.view({s, num_heads_, head_dim_}), false).out;
@@ -151,14 +139,12 @@ Tensor Attention::forward_cached(const Tensor& x, const CachedStep& step, Tensor
   Tensor v = v_proj_.forward(x, false).out.view({s, num_kv_heads_, head_dim_});
   ops::rope_apply(q, step.cos, step.sin, false);
   ops::rope_apply(k, step.cos, step.sin, false);
-  write_cache_rows(k, step, k_cache);
-  write_cache_rows(v, step, v_cache);
+  ops::kv_cache_write(k, step.write_rows, k_cache);
+  ops::kv_cache_write(v, step.write_rows, v_cache);
 
   Tensor out = empty_like(q, q.shape());
   if (step.one_token_each()) {
-    std::vector<int32_t> kv_lens(step.starts);
-    for (int32_t& len : kv_lens) len += 1;
-    ops::attention_kv_cache(q, k_cache, v_cache, step.slots, kv_lens, scale_, out);
+    ops::attention_kv_cache(q, k_cache, v_cache, step.cache_rows, scale_, out);
   } else {
     for (int32_t start : step.starts)
       VEOMNI_CHECK(start == 0, "a prefill step starts a sequence at cache row {}", start);

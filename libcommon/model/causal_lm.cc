@@ -108,7 +108,7 @@ BodyOutput TextBody::Impl::forward(const Batch& batch, bool save) {
 Tensor TextBody::Impl::embed_tokens(const Tensor& ids) {
   before_forward(group(0));
   Tensor h = Tensor::empty({ids.numel(), config.hidden_size}, options.compute_dtype, options.device);
-  ops::embedding_forward(ids.to(options.device), embed->value, h);
+  ops::embedding_forward(ids.device() == options.device ? ids : ids.to(options.device), embed->value, h);
   after_forward(group(0));
   return h;
 }
@@ -246,14 +246,19 @@ Tensor TextBody::forward_cached(const Tensor& inputs_embeds, const Tensor& posit
                cache.k.size(), impl_->layers.size());
   const int64_t s = inputs_embeds.dim(0);
   const int64_t head_dim = impl_->config.head_dim;
+  step.upload_rows(cache.capacity(), options.device);
   step.cos = Tensor::empty({s, head_dim}, DType::F32, options.device);
   step.sin = Tensor::empty({s, head_dim}, DType::F32, options.device);
-  ops::rope_tables(position_ids.to(options.device), head_dim, impl_->config.rope_theta, options.mrope_section,
+  ops::rope_tables(position_ids.device() == options.device ? position_ids : position_ids.to(options.device), head_dim, impl_->config.rope_theta, options.mrope_section,
                    step.cos, step.sin);
   Tensor h = inputs_embeds;
   for (size_t i = 0; i < impl_->layers.size(); ++i)
     h = impl_->layers[i]->forward_cached(h, step, cache.k[i], cache.v[i]);
   return h;
+}
+
+void TextBody::fuse_for_decoding() {
+  for (const std::unique_ptr<DecoderLayer>& layer : impl_->layers) layer->fuse_for_decoding();
 }
 
 TextBody::TextBody(const ModelConfig& config, const ModelOptions& options)

@@ -98,6 +98,9 @@ class TextBody final : public ModelBody {
   // and positions (i64 [S], or [3, S] under M-RoPE, continuing each sequence's earlier positions). Fills step's RoPE
   // tables and writes the step's keys and values into the cache.
   Tensor forward_cached(const Tensor& inputs_embeds, const Tensor& position_ids, CachedStep& step, KvCache& cache);
+  // Fuses the weights that forward_cached runs as one GEMM (DecoderLayer::fuse_for_decoding); the parameters keep
+  // their values and the training path is unchanged. Once, after the weights are loaded.
+  void fuse_for_decoding();
 
  private:
   struct Impl;

@@ -75,6 +75,10 @@ Tensor DecoderLayer::backward(Saved&& saved, const Tensor& dh, const LayerInputs
   return dx;
 }
 
+void DecoderLayer::fuse_for_decoding() {
+  if (mlp_) mlp_->fuse_gate_up();
+}
+
 Tensor DecoderLayer::forward_cached(const Tensor& h, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const {
   Tensor h1 = attention_.forward_cached(input_norm_.forward(h, false).out, step, k_cache, v_cache);
   ops::add_(h1, h);
@@ -85,7 +89,7 @@ Tensor DecoderLayer::forward_cached(const Tensor& h, const CachedStep& step, Ten
     in.real_rows = normed.dim(0);
     out = moe_->forward(normed, in, /*save=*/false, /*with_stats=*/false).out;  // decoding keeps no router statistics
   } else {
-    out = mlp_->forward(normed, false).out;
+    out = mlp_->forward_inference(normed);
   }
   ops::add_(out, h1);
   return out;

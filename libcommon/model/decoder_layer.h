@@ -52,6 +52,8 @@ class DecoderLayer {
   Tensor backward(Saved&& saved, const Tensor& dh, const LayerInputs& in, const Tensor& aux_dprob) const;
   // Inference over this layer's KV caches (Attention::forward_cached): h [S, hidden] -> the layer's output.
   Tensor forward_cached(const Tensor& h, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const;
+  // Fuses the weights that decoding runs as one GEMM (a dense layer's gate and up: Mlp::fuse_gate_up).
+  void fuse_for_decoding();
 
  private:
   // with_stats: a sparse layer reports its router statistics (not when backward recomputes the forward).

@@ -25,9 +25,15 @@ struct KvCache {
 struct CachedStep {
   std::vector<int32_t> cu_seqlens, slots, starts;
   Tensor cos, sin;  // [S, head_dim] f32 RoPE tables of the step's positions (the body fills them)
+  // On the model's device, uploaded once for every layer by upload_rows(): the flat cache row (slot * capacity + row)
+  // each token's key and value go to, i32 [S]; and for a decode step the attention's cache rows, i32 [2, N] (slots,
+  // then kv lengths starts[i] + 1).
+  Tensor write_rows, cache_rows;
 
   int64_t sequences() const { return static_cast<int64_t>(slots.size()); }
   bool one_token_each() const { return cu_seqlens.back() == static_cast<int32_t>(slots.size()); }
+  // Fills write_rows and cache_rows from the host layout: one upload that does not wait for the device.
+  void upload_rows(int64_t capacity, Device device);
 };
 
 }  // namespace veomni

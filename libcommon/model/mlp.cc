@@ -11,6 +11,39 @@ Mlp::Mlp(ParamStore& store, const std::string& prefix, int64_t hidden, int64_t i
       up_proj_(store, prefix + "mlp.up_proj.weight", {intermediate, hidden}),
       down_proj_(store, prefix + "mlp.down_proj.weight", {hidden, intermediate}) {}
 
+void Mlp::fuse_gate_up() {
+  Parameter& gate = gate_proj_.weight();
+  Parameter& up = up_proj_.weight();
+  if (gate_up_current() || !gate.value.defined() || !up.value.defined()) return;
+  if (gate_proj_.adapter().exists() || up_proj_.adapter().exists() || gate.value.dtype() != up.value.dtype()) return;
+  const int64_t rows = gate.value.dim(0);
+  Tensor fused = Tensor::empty({2 * rows, gate.value.dim(1)}, gate.value.dtype(), gate.value.device());
+  fused.slice(0, rows).copy_from(gate.value);
+  fused.slice(rows, 2 * rows).copy_from(up.value);
+  gate.value = fused.slice(0, rows);
+  up.value = fused.slice(rows, 2 * rows);
+  gate_up_ = fused;
+}
+
+// The parameters still view the fused tensor (nothing replaced their values since fuse_gate_up).
+bool Mlp::gate_up_current() const {
+  if (!gate_up_.defined()) return false;
+  const Tensor& gate = gate_proj_.weight().value;
+  const Tensor& up = up_proj_.weight().value;
+  const char* base = static_cast<const char*>(gate_up_.raw_data());
+  return gate.defined() && up.defined() && gate.raw_data() == base && up.raw_data() == base + gate_up_.nbytes() / 2;
+}
+
+Tensor Mlp::forward_inference(const Tensor& x) const {
+  if (!gate_up_current()) return forward(x, false).out;
+  const int64_t intermediate = gate_up_.dim(0) / 2;
+  Tensor gate_up = empty_like(x, {x.dim(0), 2 * intermediate});
+  ops::matmul(x, false, gate_up_, true, gate_up);
+  Tensor act = empty_like(x, {x.dim(0), intermediate});
+  ops::swiglu_fused_forward(gate_up, act);
+  return down_proj_.forward(act, false).out;
+}
+
 Mlp::Output Mlp::forward(const Tensor& x, bool save) const {
   Output result;
   Saved& saved = result.saved;

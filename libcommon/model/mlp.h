@@ -28,8 +28,18 @@ class Mlp {
   Output forward(const Tensor& x, bool save) const;
   Tensor backward(Saved&& saved, const Tensor& dy) const;
 
+  // Decoding runs gate and up as one GEMM: fuse_gate_up() (once, after the weights are loaded) moves the two weights
+  // into one [2I, hidden] tensor whose halves the parameters then view, so no memory is added and the parameters
+  // keep their values; a weight with a LoRA adapter is left as it is. forward_inference uses the fused weight while
+  // the parameters still view it, else it is forward without saving.
+  void fuse_gate_up();
+  Tensor forward_inference(const Tensor& x) const;
+
  private:
+  bool gate_up_current() const;
+
   Linear gate_proj_, up_proj_, down_proj_;
+  Tensor gate_up_;  // [2I, hidden] after fuse_gate_up: gate rows, then up rows
 };
 
 }  // namespace veomni

@@ -1,5 +1,6 @@
 // GPU tests of the cuBLASLt GEMMs against the CPU GEMM: every transpose, f32/bf16 inputs and outputs (mixed too),
-// alpha/beta, empty dimensions, and the grouped expert GEMMs with empty groups. Inputs are bf16-representable on both
+// alpha/beta, empty dimensions, the skinny decoding GEMM (a few rows, bf16), and the grouped expert GEMMs with empty
+// groups. Inputs are bf16-representable on both
 // sides, so only a bf16 output is held to the bf16 tolerance.
 #include "gpu_test_util.h"
 #include "kernels/ops.h"
@@ -49,6 +50,20 @@ TEST_F(CudaGemm, MatmulMatchesCpuForEveryTransposeAndDtype) {
         check_matmul(37, 53, 91, ta, tb, types, 1.0f, 0.0f, rng);
         check_matmul(5, 1, 7, ta, tb, types, 0.75f, 1.0f, rng);
       }
+}
+
+// x W^T with 1..8 rows in bf16 takes the skinny kernel (kernels/cuda/gemm_skinny.cu); 9 rows and K not a multiple of
+// 8 take cuBLASLt. Both match the CPU.
+TEST_F(CudaGemm, SkinnyDecodeShapesMatchCpu) {
+  std::mt19937 rng(13);
+  const Types bf16{DType::BF16, DType::BF16, DType::BF16};
+  for (int64_t m : {1, 2, 3, 8, 9}) {
+    check_matmul(m, 1024, 1024, false, true, bf16, 1.0f, 0.0f, rng);  // q_proj of the 0.6B shape
+    check_matmul(m, 3000, 1024, false, true, bf16, 1.0f, 0.0f, rng);  // columns not a multiple of the block's 8
+    check_matmul(m, 64, 3072, false, true, bf16, 1.0f, 0.0f, rng);    // down_proj's K
+  }
+  check_matmul(1, 100, 1001, false, true, bf16, 1.0f, 0.0f, rng);
+  check_matmul(2, 100, 64, false, true, bf16, 0.5f, 1.0f, rng);
 }
 
 TEST_F(CudaGemm, MatmulAtModelShapes) {

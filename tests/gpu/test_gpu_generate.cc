@@ -1,6 +1,6 @@
 // KV-cache generation on the GPU: greedy decoding in bf16 on CUDA chooses the CPU fp32 reference's first 16 tokens
-// on the dense toy (3 prompts of different lengths in one batch); the attention_kv_cache kernel against the CPU op
-// in f32 and bf16.
+// on the dense toy (3 prompts of different lengths in one batch); the KV-cache kernels (attention_kv_cache with one
+// and several splits of the sequence, kv_cache_write) and argmax_rows against the CPU ops in f32 and bf16.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 
 #include "generate/generator.h"
 #include "gpu_test_util.h"
+#include "kernels/decode_ops.h"
 #include "kernels/ops.h"
 #include "data/batch.h"
 #include "model/causal_lm.h"
@@ -128,10 +129,19 @@ TEST_F(GpuGenerate, DenseBf16GreedyMatchesCpuFp32) {
               static_cast<long long>(exact_total), static_cast<long long>(kSteps * 3));
 }
 
-TEST_F(GpuGenerate, AttentionKvCacheMatchesCpu) {
+// The [2, N] table attention_kv_cache reads (slots, then kv lengths), on `device`.
+Tensor cache_rows(const std::vector<int32_t>& slots, const std::vector<int32_t>& kv_lens, Device device) {
+  std::vector<int32_t> rows(slots);
+  rows.insert(rows.end(), kv_lens.begin(), kv_lens.end());
+  return Tensor::from_vector(rows, {2, static_cast<int64_t>(slots.size())}).to(device);
+}
+
+// The kernel against the CPU op over caches of cache_len rows: 70 is one split of the sequence per block column
+// (kernel writes the output directly), 300 several (a second kernel merges the splits).
+void expect_attention_kv_cache_matches_cpu(int64_t cache_len, const std::vector<int32_t>& kv_lens) {
   std::mt19937 rng(9);
-  const int64_t batch = 3, cache_len = 70, hkv = 2, hq = 8, d = 128, n = 4;
-  const std::vector<int32_t> slots = {2, 0, 1, 2}, kv_lens = {70, 1, 3, 37};
+  const int64_t batch = 3, hkv = 2, hq = 8, d = 128, n = 4;
+  const std::vector<int32_t> slots = {2, 0, 1, 2};
   const Tensor q = gpu_test::random_f32({n, hq, d}, rng);
   const Tensor k = gpu_test::random_f32({batch, cache_len, hkv, d}, rng);
   const Tensor v = gpu_test::random_f32({batch, cache_len, hkv, d}, rng);
@@ -140,10 +150,11 @@ TEST_F(GpuGenerate, AttentionKvCacheMatchesCpu) {
     const Tensor qr = q.to_dtype(dtype).to_dtype(DType::F32), kr = k.to_dtype(dtype).to_dtype(DType::F32),
                  vr = v.to_dtype(dtype).to_dtype(DType::F32);
     Tensor want = Tensor::empty({n, hq, d}, DType::F32);
-    ops::attention_kv_cache(qr, kr, vr, slots, kv_lens, 0.1f, want);
+    ops::attention_kv_cache(qr, kr, vr, cache_rows(slots, kv_lens, Device::cpu()), 0.1f, want);
     Tensor out = Tensor::empty({n, hq, d}, dtype, gpu_test::gpu());
     ops::attention_kv_cache(q.to_dtype(dtype).to(gpu_test::gpu()), k.to_dtype(dtype).to(gpu_test::gpu()),
-                            v.to_dtype(dtype).to(gpu_test::gpu()), slots, kv_lens, 0.1f, out);
+                            v.to_dtype(dtype).to(gpu_test::gpu()), cache_rows(slots, kv_lens, gpu_test::gpu()), 0.1f,
+                            out);
     const std::vector<float> got = out.to(Device::cpu()).to_dtype(DType::F32).to_float_vector();
     const std::vector<float> ref = want.to_float_vector();
     double worst = 0, scale = 0;
@@ -151,7 +162,67 @@ TEST_F(GpuGenerate, AttentionKvCacheMatchesCpu) {
       worst = std::max(worst, static_cast<double>(std::fabs(got[i] - ref[i])));
       scale = std::max(scale, static_cast<double>(std::fabs(ref[i])));
     }
-    EXPECT_LE(worst, gpu_test::rtol_for(dtype) * scale) << dtype_name(dtype);
+    EXPECT_LE(worst, gpu_test::rtol_for(dtype) * scale) << dtype_name(dtype) << " cache_len " << cache_len;
+  }
+}
+
+TEST_F(GpuGenerate, AttentionKvCacheMatchesCpu) { expect_attention_kv_cache_matches_cpu(70, {70, 1, 3, 37}); }
+
+TEST_F(GpuGenerate, AttentionKvCacheSplitAcrossBlocksMatchesCpu) {
+  expect_attention_kv_cache_matches_cpu(300, {300, 1, 65, 129});
+}
+
+// A row outside the cache cannot be reported without waiting for the device: its output is NaN, the others' are not.
+TEST_F(GpuGenerate, AttentionKvCacheRowOutsideTheCacheIsNan) {
+  std::mt19937 rng(4);
+  for (int64_t cache_len : {8, 200}) {
+    const Tensor q = gpu_test::to_gpu(gpu_test::random_f32({2, 2, 16}, rng));
+    const Tensor k = gpu_test::to_gpu(gpu_test::random_f32({1, cache_len, 1, 16}, rng));
+    Tensor out = Tensor::empty({2, 2, 16}, DType::F32, gpu_test::gpu());
+    ops::attention_kv_cache(q, k, k, cache_rows({0, 0}, {3, static_cast<int32_t>(cache_len) + 1}, gpu_test::gpu()),
+                            1.0f, out);
+    const std::vector<float> got = out.to(Device::cpu()).to_float_vector();
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_EQ(std::isnan(got[i]), i >= got.size() / 2) << "element " << i << " cache_len " << cache_len;
+  }
+}
+
+TEST_F(GpuGenerate, KvCacheWriteMatchesCpu) {
+  std::mt19937 rng(6);
+  const int64_t batch = 3, cache_len = 5, hkv = 2, d = 64;
+  const std::vector<int32_t> dest = {14, 0, 7, 3};
+  const Tensor rows = gpu_test::random_f32({4, hkv, d}, rng);
+  const Tensor initial = gpu_test::random_f32({batch, cache_len, hkv, d}, rng);
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    Tensor want = gpu_test::representable(initial, dtype);
+    ops::kv_cache_write(gpu_test::representable(rows, dtype), Tensor::from_vector(dest, {4}), want);
+    Tensor got = gpu_test::to_gpu(initial, dtype);
+    ops::kv_cache_write(gpu_test::to_gpu(rows, dtype), Tensor::from_vector(dest, {4}).to(gpu_test::gpu()), got);
+    EXPECT_TRUE(gpu_test::bitwise_equal(gpu_test::to_host(got), want)) << dtype_name(dtype);
+  }
+}
+
+TEST_F(GpuGenerate, ArgmaxRowsMatchesCpu) {
+  std::mt19937 rng(8);
+  const int64_t n = 5, vocab = 151936;
+  Tensor x = gpu_test::random_f32({n, vocab}, rng);
+  float* p = x.data<float>();
+  p[0 * vocab + 7] = p[0 * vocab + 90000] = 5.0f;  // a tie: the lower index
+  p[1 * vocab + vocab - 1] = 5.0f;                 // the last column
+  p[2 * vocab + 3] = std::nanf("");                // NaN wins, as torch.argmax
+  p[2 * vocab + 100] = 5.0f;
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    const Tensor xr = gpu_test::representable(x, dtype);
+    Tensor want = Tensor::empty({n}, DType::I64);
+    ops::argmax_rows(xr, want);
+    Tensor got = Tensor::empty({n}, DType::I64, gpu_test::gpu());
+    ops::argmax_rows(gpu_test::to_gpu(x, dtype), got);
+    const Tensor host = got.to(Device::cpu());
+    for (int64_t r = 0; r < n; ++r)
+      EXPECT_EQ(host.data<int64_t>()[r], want.data<int64_t>()[r]) << dtype_name(dtype) << " row " << r;
+    EXPECT_EQ(want.data<int64_t>()[0], 7);
+    EXPECT_EQ(want.data<int64_t>()[1], vocab - 1);
+    EXPECT_EQ(want.data<int64_t>()[2], 3);
   }
 }
 

@@ -1,5 +1,6 @@
 // Unit tests of generation: the KV-cache path against full recomputation (dense and MoE, batched prompts of
-// different lengths), the attention_kv_cache op against a naive computation, and the sampling rules.
+// different lengths), the KV-cache ops (attention_kv_cache, kv_cache_write) and argmax_rows against naive
+// computations, and the sampling rules.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,10 +8,12 @@
 #include <map>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "generate/generator.h"
 #include "generate/sampling.h"
+#include "kernels/decode_ops.h"
 #include "kernels/ops.h"
 #include "model/causal_lm.h"
 #include "test_model_util.h"
@@ -100,6 +103,30 @@ TEST(GenerateCache, DenseMatchesFullForward) { expect_cache_matches_recompute(te
 
 TEST(GenerateCache, MoeMatchesFullForward) { expect_cache_matches_recompute(test::tiny_moe_config(true)); }
 
+Parameter& param_named(CausalLM& model, const std::string& name) {
+  for (const std::unique_ptr<Parameter>& param : model.params().all())
+    if (param->name == name) return *param;
+  throw Error("no parameter " + name);
+}
+
+// Decoding's fused gate|up weight: the parameters keep their values and now view one tensor (no memory added), and
+// the training forward gives the same logits as before.
+TEST(GenerateCache, FusedGateUpKeepsTheWeightsAndTheForward) {
+  auto model = toy_model(test::tiny_dense_config(false));
+  Parameter& gate = param_named(*model, "model.layers.0.mlp.gate_proj.weight");
+  Parameter& up = param_named(*model, "model.layers.0.mlp.up_proj.weight");
+  const std::vector<float> gate_before = gate.value.to_float_vector(), up_before = up.value.to_float_vector();
+  const std::vector<int64_t> ids = {3, 5, 7, 11, 2};
+  const std::vector<float> logits_before = full_forward_logits(*model, ids).to_float_vector();
+  model->body().fuse_for_decoding();
+  EXPECT_EQ(gate.value.to_float_vector(), gate_before);
+  EXPECT_EQ(up.value.to_float_vector(), up_before);
+  EXPECT_EQ(static_cast<const char*>(up.value.raw_data()),
+            static_cast<const char*>(gate.value.raw_data()) + gate.value.nbytes())
+      << "gate and up should be the halves of one tensor";
+  EXPECT_EQ(full_forward_logits(*model, ids).to_float_vector(), logits_before);
+}
+
 TEST(GenerateCache, StopTokenEndsOnlyItsSequence) {
   const ModelConfig config = test::tiny_dense_config(false);
   auto model = toy_model(config);
@@ -144,6 +171,13 @@ TEST(GenerateCache, SamplingDoesNotDependOnBatching) {
   EXPECT_TRUE(any_differs) << "another seed should draw other tokens";
 }
 
+// The [2, N] device table attention_kv_cache reads: slots, then kv lengths.
+Tensor cache_rows(const std::vector<int32_t>& slots, const std::vector<int32_t>& kv_lens) {
+  std::vector<int32_t> rows(slots);
+  rows.insert(rows.end(), kv_lens.begin(), kv_lens.end());
+  return Tensor::from_vector(rows, {2, static_cast<int64_t>(slots.size())});
+}
+
 TEST(OpsAttentionKvCache, MatchesNaiveComputation) {
   std::mt19937 rng(5);
   const int64_t batch = 3, cache_len = 7, hkv = 2, hq = 6, d = 8, n = 4;
@@ -153,7 +187,7 @@ TEST(OpsAttentionKvCache, MatchesNaiveComputation) {
   const std::vector<int32_t> slots = {2, 0, 1, 2}, kv_lens = {7, 1, 4, 3};
   const float scale = 0.4f;
   Tensor out = Tensor::empty({n, hq, d}, DType::F32);
-  ops::attention_kv_cache(q, k, v, slots, kv_lens, scale, out);
+  ops::attention_kv_cache(q, k, v, cache_rows(slots, kv_lens), scale, out);
   test_ops::Doubles want;
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t h = 0; h < hq; ++h) {
@@ -183,9 +217,48 @@ TEST(OpsAttentionKvCache, RejectsRowsOutsideTheCache) {
   const Tensor q = test_ops::random_f32({1, 2, 4}, rng);
   const Tensor k = test_ops::random_f32({1, 3, 1, 4}, rng);
   Tensor out = Tensor::empty({1, 2, 4}, DType::F32);
-  EXPECT_THROW(ops::attention_kv_cache(q, k, k, {0}, {4}, 1.0f, out), Error);
-  EXPECT_THROW(ops::attention_kv_cache(q, k, k, {1}, {2}, 1.0f, out), Error);
-  EXPECT_THROW(ops::attention_kv_cache(q, k, k, {0}, {0}, 1.0f, out), Error);
+  EXPECT_THROW(ops::attention_kv_cache(q, k, k, cache_rows({0}, {4}), 1.0f, out), Error);
+  EXPECT_THROW(ops::attention_kv_cache(q, k, k, cache_rows({1}, {2}), 1.0f, out), Error);
+  EXPECT_THROW(ops::attention_kv_cache(q, k, k, cache_rows({0}, {0}), 1.0f, out), Error);
+  EXPECT_THROW(ops::attention_kv_cache(q, k, k, std::vector<int32_t>{0}, std::vector<int32_t>{4}, 1.0f, out), Error);
+  EXPECT_THROW(ops::attention_kv_cache(q, k, k, Tensor::from_vector(std::vector<int64_t>{0, 1}, {2, 1}), 1.0f, out),
+               Error);
+}
+
+TEST(OpsKvCacheWrite, WritesEachRowToItsFlatCacheRow) {
+  std::mt19937 rng(3);
+  const int64_t batch = 2, cache_len = 4, hkv = 2, d = 3;
+  const Tensor rows = test_ops::random_f32({3, hkv, d}, rng);
+  Tensor cache = Tensor::zeros({batch, cache_len, hkv, d}, DType::F32);
+  const std::vector<int32_t> dest = {5, 0, 3};  // slot 1 row 1, slot 0 row 0, slot 0 row 3
+  ops::kv_cache_write(rows, Tensor::from_vector(dest, {3}), cache);
+  const int64_t width = hkv * d;
+  for (int64_t flat = 0; flat < batch * cache_len; ++flat) {
+    const auto it = std::find(dest.begin(), dest.end(), static_cast<int32_t>(flat));
+    for (int64_t i = 0; i < width; ++i) {
+      const double want = it == dest.end() ? 0.0 : rows.item_as_double((it - dest.begin()) * width + i);
+      EXPECT_EQ(cache.item_as_double(flat * width + i), want) << "cache row " << flat << " element " << i;
+    }
+  }
+  EXPECT_THROW(ops::kv_cache_write(rows, Tensor::from_vector(std::vector<int32_t>{0, 8, 1}, {3}), cache), Error);
+  EXPECT_THROW(ops::kv_cache_write(rows, Tensor::from_vector(std::vector<int32_t>{0, -1, 1}, {3}), cache), Error);
+}
+
+TEST(OpsArgmaxRows, FirstGreatestValueOfEachRow) {
+  const float nan = std::nanf("");
+  const Tensor x = Tensor::from_vector(std::vector<float>{1, 3, 2, 3,     // tie: the lower index
+                                                          -5, -4, -4, -6,  // negative values
+                                                          0, nan, 9, nan,  // the first NaN wins, as torch.argmax
+                                                          7, 7, 7, 7},
+                                       {4, 4});
+  Tensor ids = Tensor::empty({4}, DType::I64);
+  ops::argmax_rows(x, ids);
+  EXPECT_EQ(ids.data<int64_t>()[0], 1);
+  EXPECT_EQ(ids.data<int64_t>()[1], 1);
+  EXPECT_EQ(ids.data<int64_t>()[2], 1);
+  EXPECT_EQ(ids.data<int64_t>()[3], 0);
+  Tensor wrong = Tensor::empty({4}, DType::I32);
+  EXPECT_THROW(ops::argmax_rows(x, wrong), Error);
 }
 
 std::vector<float> spread_logits() { return {0.5f, 2.0f, -1.0f, 1.5f, 0.0f, 3.0f, -2.0f, 1.0f}; }

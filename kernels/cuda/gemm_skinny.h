@@ -1,0 +1,20 @@
+// The GEMMs of decoding with few rows (out = x W^T, x [M, K] with M <= kSkinnyMaxRows, bf16): a warp per output
+// column streaming W once in 16-byte loads, where cuBLASLt's kernels reach a fraction of the memory bandwidth.
+#pragma once
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace veomni::ops::cuda {
+
+inline constexpr int64_t kSkinnyMaxRows = 8;
+
+// Whether matmul(a, trans_a, b, trans_b, out, alpha, beta) is one the skinny kernel computes: a [M, K] (no
+// transpose), b [N, K] (transposed), all bf16, M <= kSkinnyMaxRows, K a multiple of 8, alpha 1, beta 0, 16-byte
+// aligned operands; and VEOMNI_SKINNY_GEMM is not 0 (the switch for comparing against cuBLASLt).
+bool skinny_matmul_applies(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& out,
+                           float alpha, float beta);
+// out [M, N] = a [M, K] b[N, K]^T, fp32 accumulation, bf16 output rounded to nearest even.
+void skinny_matmul(const Tensor& a, const Tensor& b, Tensor& out);
+
+}  // namespace veomni::ops::cuda
