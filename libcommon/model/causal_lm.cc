@@ -91,7 +91,7 @@ TextBody::Impl::Impl(const ModelConfig& c, const ModelOptions& o, ParamStore* ex
   store.begin_group("head");
   final_norm = store.add(prefix + "norm.weight", {config.hidden_size});
   // Under FSDP the parameter hooks own the storage (shards and gathered copies).
-  if (!options.hooks.params)
+  if (!options.hooks.params && options.materialize)
     for (size_t i = first_param; i < store.all().size(); ++i)
       store.all()[i]->value = Tensor::zeros(store.all()[i]->local_shape(), options.compute_dtype, options.device);
 }
@@ -282,7 +282,7 @@ HeadSite TextBody::head_site() {
   site.embed_tokens = impl_->embed;
   site.device = impl_->options.device;
   site.compute_dtype = impl_->options.compute_dtype;
-  site.materialize = impl_->options.hooks.params == nullptr;
+  site.materialize = impl_->options.hooks.params == nullptr && impl_->options.materialize;
   return site;
 }
 
@@ -293,7 +293,7 @@ SequenceHooks* TextBody::sequence_hooks() const { return impl_->options.hooks.se
 void TextBody::init_weights(uint64_t seed) {
   const auto& all = impl_->store.all();
   for (size_t i = impl_->first_param; i < all.size(); ++i)
-    if (all[i]->value.defined()) init_parameter(*all[i], hf_init_spec(all[i]->name, impl_->config), seed);
+    if (all[i]->takes_start_values()) init_parameter(*all[i], hf_init_spec(all[i]->name, impl_->config), seed);
   init_lora_adapters(impl_->store, seed);
 }
 

@@ -35,6 +35,9 @@ struct ModelOptions {
   // rank > 0: LoRA adapters on the projections it targets, registered right after their weights
   // (model/layers/lora_adapter.h). Which parameters train is the caller's (TrainModel freezes the base).
   LoraConfig lora_config;
+  // false: parameters are registered without values also without hooks (ParamStore::defer_values follows, so that
+  // no rank allocates the whole model before FSDP builds its shards).
+  bool materialize = true;
 };
 
 // What a TextBody's backward needs: the shared layer inputs, each decoder layer's saved activations, the ids to embed

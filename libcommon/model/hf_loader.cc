@@ -2,6 +2,7 @@
 #include "model/hf_loader.h"
 
 #include <cmath>
+#include <cstring>
 
 namespace veomni {
 
@@ -86,6 +87,21 @@ Tensor read_per_expert(const WeightSource& source, const Parameter& param, Exper
 
 }  // namespace
 
+void check_hf_parameter(const WeightSource& source, const Parameter& param) {
+  const ExpertKind kind = param.is_expert ? expert_kind(param.name) : ExpertKind::None;
+  if (source.contains(param.name) || kind == ExpertKind::None) {
+    check_tensor(source, param.name, param.shape);
+    return;
+  }
+  const std::vector<ExpertPiece> pieces = expert_pieces(kind, param.shape);
+  VEOMNI_INPUT_CHECK(source.contains(per_expert_name(param.name, 0, pieces[0].proj)),
+                     "{}: missing tensor '{}' (nor its per-expert form '{}', ...)", source.origin(), param.name,
+                     per_expert_name(param.name, 0, pieces[0].proj));
+  for (int64_t e = param.local_begin; e < param.local_row_end(); ++e)
+    for (const ExpertPiece& piece : pieces)
+      check_tensor(source, per_expert_name(param.name, e, piece.proj), piece_shape(piece, param.shape));
+}
+
 Tensor read_hf_parameter(const WeightSource& source, const Parameter& param, DType dtype) {
   const ExpertKind kind = param.is_expert ? expert_kind(param.name) : ExpertKind::None;
   if (source.contains(param.name) || kind == ExpertKind::None) {
@@ -100,12 +116,47 @@ Tensor read_hf_parameter(const WeightSource& source, const Parameter& param, DTy
   return read_per_expert(source, param, kind, dtype);
 }
 
+void read_hf_elements(const WeightSource& source, const Parameter& param, int64_t begin, int64_t count, float* out) {
+  if (count == 0) return;
+  const Shape local = param.local_shape();
+  const int64_t row = local.empty() || local[0] == 0 ? 1 : shape_numel(local) / local[0];
+  const int64_t first_row = begin / row;
+  const int64_t end_row = (begin + count + row - 1) / row;
+  // The rows holding the range, read as a parameter of just those rows (experts: only those experts' tensors).
+  Parameter rows;
+  rows.name = param.name;
+  rows.shape = param.shape;
+  rows.is_expert = param.is_expert;
+  rows.local_begin = param.local_begin + first_row;
+  rows.local_end = param.local_begin + end_row;
+  const Tensor host = read_hf_parameter(source, rows, DType::F32);
+  std::memcpy(out, host.data<float>() + (begin - first_row * row), static_cast<size_t>(count) * sizeof(float));
+}
+
 void load_hf_weights(ParamStore& store, const WeightSource& source, const std::set<std::string>& skip) {
   for (const auto& param : store.all()) {
     if (skip.contains(param->name)) continue;
     VEOMNI_CHECK(param->value.defined(), "loading '{}' into a parameter that is not materialised", param->name);
     const Tensor host = read_hf_parameter(source, *param, param->value.dtype());
     param->value.copy_from(host.to(param->value.device()));
+  }
+}
+
+void load_hf_weights(ParamStore& store, const std::shared_ptr<const WeightSource>& source,
+                     const std::set<std::string>& skip) {
+  for (const auto& param : store.all()) {
+    if (skip.contains(param->name)) continue;
+    if (!param->deferred) {
+      VEOMNI_CHECK(param->value.defined(), "loading '{}' into a parameter that is not materialised", param->name);
+      const Tensor host = read_hf_parameter(*source, *param, param->value.dtype());
+      param->value.copy_from(host.to(param->value.device()));
+      continue;
+    }
+    // Missing or mis-shaped tensors are reported now, as a materialised load reports them; values are read later.
+    check_hf_parameter(*source, *param);
+    param->start_values = [source, p = param.get()](int64_t begin, int64_t count, float* out) {
+      read_hf_elements(*source, *p, begin, count, out);
+    };
   }
 }
 

@@ -50,11 +50,18 @@ void fill_init_values(const std::string& name, const InitSpec& spec, uint64_t se
 }
 
 void init_parameter(Parameter& param, const InitSpec& spec, uint64_t seed) {
-  VEOMNI_CHECK(param.value.defined(), "init of parameter '{}' that is not materialised", param.name);
+  VEOMNI_CHECK(param.takes_start_values(), "init of parameter '{}' that is not materialised", param.name);
   const Shape local = param.local_shape();
   const int64_t row = local.empty() || local[0] == 0 ? 0 : shape_numel(local) / local[0];
+  const int64_t first = param.local_begin * row;  // the local rows' first element in the full tensor
+  if (param.deferred) {
+    param.start_values = [name = param.name, spec, seed, first](int64_t begin, int64_t count, float* out) {
+      fill_init_values(name, spec, seed, first + begin, count, out);
+    };
+    return;
+  }
   Tensor host = Tensor::empty(local, DType::F32);
-  fill_init_values(param.name, spec, seed, param.local_begin * row, host.numel(), host.data<float>());
+  fill_init_values(param.name, spec, seed, first, host.numel(), host.data<float>());
   param.value.copy_from(param.value.dtype() == DType::F32 ? host : host.to_dtype(param.value.dtype()));
 }
 
@@ -67,7 +74,8 @@ InitSpec lora_init_spec(const Parameter& param) {
 
 void init_lora_adapters(ParamStore& store, uint64_t seed) {
   for (const auto& param : store.all())
-    if (is_lora_param_name(param->name) && param->value.defined()) init_parameter(*param, lora_init_spec(*param), seed);
+    if (is_lora_param_name(param->name) && param->takes_start_values())
+      init_parameter(*param, lora_init_spec(*param), seed);
 }
 
 }  // namespace veomni

@@ -23,13 +23,14 @@ InitSpec hf_init_spec(const std::string& name, const ModelConfig& config);
 void fill_init_values(const std::string& name, const InitSpec& spec, uint64_t seed, int64_t flat_begin, int64_t count,
                       float* out);
 
-// Fills a materialised parameter's value (its local rows) in the value's dtype and device.
+// Fills a materialised parameter's value (its local rows) in the value's dtype and device; of a deferred one, sets
+// its start values to the same numbers.
 void init_parameter(Parameter& param, const InitSpec& spec, uint64_t seed);
 
 // PEFT's LoRA init: lora_A kaiming-uniform with a = sqrt(5), i.e. U(-1/sqrt(in), 1/sqrt(in)) with `in` its last
 // dimension (per expert for [E, r, in]), lora_B zeros. Drawn from (seed, name, element) as every other parameter.
 InitSpec lora_init_spec(const Parameter& param);
-// Initialises every materialised adapter parameter of the store (model/layers/lora_adapter.h names).
+// Initialises every materialised or deferred adapter parameter of the store (model/layers/lora_adapter.h names).
 void init_lora_adapters(ParamStore& store, uint64_t seed);
 
 }  // namespace veomni

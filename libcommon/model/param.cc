@@ -1,4 +1,4 @@
-// The parameter registry: HF-named parameters, their groups, and single-process materialisation.
+// The parameter registry: HF-named parameters, their groups, and single-process or deferred materialisation.
 #include "model/param.h"
 
 namespace veomni {
@@ -55,7 +55,19 @@ int64_t ParamStore::num_elements() const {
 }
 
 void ParamStore::materialize_all(Device device, DType dtype) {
-  for (const auto& param : params_) param->value = Tensor::zeros(param->local_shape(), dtype, device);
+  for (const auto& param : params_) {
+    param->value = Tensor::zeros(param->local_shape(), dtype, device);
+    param->deferred = false;
+    param->start_values = nullptr;
+  }
+}
+
+void ParamStore::defer_values(Device device) {
+  deferred_device_ = device;
+  for (const auto& param : params_) {
+    param->value = Tensor();
+    param->deferred = true;
+  }
 }
 
 void ParamStore::zero_grads() {

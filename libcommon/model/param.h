@@ -1,6 +1,7 @@
 // Parameters with their HuggingFace names and full shapes, grouped per layer: the unit FSDP gathers and frees.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -30,10 +31,18 @@ struct Parameter {
   Tensor value;
   // Gradient of the full tensor (same shape, f32), accumulated by backward; undefined until first written.
   Tensor grad;
+  // Deferred (ParamStore::defer_values): the parameter is not materialised; initialisation and loading record here
+  // how to produce its start values instead of writing them into `value`: elements [begin, begin + count) of its
+  // local rows, flattened row-major, in f32. FSDP then fills only this rank's shard from it, so no rank ever holds
+  // the whole tensor. Unset on a deferred parameter: zeros (a resume, whose checkpoint overwrites the shards).
+  bool deferred = false;
+  std::function<void(int64_t begin, int64_t count, float* out)> start_values;
 
   // The shape of this rank's rows (the full shape unless expert-parallel).
   Shape local_shape() const;
   int64_t local_row_end() const { return local_end < 0 ? shape.at(0) : local_end; }
+  // Whether initialisation or loading can give it start values: materialised, or deferred.
+  bool takes_start_values() const { return value.defined() || deferred; }
 };
 
 // The parameters of one unit (embedding, each decoder layer, final norm + lm_head): gathered together.
@@ -63,6 +72,11 @@ class ParamStore {
 
   // Allocates value tensors (zeros) for every parameter on a device/dtype; used by the single-process path.
   void materialize_all(Device device, DType dtype);
+  // Materialises nothing: every parameter is deferred (Parameter::start_values) until FSDP builds its shards on
+  // `device` from the start values, so that a rank's host memory holds its share of the model, never all of it.
+  void defer_values(Device device);
+  // The device defer_values named (the CPU when never called).
+  Device deferred_device() const { return deferred_device_; }
   // Sets every trainable parameter's grad to zero (allocating f32 zeros where undefined); frozen ones keep none.
   void zero_grads();
 
@@ -71,6 +85,7 @@ class ParamStore {
   std::unordered_map<std::string, Parameter*> by_name_;  // lookups stay O(1): a model has thousands of parameters
   std::vector<ParamGroup> groups_;
   std::shared_ptr<LoraRegistry> lora_;
+  Device deferred_device_ = Device::cpu();
 };
 
 }  // namespace veomni

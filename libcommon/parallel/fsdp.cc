@@ -19,6 +19,35 @@ constexpr int64_t kShardAlign = 128;
 // A flat view of the first n elements of t.
 Tensor flat_prefix(const Tensor& t, int64_t n) { return t.view({t.numel()}).slice(0, n); }
 
+// Elements of deferred start values produced at a time: host buffers stay this small whatever the parameter's size.
+constexpr int64_t kStartValueChunk = int64_t{1} << 22;
+
+// Writes elements [begin, begin + dst.numel()) of a deferred parameter's start values (zeros when it has none) into
+// the flat tensor dst, of any dtype and device, chunk by chunk. The numbers and the cast are those of the
+// materialised path (f32 values, cast by ops::cast on dst's device), so the shards hold the same bits.
+void fill_from_start_values(const Parameter& p, int64_t begin, Tensor dst) {
+  const int64_t count = dst.numel();
+  if (!p.start_values || count == 0) return;  // dst is zeros already
+  const bool direct = dst.is_cpu() && dst.dtype() == DType::F32;
+  const int64_t chunk = std::min(kStartValueChunk, count);
+  Tensor host = direct ? Tensor() : Tensor::empty({chunk}, DType::F32);
+  for (int64_t done = 0; done < count; done += chunk) {
+    const int64_t n = std::min(chunk, count - done);
+    Tensor part = dst.slice(done, done + n);
+    if (direct) {
+      p.start_values(begin + done, n, part.data<float>());
+      continue;
+    }
+    Tensor values = host.slice(0, n);
+    p.start_values(begin + done, n, values.data<float>());
+    if (!dst.is_cpu()) values = values.to(dst.device());
+    if (dst.dtype() == DType::F32)
+      part.copy_from(values);
+    else
+      ops::cast(values, part);
+  }
+}
+
 }  // namespace
 
 Fsdp::Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType reduce_dtype, bool overlap,
@@ -40,13 +69,18 @@ Fsdp::Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType
                  p->local_begin, p->local_row_end(), spec.rows_begin, spec.rows_end);
     s.local_numel = spec.local_numel;
     s.shard_numel = spec.shard_numel;
-    compute_device_ = p->value.defined() ? p->value.device() : Device::cpu();
-    VEOMNI_CHECK(p->value.defined() && p->value.numel() == s.local_numel, "FSDP: parameter {} is not materialised ({})",
-                 p->name, p->value.describe());
+    if (p->deferred) {
+      VEOMNI_CHECK(!p->value.defined(), "FSDP: deferred parameter {} holds a value", p->name);
+      compute_device_ = store.deferred_device();
+    } else {
+      compute_device_ = p->value.defined() ? p->value.device() : Device::cpu();
+      VEOMNI_CHECK(p->value.defined() && p->value.numel() == s.local_numel,
+                   "FSDP: parameter {} is not materialised ({})", p->name, p->value.describe());
+    }
     if (!p->trainable) {
-      // LoRA's frozen base has no optimizer state; its adapters' is small (train_config refuses offload with LoRA).
-      VEOMNI_CHECK(!offload_, "FSDP offload with the frozen parameter {}", p->name);
+      // LoRA's frozen base: no optimizer state, so offload leaves it where it is, on the compute device.
       take_frozen_values(s, spec);
+      finish_start_values(*p);
       shard_index_.emplace(p, shards_.size());
       shards_.push_back(std::move(s));
       continue;
@@ -57,8 +91,13 @@ Fsdp::Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType
     // aliased.
     s.grad = Tensor::zeros({s.shard_numel}, DType::F32, compute_device_);
     Tensor mine = flat_prefix(s.master, spec.flat_end - spec.flat_begin);
-    Tensor full = p->value.dtype() == DType::F32 ? p->value : p->value.to_dtype(DType::F32);
-    mine.copy_from(full.view({s.local_numel}).slice(spec.flat_begin, spec.flat_end));
+    if (p->deferred) {
+      fill_from_start_values(*p, spec.flat_begin, mine);
+    } else {
+      Tensor full = p->value.dtype() == DType::F32 ? p->value : p->value.to_dtype(DType::F32);
+      mine.copy_from(full.view({s.local_numel}).slice(spec.flat_begin, spec.flat_end));
+    }
+    finish_start_values(*p);
     s.aliased = spec.group_size == 1 && compute_dtype_ == DType::F32 && !offload_;
     if (s.aliased) {
       p->value = flat_prefix(s.master, s.local_numel).view(p->local_shape());
@@ -75,6 +114,26 @@ Fsdp::Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType
 
 void Fsdp::take_frozen_values(ParamShard& s, const ShardSpec& spec) const {
   Parameter* p = s.param;
+  if (p->deferred) {
+    // Only this rank's slice, made in the compute dtype: no f32 copy of it, let alone of the whole tensor.
+    s.frozen_values = Tensor::zeros({s.shard_numel}, compute_dtype_, compute_device_);
+    fill_from_start_values(*p, spec.flat_begin, flat_prefix(s.frozen_values, spec.flat_end - spec.flat_begin));
+  } else {
+    take_materialised_frozen_values(s, spec);
+  }
+  // Already in the compute dtype: a group of one computes straight from the slice (its padding is empty).
+  s.aliased = spec.group_size == 1;
+  p->value = s.aliased ? flat_prefix(s.frozen_values, s.local_numel).view(p->local_shape()) : Tensor();
+  p->grad = Tensor();
+}
+
+void Fsdp::finish_start_values(Parameter& p) {
+  p.deferred = false;
+  p.start_values = nullptr;  // with it goes what it read from (an open checkpoint)
+}
+
+void Fsdp::take_materialised_frozen_values(ParamShard& s, const ShardSpec& spec) const {
+  Parameter* p = s.param;
   s.frozen_values = Tensor::zeros({s.shard_numel}, compute_dtype_, p->value.device());
   Tensor full = p->value;
   if (full.dtype() != compute_dtype_) {  // a cast on the value's device (to_dtype is the host's)
@@ -83,10 +142,6 @@ void Fsdp::take_frozen_values(ParamShard& s, const ShardSpec& spec) const {
   }
   flat_prefix(s.frozen_values, spec.flat_end - spec.flat_begin)
       .copy_from(full.view({s.local_numel}).slice(spec.flat_begin, spec.flat_end));
-  // Already in the compute dtype: a group of one computes straight from the slice (its padding is empty).
-  s.aliased = spec.group_size == 1;
-  p->value = s.aliased ? flat_prefix(s.frozen_values, s.local_numel).view(p->local_shape()) : Tensor();
-  p->grad = Tensor();
 }
 
 ParamShard& Fsdp::shard_of(const Parameter* p) {

@@ -18,10 +18,12 @@
 // shard is that dtype's slice (bf16 under mixed precision, f32 on the CPU reference), with no f32 master, no
 // gradient and no reduce-scatter; a gradient the model computes for one anyway is dropped at after_backward. Gathers
 // move them as they move the others, without the cast.
-// Optimizer offload (train.accelerator.fsdp_config.offload): the f32 masters live in host memory (the optimizer then
-// keeps its moments beside them: 12 bytes a parameter on the host), and the gradients stay where they are without
-// offload, f32 on the compute device (4 bytes a parameter there, released from zero_grads() to backward). Each shard
-// keeps its master in the compute dtype on the compute device, the source of the gathers. The optimizer step streams
+// Optimizer offload (train.accelerator.fsdp_config.offload): the f32 masters of the trainable shards (every one in a
+// full fine-tuning; the adapters under LoRA, whose frozen base stays as above on the compute device) live in host
+// memory (the optimizer then keeps its moments beside them: 12 bytes a trainable parameter on the host), and the
+// gradients stay where they are without offload, f32 on the compute device (4 bytes a parameter there, released from
+// zero_grads() to backward). Each trainable shard keeps its master in the compute dtype on the compute device, the
+// source of the gathers. The optimizer step streams
 // (optim/offload_stream.h): chunk by chunk the gradients come to the host through a small pinned ring, the host
 // steps the masters and sends them back cast into those copies; offload_target() hands a shard's copy and the ring
 // to the optimizer. masters_updated() refreshes the copies the same way after any other change of the masters (a
@@ -65,7 +67,8 @@ struct ParamShard {
   bool frozen() const { return frozen_values.defined(); }
   // What this rank stores of the parameter's values: the f32 master, or the compute-dtype frozen slice.
   const Tensor& stored() const { return frozen() ? frozen_values : master; }
-  // Offload only: the master in the compute dtype on the compute device (what the gathers send).
+  // Offload only: the master in the compute dtype on the compute device (what the gathers send); undefined for a
+  // frozen shard, whose frozen_values the gathers send.
   Tensor compute;
 };
 
@@ -83,7 +86,9 @@ struct FsdpOverlapStats {
 class Fsdp final : public ParamHooks {
  public:
   // Takes over the parameters' current values (as initialised or loaded: every rank must hold the same full rows)
-  // into the shards, on the values' device, and releases the full values (except when aliased). Gathers move
+  // into the shards, on the values' device, and releases the full values (except when aliased). A deferred
+  // parameter (ParamStore::defer_values) has no value: its shard is made on the store's deferred device from its
+  // start values, this rank's elements only, in the dtype the shard keeps; the same bits as from a materialised one. Gathers move
   // compute_dtype (the shard is cast first, so a bf16 run gathers half the bytes); gradients are reduce-scattered
   // in reduce_dtype and accumulated into the f32 shard gradients. overlap false: every collective blocks in its hook
   // (train.accelerator.fsdp_config.overlap, for debugging).
@@ -181,6 +186,10 @@ class Fsdp final : public ParamHooks {
   void attach_unsharded_grads(ParamGroup& group);
   // A frozen parameter's shard: its slice cast to the compute dtype (a view of it as the value when aliased).
   void take_frozen_values(ParamShard& s, const ShardSpec& spec) const;
+  // That slice cut from the parameter's materialised value.
+  void take_materialised_frozen_values(ParamShard& s, const ShardSpec& spec) const;
+  // A deferred parameter whose shard is built: no longer deferred, and its start values are released.
+  static void finish_start_values(Parameter& p);
   ParamShard& shard_of(const Parameter* p);
   size_t index_of(const ParamGroup& group) const;
   bool owns(const ParamGroup& group, const Parameter* p) const;

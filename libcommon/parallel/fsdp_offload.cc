@@ -1,5 +1,6 @@
 // FSDP optimizer offload: the compute-dtype copies of the host masters on the compute device, and the chunk stream
-// that refreshes them (after an optimizer step, which goes through the same stream, or a checkpoint restore).
+// that refreshes them (after an optimizer step, which goes through the same stream, or a checkpoint restore). Frozen
+// shards (a LoRA base) have no master and stay as they are.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -19,11 +20,12 @@ int64_t aligned(int64_t n) { return (n + kOffloadAlign - 1) / kOffloadAlign * kO
 }  // namespace
 
 void Fsdp::build_offload() {
+  // Frozen shards (LoRA's base) have no master: their compute-dtype slices stay the gathers' source, untouched.
   std::vector<int64_t> offsets{0};
-  for (const ParamShard& s : shards_) offsets.push_back(offsets.back() + aligned(s.shard_numel));
+  for (const ParamShard& s : shards_) offsets.push_back(offsets.back() + (s.frozen() ? 0 : aligned(s.shard_numel)));
   compute_flat_ = Tensor::empty({offsets.back()}, compute_dtype_, compute_device_);
   for (size_t i = 0; i < shards_.size(); ++i)
-    shards_[i].compute = compute_flat_.slice(offsets[i], offsets[i] + shards_[i].shard_numel);
+    if (!shards_[i].frozen()) shards_[i].compute = compute_flat_.slice(offsets[i], offsets[i] + shards_[i].shard_numel);
   // A model smaller than one chunk needs no larger buffers than itself.
   const int64_t chunk = std::max<int64_t>(1, std::min(OffloadStream::kDefaultChunkElements, offsets.back()));
   stream_ = std::make_unique<OffloadStream>(compute_device_, compute_dtype_, chunk);
@@ -43,7 +45,8 @@ OffloadTarget Fsdp::offload_target(const ParamShard& shard) {
 int64_t Fsdp::offload_host_bytes() const {
   int64_t bytes = offload_buffer_bytes();
   if (offload_)
-    for (const ParamShard& s : shards_) bytes += static_cast<int64_t>(s.master.nbytes());
+    for (const ParamShard& s : shards_)
+      if (!s.frozen()) bytes += static_cast<int64_t>(s.master.nbytes());
   return bytes;
 }
 
@@ -53,7 +56,8 @@ void Fsdp::masters_updated() {
   if (!offload_ || shards_.empty()) return;
   std::vector<OffloadStream::Item> items;
   items.reserve(shards_.size());
-  for (const ParamShard& s : shards_) items.push_back({s.master, s.compute, nullptr});
+  for (const ParamShard& s : shards_)
+    if (!s.frozen()) items.push_back({s.master, s.compute, nullptr});
   // No host work: each chunk of masters is cast on the host (only compute-dtype bytes cross the bus) and copied.
   stream_->run(items, [](const std::vector<OffloadStream::Piece>&) {});
 }
@@ -61,7 +65,7 @@ void Fsdp::masters_updated() {
 std::vector<Tensor> Fsdp::compute_copies(const std::vector<ParamShard*>& shards) {
   std::vector<Tensor> out;
   out.reserve(shards.size());
-  for (const ParamShard* s : shards) out.push_back(s->compute);
+  for (const ParamShard* s : shards) out.push_back(s->frozen() ? s->frozen_values : s->compute);
   return out;
 }
 

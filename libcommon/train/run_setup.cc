@@ -59,10 +59,15 @@ ModelOptions run_model_options(const TrainConfig& config, Device device, const R
 }
 
 std::unique_ptr<TrainModel> make_run_model(const RunModelConfig& model, const ModelOptions& options, ModelHead head,
-                                           bool freeze_vit) {
-  auto out = model.thinker ? std::make_unique<TrainModel>(*model.thinker, options, freeze_vit, head)
-                           : std::make_unique<TrainModel>(model.text, options, head);
-  out->params().materialize_all(options.device, DType::F32);
+                                           bool freeze_vit, RunModelValues values) {
+  ModelOptions built = options;
+  built.materialize = values == RunModelValues::Materialised;
+  auto out = model.thinker ? std::make_unique<TrainModel>(*model.thinker, built, freeze_vit, head)
+                           : std::make_unique<TrainModel>(model.text, built, head);
+  if (values == RunModelValues::Deferred)
+    out->params().defer_values(options.device);
+  else
+    out->params().materialize_all(options.device, DType::F32);
   return out;
 }
 

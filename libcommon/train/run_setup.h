@@ -47,10 +47,15 @@ RunParallel build_run_parallel(std::shared_ptr<Communicator> world, const Accele
 // configured precision on a GPU), activation recomputation and the parallel hooks.
 ModelOptions run_model_options(const TrainConfig& config, Device device, const RunParallel& parallel);
 
-// The model (text or multimodal body) with `head`, its parameters materialised in f32 on the options' device, ready
-// for initialisation or loading (fp32 masters are staged in f32 whatever the compute dtype).
+// Where a run model's parameter values live until FSDP takes them. Materialised: every parameter whole in f32 on
+// the options' device (fp32 masters are staged in f32 whatever the compute dtype). Deferred: none; initialisation and
+// loading record each one's start values and FSDP builds only this rank's shards from them, each in the dtype it
+// keeps (a frozen parameter in the compute dtype only), so a rank's host memory never holds the whole model.
+enum class RunModelValues { Materialised, Deferred };
+
+// The model (text or multimodal body) with `head`, ready for initialisation or loading.
 std::unique_ptr<TrainModel> make_run_model(const RunModelConfig& model, const ModelOptions& options, ModelHead head,
-                                           bool freeze_vit);
+                                           bool freeze_vit, RunModelValues values = RunModelValues::Materialised);
 
 // How a multimodal model's micro-batches are collated on this rank (its SP slice, merge unit, audio, positions).
 MultimodalCollateOptions run_multimodal_collate_options(const ThinkerConfig& thinker, int64_t max_seq_len,

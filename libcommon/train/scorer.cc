@@ -100,7 +100,7 @@ void Scorer::build_model() {
   parallel_ = build_run_parallel(world_, acc, model_config_, device_);
   ModelOptions options = run_model_options(config_, device_, parallel_);
   options.recompute = false;  // nothing is saved for a backward
-  model_ = make_run_model(run_model_, options, score_head(options_.what), false);
+  model_ = make_run_model(run_model_, options, score_head(options_.what), false, RunModelValues::Deferred);
   const std::string head_hint =
       fmt::format(" (hint: --what {} reads a {} head: --what logprobs for a causal LM, reward for a sequence "
                   "classifier, value for a token classifier)",

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <memory>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -189,8 +190,9 @@ void check_causal_lm_source(const WeightSource& source, const std::string& model
 
 // A value head starts from the source's score.* (a ...ForSequenceClassification / ...ForTokenClassification
 // directory of one label) or, from a causal LM, as transformers initialises a missing head.
-void load_value_model(TrainModel& model, const WeightSource& source, const std::string& model_path, uint64_t seed,
-                      const std::set<std::string>& adapters) {
+void load_value_model(TrainModel& model, const std::shared_ptr<const WeightSource>& shared_source,
+                      const std::string& model_path, uint64_t seed, const std::set<std::string>& adapters) {
+  const WeightSource& source = *shared_source;
   ValueHead& head = model.value_head();
   Parameter& weight = head.weight();
   Parameter* bias = head.bias();
@@ -218,7 +220,7 @@ void load_value_model(TrainModel& model, const WeightSource& source, const std::
   }
   std::set<std::string> skip = missing;
   skip.insert(adapters.begin(), adapters.end());
-  load_hf_weights(model.params(), source, skip);
+  load_hf_weights(model.params(), shared_source, skip);
   for (const auto& param : model.params().all())
     if (missing.contains(param->name)) init_parameter(*param, hf_init_spec(param->name, model.body().text_config()), seed);
 }
@@ -230,11 +232,12 @@ void load_start_weights(TrainModel& model, const std::string& model_path, uint64
     model.init_weights(seed);
     return;
   }
-  const HfCheckpointSource source(model_path);
+  // Shared: deferred parameters read their rows from it when FSDP builds their shards.
+  const auto source = std::make_shared<const HfCheckpointSource>(model_path);
   std::set<std::string> adapters;
   for (const Parameter* param : model.lora_params()) adapters.insert(param->name);
   if (model.head() == ModelHead::LanguageModel) {
-    check_causal_lm_source(source, model_path);
+    check_causal_lm_source(*source, model_path);
     load_hf_weights(model.params(), source, adapters);
   } else {
     load_value_model(model, source, model_path, seed, adapters);

@@ -80,8 +80,8 @@ class TrainModel {
   std::vector<Parameter*> lora_params_;
 };
 
-// A run's start weights (materialised parameters): the HF checkpoint directory model_path, or the HF
-// initialisation seeded by seed when model_path is empty. LoRA adapters are never in an HF base directory: they
+// A run's start weights (into materialised parameters, or as the start values of deferred ones): the HF checkpoint
+// directory model_path, or the HF initialisation seeded by seed when model_path is empty. LoRA adapters are never in an HF base directory: they
 // start as PEFT initialises them (seeded by seed) either way.
 void load_start_weights(TrainModel& model, const std::string& model_path, uint64_t seed);
 

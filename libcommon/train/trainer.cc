@@ -264,9 +264,6 @@ void Trainer::build_mesh_and_model() {
   hf_config_json_ = std::move(run_model.hf_config_json);
   layout_ = resolve_batch_layout(config_, world_->size());
   validate_parallel_layout(config_, model_config_);
-  VEOMNI_INPUT_CHECK(!(config_.model.lora_config.enabled() && config_.train.accelerator.fsdp_config.offload),
-                     "train.accelerator.fsdp_config.offload is for full fine-tuning: with model.lora_config the frozen "
-                     "base holds no optimizer state and the adapters' is small (hint: set offload false)");
   device_ = select_device();
   const auto& acc = config_.train.accelerator;
   RunParallel parallel = build_run_parallel(world_, acc, model_config_, device_);
@@ -353,9 +350,11 @@ void Trainer::check_adapter_checkpoint(const CheckpointMetadata& saved) const {
                      is.exclude_modules, is.share_expert_lora);
 }
 
-// Initialised or loaded values go into the fp32 masters: they are staged in fp32 whatever the compute dtype.
+// Deferred: FSDP builds each rank's shards from the initialised or loaded start values, so that a rank's host memory
+// holds its share of the model, never the whole of it.
 std::unique_ptr<TrainModel> Trainer::make_model(const ModelOptions& options, ModelHead head) const {
-  return make_run_model({model_config_, thinker_, hf_config_json_}, options, head, config_.train.freeze_vit);
+  return make_run_model({model_config_, thinker_, hf_config_json_}, options, head, config_.train.freeze_vit,
+                        RunModelValues::Deferred);
 }
 
 void Trainer::load_start_weights(TrainModel& model) const {

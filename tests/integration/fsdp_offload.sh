@@ -13,6 +13,9 @@
 #          allocated memory per rank (run_summary.json) must also drop by at least the AdamW moments' size (8 bytes a
 #          parameter over NP ranks; it drops by about 10: the master and moments go, a bf16 copy stays, the f32
 #          gradients stay on the GPU as without offload).
+#        fsdp_offload.sh lora BIN_DIR SOURCE_DIR MODEL EP
+#          as train on two CPU ranks in fp32 with LoRA adapters (model.lora_config rank 4): the adapters' masters and
+#          moments offloaded, the frozen base untouched; the same bits and adapter checkpoint bytes as without offload.
 #        fsdp_offload.sh resume BIN_DIR SOURCE_DIR
 #          two CPU ranks: an offloaded run's step-2 checkpoint resumed with offload and without it both end where
 #          an uninterrupted run without offload ends, bit for bit (metrics and rank files).
@@ -48,10 +51,14 @@ case "$mode" in
   unit)
     mpirun --oversubscribe --bind-to none -np 2 "$1" --gtest_filter='FsdpOffload*' --gtest_brief=1
     ;;
-  train|resume)
+  train|resume|lora)
     bin=$1 src=$2
+    extra=()
     if [ "$mode" = train ]; then
       device=$3 precision=$4 np=$5 model=${6:-qwen3_toy} ep=${7:-1} reduce=${8:-float32}
+    elif [ "$mode" = lora ]; then
+      device=cpu precision=fp32 np=2 model=$3 ep=$4 reduce=float32
+      extra=(--model.lora_config.rank 4 --model.lora_config.alpha 8)
     else
       device=cpu precision=fp32 np=2 model=qwen3_toy ep=1 reduce=float32
     fi
@@ -76,7 +83,7 @@ case "$mode" in
         --train.micro_batch_size 1 --train.num_train_epochs 1 --train.device "$device" \
         --train.accelerator.ep_size "$ep" --train.optimizer.max_grad_norm 0.05 --train.optimizer.weight_decay 0.1 \
         "${precision_args[@]}" --train.accelerator.fsdp_config.offload "$offload" \
-        --train.checkpoint.output_dir "$out" --log-level warn "$@" || fail "training $out"
+        --train.checkpoint.output_dir "$out" --log-level warn "${extra[@]}" "$@" || fail "training $out"
     }
     if [ "$mode" = resume ]; then
       train false "$work/full" --train.max_steps 4 --train.checkpoint.save_steps 2
@@ -122,5 +129,5 @@ case "$mode" in
             exit !(off - on >= need) }' || fail "offload saved less GPU memory than the optimizer moments take"
     fi
     ;;
-  *) fail "unknown mode '$mode' (unit, train or resume)" ;;
+  *) fail "unknown mode '$mode' (unit, train, lora or resume)" ;;
 esac

@@ -69,17 +69,20 @@ std::string first_difference(const std::vector<std::vector<float>>& a, const std
 
 // The trainer's use of Fsdp and AdamW: zero, micro-batches through the hooks, wait, a clipped AdamW step over the
 // shards (offloaded: through the chunk stream, which refreshes the compute copies). Records every value a request
-// handed out and every shard's gradient, master and moments. chunk_elements: the offload stream's chunk (0: default).
+// handed out and every trainable shard's gradient, master and moments. chunk_elements: the offload stream's chunk
+// (0: default). frozen: parameters held as a LoRA base is (no optimizer slot; backward adds them no gradient).
 class OptimizerRun {
  public:
-  OptimizerRun(const DeviceMesh& mesh, DType compute, bool offload, int64_t chunk_elements = 0)
-      : store_(synthetic_store(mesh)),
+  OptimizerRun(const DeviceMesh& mesh, DType compute, bool offload, int64_t chunk_elements = 0,
+               const std::vector<std::string>& frozen = {})
+      : store_(synthetic_store(mesh, Device::cpu(), frozen)),
         fsdp_(*store_, mesh, compute, DType::F32, true, offload),
         adamw_(AdamWOptions{1e-2, 0.9, 0.95, 1e-8, 0.1}),
         world_(mesh.world),
         rank_(mesh.rank) {
     if (chunk_elements > 0) fsdp_.set_offload_chunk_elements(chunk_elements);
-    for (ParamShard& s : fsdp_.shards()) adamw_.add_slot(s.param->name, s.master, &s.grad, fsdp_.offload_target(s));
+    for (ParamShard& s : fsdp_.shards())
+      if (!s.frozen()) adamw_.add_slot(s.param->name, s.master, &s.grad, fsdp_.offload_target(s));
   }
 
   Fsdp& fsdp() { return fsdp_; }
@@ -105,16 +108,23 @@ class OptimizerRun {
     }
     fsdp_.wait_for_gradients();
     std::vector<const Tensor*> grads;
-    for (const ParamShard& s : fsdp_.shards()) grads.push_back(&s.grad);
+    for (const ParamShard& s : fsdp_.shards())
+      if (!s.frozen()) grads.push_back(&s.grad);
     std::vector<double> total{ops::sum_squares_multi(grads)};
     world_->allreduce_sum(total);
     adamw_.step(1e-2, static_cast<float>(std::min(1.0, 0.05 / (std::sqrt(total[0]) + 1e-6))));
     record_.push_back({static_cast<float>(total[0])});
-    for (size_t i = 0; i < fsdp_.shards().size(); ++i) {
-      record_.push_back(host_floats(fsdp_.shards()[i].grad));
-      record_.push_back(host_floats(fsdp_.shards()[i].master));
-      record_.push_back(host_floats(adamw_.slots()[i].exp_avg));
-      record_.push_back(host_floats(adamw_.slots()[i].exp_avg_sq));
+    size_t slot = 0;
+    for (const ParamShard& s : fsdp_.shards()) {
+      if (s.frozen()) {
+        record_.push_back(host_floats(s.frozen_values));
+        continue;
+      }
+      record_.push_back(host_floats(s.grad));
+      record_.push_back(host_floats(s.master));
+      record_.push_back(host_floats(adamw_.slots()[slot].exp_avg));
+      record_.push_back(host_floats(adamw_.slots()[slot].exp_avg_sq));
+      ++slot;
     }
   }
 
@@ -126,6 +136,7 @@ class OptimizerRun {
   // Rank- and value-dependent gradients accumulated as backward does (into whatever gradient the hooks attached).
   void add_gradients(const ParamGroup& g, int step, int micro_batch) {
     for (Parameter* p : g.params) {
+      if (!p->trainable) continue;  // backward skips a frozen weight's gradient
       if (!p->grad.defined()) p->grad = Tensor::zeros(p->local_shape(), DType::F32, p->value.device());
       const std::vector<float> value = host_floats(p->value);
       std::vector<float> d(value.size());
@@ -320,6 +331,59 @@ TEST(FsdpOffload, StepsMatchWithoutOffloadBitForBit) {
       }
       EXPECT_EQ(first_difference(on.record(), off.record()), "");
     }
+  }
+}
+
+// LoRA: the adapters' masters and moments are offloaded, the frozen base stays in the compute dtype on the compute
+// device, untouched by the step; the same bits as without offload. The frozen parameters include the tied embedding
+// and an expert tensor.
+const std::vector<std::string> kFrozenBase = {"embed", "layers.0.w", "layers.1.experts", "norm"};
+
+void expect_lora_offload_matches(const DeviceMesh& mesh) {
+  for (DType compute : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(compute));
+    OptimizerRun off(mesh, compute, false, 0, kFrozenBase), on(mesh, compute, true, 64, kFrozenBase);
+    int64_t trainable = 0;
+    for (const ParamShard& s : on.fsdp().shards()) {
+      SCOPED_TRACE(s.param->name);
+      if (s.frozen()) {
+        EXPECT_EQ(s.frozen_values.device(), on.fsdp().compute_device());
+        EXPECT_EQ(s.frozen_values.dtype(), compute);
+        EXPECT_FALSE(s.master.defined());
+        EXPECT_FALSE(s.compute.defined()) << "a frozen shard has no compute copy: its slice is the gathers' source";
+        EXPECT_FALSE(on.fsdp().offload_target(s).enabled());
+        continue;
+      }
+      ++trainable;
+      EXPECT_TRUE(s.master.is_cpu());
+      EXPECT_TRUE(s.compute.defined());
+    }
+    EXPECT_EQ(static_cast<int64_t>(on.adamw().slots().size()), trainable);
+    EXPECT_TRUE(on.adamw().offloaded());
+    const std::vector<float> frozen_before = host_floats(on.fsdp().shards()[0].frozen_values);
+    for (int step = 0; step < 3; ++step) {
+      off.step(step, 2);
+      on.step(step, 2);
+    }
+    EXPECT_EQ(first_difference(on.record(), off.record()), "");
+    EXPECT_EQ(host_floats(on.fsdp().shards()[0].frozen_values), frozen_before) << "the frozen base is not stepped";
+    int64_t elements = 0;
+    for (const ParamShard& s : on.fsdp().shards())
+      if (!s.frozen()) elements += s.shard_numel;
+    EXPECT_EQ(on.fsdp().offload_host_bytes() + on.adamw().moment_bytes() - on.fsdp().offload_buffer_bytes(),
+              12 * elements)
+        << "12 bytes a trainable parameter in host memory, nothing for the frozen base";
+  }
+}
+
+TEST(FsdpOffload, LoraStepsMatchWithoutOffloadBitForBit) { expect_lora_offload_matches(one_rank_mesh()); }
+
+TEST(FsdpOffloadTwoRanks, LoraStepsMatchWithoutOffloadBitForBit) {
+  const std::shared_ptr<Communicator> world = two_rank_world();
+  if (!world) GTEST_SKIP() << "runs on two MPI ranks: ctest -R fsdp_offload_2ranks";
+  for (int64_t ep : {1, 2}) {
+    SCOPED_TRACE(fmt::format("ep {}", ep));
+    expect_lora_offload_matches(build_device_mesh(world, 1, ep));
   }
 }
 

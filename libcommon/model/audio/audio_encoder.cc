@@ -119,7 +119,7 @@ AudioEncoder::Impl::Impl(ParamStore& s, const AudioEncoderConfig& c, const Audio
   proj2 = std::make_unique<BiasedLinear>(store, config.param_prefix + "proj2", config.output_dim, d);
   for (size_t k = before_projections; k < store.all().size(); ++k) params.push_back(store.all()[k].get());
   // Under FSDP the parameter hooks own the storage (shards and gathered copies).
-  if (!options.param_hooks)
+  if (!options.param_hooks && options.materialize)
     for (Parameter* p : params) p->value = Tensor::zeros(p->local_shape(), options.compute_dtype, options.device);
 }
 
@@ -248,11 +248,11 @@ void AudioEncoder::set_param_hooks(ParamHooks* hooks) { impl_->options.param_hoo
 
 void AudioEncoder::init_weights(uint64_t seed) {
   for (Parameter* p : impl_->params) {
-    if (!p->value.defined()) continue;
+    if (!p->takes_start_values()) continue;
     if (is_lora_param_name(p->name)) {
       init_parameter(*p, lora_init_spec(*p), seed);
     } else if (ends_with(p->name, ".bias")) {
-      ops::fill_(p->value, 0.0f);
+      init_parameter(*p, InitSpec{InitSpec::Kind::Zeros, 0.0}, seed);
     } else if (is_layer_norm(p->name)) {
       init_parameter(*p, InitSpec{InitSpec::Kind::Ones, 0.0}, seed);
     } else {

@@ -22,6 +22,7 @@ struct AudioEncoderOptions {
   Device device = Device::cpu();
   DType compute_dtype = DType::F32;  // parameter/activation dtype for compute
   ParamHooks* param_hooks = nullptr;  // FSDP; null: single process, values materialised at construction
+  bool materialize = true;            // false: no values at construction (they come deferred, see ModelOptions)
 };
 
 class AudioEncoder {

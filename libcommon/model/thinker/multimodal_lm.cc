@@ -140,13 +140,15 @@ MultimodalBody::Impl::Impl(const ThinkerConfig& c, const MultimodalOptions& o) :
   vision_options.device = options.lm.device;
   vision_options.compute_dtype = options.lm.compute_dtype;
   vision = std::make_unique<VisionTower>(store, config.vision, vision_options);
-  for (size_t index : vision->group_indices())
-    for (Parameter* p : store.groups()[index].params)
-      p->value = Tensor::zeros(p->local_shape(), options.lm.compute_dtype, options.lm.device);
+  if (options.lm.materialize)
+    for (size_t index : vision->group_indices())
+      for (Parameter* p : store.groups()[index].params)
+        p->value = Tensor::zeros(p->local_shape(), options.lm.compute_dtype, options.lm.device);
   if (config.has_audio) {
     AudioEncoderOptions audio_options;
     audio_options.device = options.lm.device;
     audio_options.compute_dtype = options.lm.compute_dtype;
+    audio_options.materialize = options.lm.materialize;
     audio = std::make_unique<AudioEncoder>(store, config.audio, audio_options);
   }
   lm = std::make_unique<TextBody>(config.text, text_options(config, options), store);

@@ -334,7 +334,7 @@ void VisionTower::init_weights(uint64_t seed) {
         continue;
       }
       if (ends_with(p->name, ".bias")) {
-        p->value.zero_();
+        init_parameter(*p, InitSpec{InitSpec::Kind::Zeros, 0.0}, seed);
         continue;
       }
       const bool ones = is_layer_norm_weight(p->name);
