@@ -149,6 +149,7 @@ class SyntheticRun {
     record_shards();
     for (ParamShard& s : fsdp_.shards())
       if (!s.frozen()) ops::add_(s.master, s.grad, -0.5f);
+    fsdp_.masters_updated();  // not an optimizer step: the compute copies follow by hand
   }
 
   // The trainable shards' gradients and masters (a frozen shard has neither).
@@ -358,6 +359,7 @@ TEST(FsdpOverlap, ToyModelStepsMatchTheBlockingPath) {
           records[r].push_back(host_floats(s.grad));
           ops::add_(s.master, s.grad, -0.5f);
         }
+        fsdps[r]->masters_updated();
       }
       if (step == 0) after_first = fsdps[1]->overlap_stats();
     }
