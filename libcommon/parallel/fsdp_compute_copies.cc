@@ -44,7 +44,9 @@ OffloadTarget Fsdp::optimizer_target(const ParamShard& shard) {
   return {stream_.get(), shard.compute};
 }
 
-int64_t Fsdp::compute_copy_bytes() const { return static_cast<int64_t>(compute_flat_.nbytes()); }
+int64_t Fsdp::compute_copy_bytes() const {
+  return compute_flat_.defined() ? static_cast<int64_t>(compute_flat_.nbytes()) : 0;
+}
 
 int64_t Fsdp::offload_host_bytes() const {
   int64_t bytes = offload_buffer_bytes();

@@ -142,7 +142,8 @@ TEST(OpsAdamwPrecision, Bf16MomentsMatchADoubleReference) {
       v[i] = round_bf16(static_cast<float>(v0[i] * kBeta2 + (1.0 - kBeta2) * g[i] * g[i]));
       p[i] = p0[i] * (1.0 - kLr * s.wd[0]) - kLr / bias1 * m1[i] / (std::sqrt(v1[i]) / std::sqrt(bias2) + kEps);
     }
-    ASSERT_TRUE(all_close(s.m[0].to_dtype(DType::F32), m, 1.0 / 128, 1e-12));
+    // m is a signed running mean: where its terms nearly cancel, f32 and double differ at the scale of the terms.
+    ASSERT_TRUE(all_close(s.m[0].to_dtype(DType::F32), m, 1.0 / 128, 1e-6 * max_abs(m)));
     ASSERT_TRUE(all_close(s.v[0].to_dtype(DType::F32), v, 1.0 / 128, 1e-12));
     ASSERT_TRUE(all_close(s.p[0], p, 1e-6, 1e-7));
   }
