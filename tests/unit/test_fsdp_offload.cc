@@ -72,10 +72,11 @@ std::string first_difference(const std::vector<std::vector<float>>& a, const std
 // handed out and every shard's gradient, master and moments. chunk_elements: the offload stream's chunk (0: default).
 class OptimizerRun {
  public:
-  OptimizerRun(const DeviceMesh& mesh, DType compute, bool offload, int64_t chunk_elements = 0)
+  OptimizerRun(const DeviceMesh& mesh, DType compute, bool offload, int64_t chunk_elements = 0,
+               DType moments = DType::F32)
       : store_(synthetic_store(mesh)),
         fsdp_(*store_, mesh, compute, DType::F32, true, offload),
-        adamw_(AdamWOptions{1e-2, 0.9, 0.95, 1e-8, 0.1}),
+        adamw_(AdamWOptions{1e-2, 0.9, 0.95, 1e-8, 0.1, {}, moments}),
         world_(mesh.world),
         rank_(mesh.rank) {
     if (chunk_elements > 0) fsdp_.set_offload_chunk_elements(chunk_elements);
@@ -357,6 +358,27 @@ TEST(FsdpOffload, StepsMatchWithoutOffloadBitForBit) {
       }
       EXPECT_EQ(first_difference(on.record(), off.record()), "");
     }
+  }
+}
+
+// anyprecision_adamw's bf16 moments: 8 bytes a parameter in host memory instead of 12, and the streamed host step
+// gives the device step's bits.
+TEST(FsdpOffload, Bf16MomentsStepMatchWithoutOffloadBitForBit) {
+  const DeviceMesh mesh = one_rank_mesh();
+  for (DType compute : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(compute));
+    OptimizerRun off(mesh, compute, false, 0, DType::BF16), on(mesh, compute, true, 64, DType::BF16);
+    int64_t elements = 0;
+    for (const ParamShard& s : on.fsdp().shards()) elements += s.shard_numel;
+    EXPECT_EQ(on.adamw().moment_bytes(), 4 * elements);
+    EXPECT_EQ(on.fsdp().offload_host_bytes() + on.adamw().moment_bytes() - on.fsdp().offload_buffer_bytes(),
+              8 * elements);
+    EXPECT_EQ(on.adamw().slots()[0].exp_avg.dtype(), DType::BF16);
+    for (int step = 0; step < 3; ++step) {
+      off.step(step, 2);
+      on.step(step, 2);
+    }
+    EXPECT_EQ(first_difference(on.record(), off.record()), "");
   }
 }
 
