@@ -629,6 +629,40 @@ void check_adamw_tensors(const Call& c, const Tensor& param, const Tensor& grad,
   c.disjoint(exp_avg_sq, "exp_avg_sq", exp_avg, "exp_avg");
 }
 
+// A slot of adamw_step_multi: f32 param and grad, moments f32 or bf16 and an optional bf16/f16 compute copy, the
+// dtypes of both the same as the first slot's (one kernel instance per call).
+void check_adamw_multi_slot(const Call& c, const AdamWTensors& s, const AdamWTensors& first) {
+  const DType moments = first.exp_avg->dtype();
+  const std::pair<const Tensor*, const char*> tensors[] = {
+      {s.param, "param"}, {s.grad, "grad"}, {s.exp_avg, "exp_avg"}, {s.exp_avg_sq, "exp_avg_sq"}};
+  for (const auto& [t, name] : tensors) {
+    c.rank(*t, name, t->ndim());
+    const bool moment = t == s.exp_avg || t == s.exp_avg_sq;
+    const DType expected = moment ? moments : DType::F32;
+    if (t->dtype() != expected)
+      c.fail(fmt::format("{} is {}, expected {}", name, t->describe(), dtype_name(expected)));
+    if (t->numel() != s.param->numel())
+      c.fail(fmt::format("{} is {} but param is {}", name, t->describe(), s.param->describe()));
+  }
+  if (moments != DType::F32 && moments != DType::BF16)
+    c.fail(fmt::format("moments are {}: f32 or bf16 expected", dtype_name(moments)));
+  c.disjoint(*s.param, "param", *s.grad, "grad");
+  c.disjoint(*s.exp_avg, "exp_avg", *s.param, "param");
+  c.disjoint(*s.exp_avg_sq, "exp_avg_sq", *s.param, "param");
+  c.disjoint(*s.exp_avg_sq, "exp_avg_sq", *s.exp_avg, "exp_avg");
+  if ((s.compute == nullptr) != (first.compute == nullptr))
+    c.fail("some slots have a compute copy and others none");
+  if (!s.compute) return;
+  c.rank(*s.compute, "compute", s.compute->ndim());
+  if (s.compute->dtype() != first.compute->dtype() ||
+      (s.compute->dtype() != DType::BF16 && s.compute->dtype() != DType::F16))
+    c.fail(fmt::format("compute copy {}: bf16 or f16 expected, the same in every slot ({} in the first)",
+                       s.compute->describe(), first.compute->describe()));
+  if (s.compute->numel() != s.param->numel())
+    c.fail(fmt::format("compute copy {} but param is {}", s.compute->describe(), s.param->describe()));
+  c.disjoint(*s.compute, "compute", *s.param, "param");
+}
+
 void check_adamw_hyper(const Call& c, double lr, double beta1, double beta2, double eps, double weight_decay,
                        int64_t step) {
   c.require(lr >= 0.0f && std::isfinite(lr), "invalid learning rate {}", lr);
@@ -654,9 +688,10 @@ void adamw_step_multi(const std::vector<AdamWTensors>& slots, double lr, double 
   if (slots.empty()) return;
   VEOMNI_CHECK(slots.front().param != nullptr, "ops::adamw_step_multi: slot 0 has no param");
   const Call c("adamw_step_multi", *slots.front().param);
+  const AdamWTensors& first = slots.front();
   for (const AdamWTensors& s : slots) {
     VEOMNI_CHECK(s.param && s.grad && s.exp_avg && s.exp_avg_sq, "ops::adamw_step_multi: a slot misses a tensor");
-    check_adamw_tensors(c, *s.param, *s.grad, *s.exp_avg, *s.exp_avg_sq);
+    check_adamw_multi_slot(c, s, first);
     check_adamw_hyper(c, lr, beta1, beta2, eps, s.weight_decay, step);
   }
   c.require(std::isfinite(grad_scale) && grad_scale >= 0.0f, "invalid grad_scale {}", grad_scale);

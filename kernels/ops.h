@@ -132,17 +132,24 @@ void moe_unpermute_backward(const Tensor& dout, const Tensor& y, const Tensor& r
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, double lr, double beta1,
                 double beta2, double eps, double weight_decay, int64_t step);
 
-// The tensors of one parameter's AdamW update (all f32, same numel) and its decoupled weight decay.
+// The tensors of one parameter's AdamW update (same numel) and its decoupled weight decay. param and grad are f32.
+// The two moments are both f32 (torch's AdamW) or both bf16 (anyprecision_adamw's state): a bf16 moment is widened,
+// updated by the f32 expression, rounded to nearest even when stored, and the parameter's update reads the stored
+// (rounded) moments; with f32 moments the rounding is the identity. compute (optional; bf16 or f16): receives the
+// updated param cast to its dtype in the same pass, the bits cast(param, *compute) gives after the step.
 struct AdamWTensors {
   Tensor* param = nullptr;
   const Tensor* grad = nullptr;
   Tensor* exp_avg = nullptr;
   Tensor* exp_avg_sq = nullptr;
   double weight_decay = 0.0;
+  Tensor* compute = nullptr;
 };
 // adamw_step on every slot in one pass (one launch on CUDA, instead of one per parameter). Each gradient is read
 // as grad * grad_scale rounded to f32 (gradient clipping's coefficient; 1 leaves it exact) and left unchanged in
-// memory, so the update equals scale_(grad, grad_scale) followed by adamw_step, bit for bit.
+// memory, so the update equals scale_(grad, grad_scale) followed by adamw_step, bit for bit (and, with compute
+// copies, followed by cast_multi of the params into them). Every slot of one call has moments of one dtype, and
+// either every slot a compute copy of one dtype or none.
 void adamw_step_multi(const std::vector<AdamWTensors>& slots, double lr, double beta1, double beta2, double eps,
                       int64_t step, float grad_scale);
 

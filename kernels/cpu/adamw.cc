@@ -2,11 +2,14 @@
 // floats), each tensor operation in fp32 with torch's operand order:
 //   p *= 1 - lr*wd; m.lerp_(g, 1-b1); v = v*b2 + ((1-b2)*g)*g;
 //   denom = sqrt(v) / sqrt(1 - b2^t) + eps; p += (-lr / (1 - b1^t)) * m / denom.
+// bf16 moments (anyprecision_adamw) take the same f32 expressions between a widening load and a rounding store;
+// a compute copy gets the updated parameter rounded as cast() rounds it.
 #include "kernels/cpu/adamw.h"
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/adamw_factors.h"
 #include "kernels/cpu/parallel.h"
@@ -17,49 +20,78 @@ namespace {
 
 using Factors = AdamWFactors;
 
+// A slot without a compute copy.
+struct NoCopy {};
+
+inline float widen(float x) { return x; }
+inline float widen(bf16 x) { return bf16_to_float(x); }
+
+template <typename T>
+inline T narrow(float x) {
+  if constexpr (std::is_same_v<T, float>)
+    return x;
+  else if constexpr (std::is_same_v<T, bf16>)
+    return float_to_bf16(x);
+  else
+    return float_to_f16(x);
+}
+
 // One chunk of the update. torch's lerp(start, end, w) is start + w*(end - start) for |w| < 0.5, else
 // end - (end - start)*(1 - w); the branch is a template parameter so the loop stays branch-free and vectorises.
-template <bool kSmallLerpWeight>
+// M: the moments' storage (float, or bf16: rounded when stored, the update reads what was stored). C: the compute
+// copy's element (bf16, f16) or NoCopy.
+template <bool kSmallLerpWeight, typename M, typename C>
 void update(int64_t n, const Factors& f, float grad_scale, float* __restrict p, const float* __restrict g,
-            float* __restrict m, float* __restrict v) {
+            M* __restrict m, M* __restrict v, C* __restrict c) {
   const float w = f.one_minus_beta1;
   for_each_lane(n, [&](int64_t i) {
     const float gi = g[i] * grad_scale;  // exact when grad_scale is 1
-    const float mi = kSmallLerpWeight ? m[i] + w * (gi - m[i]) : gi - (gi - m[i]) * (1.0f - w);
-    const float vi = v[i] * f.beta2 + f.one_minus_beta2 * gi * gi;
-    const float denom = std::sqrt(vi) / f.bias2_sqrt + f.eps;
-    m[i] = mi;
-    v[i] = vi;
-    p[i] = p[i] * f.decay + f.neg_step_size * mi / denom;
+    const float m0 = widen(m[i]);
+    const float mi = kSmallLerpWeight ? m0 + w * (gi - m0) : gi - (gi - m0) * (1.0f - w);
+    const float vi = widen(v[i]) * f.beta2 + f.one_minus_beta2 * gi * gi;
+    const M ms = narrow<M>(mi);
+    const M vs = narrow<M>(vi);
+    const float denom = std::sqrt(widen(vs)) / f.bias2_sqrt + f.eps;
+    m[i] = ms;
+    v[i] = vs;
+    const float pi = p[i] * f.decay + f.neg_step_size * widen(ms) / denom;
+    p[i] = pi;
+    if constexpr (!std::is_same_v<C, NoCopy>) c[i] = narrow<C>(pi);
   });
 }
 
 constexpr int64_t kChunk = 1 << 14;
 
-
-void adamw_scaled(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const Factors& f,
-                  float grad_scale) {
-  const int64_t n = param.numel();
-  float* p = param.data<float>();
-  const float* g = grad.data<float>();
-  float* m = exp_avg.data<float>();
-  float* v = exp_avg_sq.data<float>();
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-  parallel_for(chunks, 12 * kChunk, [&](int64_t c) {
-    const int64_t begin = c * kChunk;
-    const int64_t len = std::min(kChunk, n - begin);
-    if (std::fabs(f.one_minus_beta1) < 0.5f)
-      update<true>(len, f, grad_scale, p + begin, g + begin, m + begin, v + begin);
+// Elements [begin, begin + len) of one slot, dispatched on its dtypes.
+void update_range(const AdamWTensors& s, const Factors& f, float grad_scale, int64_t begin, int64_t len) {
+  float* p = s.param->data<float>() + begin;
+  const float* g = s.grad->data<float>() + begin;
+  const bool small = std::fabs(f.one_minus_beta1) < 0.5f;
+  auto with_copy = [&](auto* m, auto* v) {
+    auto run = [&](auto* c) {
+      if (small)
+        update<true>(len, f, grad_scale, p, g, m, v, c);
+      else
+        update<false>(len, f, grad_scale, p, g, m, v, c);
+    };
+    if (!s.compute)
+      run(static_cast<NoCopy*>(nullptr));
+    else if (s.compute->dtype() == DType::BF16)
+      run(s.compute->data<bf16>() + begin);
     else
-      update<false>(len, f, grad_scale, p + begin, g + begin, m + begin, v + begin);
-  });
+      run(s.compute->data<f16>() + begin);
+  };
+  if (s.exp_avg->dtype() == DType::BF16)
+    with_copy(s.exp_avg->data<bf16>() + begin, s.exp_avg_sq->data<bf16>() + begin);
+  else
+    with_copy(s.exp_avg->data<float>() + begin, s.exp_avg_sq->data<float>() + begin);
 }
 
 }  // namespace
 
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, double lr, double beta1,
                 double beta2, double eps, double weight_decay, int64_t step) {
-  adamw_scaled(param, grad, exp_avg, exp_avg_sq, adamw_factors(lr, beta1, beta2, eps, weight_decay, step), 1.0f);
+  adamw_step_multi({{&param, &grad, &exp_avg, &exp_avg_sq, weight_decay}}, lr, beta1, beta2, eps, step, 1.0f);
 }
 
 // Every chunk of every slot is one item of a single parallel loop, so all cores work also when a model's tensors are
@@ -79,17 +111,8 @@ void adamw_step_multi(const std::vector<AdamWTensors>& slots, double lr, double 
   }
   parallel_for(static_cast<int64_t>(pieces.size()), 12 * kChunk, [&](int64_t k) {
     const Piece& piece = pieces[static_cast<size_t>(k)];
-    const AdamWTensors& s = *piece.slot;
-    const int64_t begin = piece.begin;
-    const int64_t len = std::min(kChunk, s.param->numel() - begin);
-    float* p = s.param->data<float>() + begin;
-    const float* g = s.grad->data<float>() + begin;
-    float* m = s.exp_avg->data<float>() + begin;
-    float* v = s.exp_avg_sq->data<float>() + begin;
-    if (std::fabs(piece.factors.one_minus_beta1) < 0.5f)
-      update<true>(len, piece.factors, grad_scale, p, g, m, v);
-    else
-      update<false>(len, piece.factors, grad_scale, p, g, m, v);
+    const int64_t len = std::min(kChunk, piece.slot->param->numel() - piece.begin);
+    update_range(*piece.slot, piece.factors, grad_scale, piece.begin, len);
   });
 }
 

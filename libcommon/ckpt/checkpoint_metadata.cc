@@ -287,6 +287,20 @@ std::optional<AdapterCheckpointInfo> adapter_from_json(const JsonFields& f, int6
   return AdapterCheckpointInfo{lora_from_json(f.object("lora")), base_from_json(f.object("base_model"))};
 }
 
+// Key 'optimizer' from format version 5 on; absent: adamw's float32 moments.
+std::string optimizer_from_json(const JsonFields& f, int64_t version) {
+  if (!f.has("optimizer")) return "adamw";
+  VEOMNI_INPUT_CHECK(version >= 5, "{}: key 'optimizer' needs format_version 5, the file says {}", f.source(),
+                     version);
+  const JsonFields o = f.object("optimizer");
+  const std::string type = o.string("type");
+  const std::string moments = o.string("moment_dtype");
+  VEOMNI_INPUT_CHECK((type == "anyprecision_adamw" && moments == "bf16") || (type == "adamw" && moments == "f32"),
+                     "{}: key 'optimizer' says type \"{}\" with moment_dtype \"{}\" (anyprecision_adamw with bf16, or "
+                     "adamw with f32)", f.source(), type, moments);
+  return type;
+}
+
 }  // namespace
 
 std::string rank_file_name(int64_t rank, int64_t world) { return fmt::format("rank-{:05d}-of-{:05d}.h5", rank, world); }
@@ -299,13 +313,15 @@ nlohmann::ordered_json checkpoint_metadata_to_json(const CheckpointMetadata& m) 
   nlohmann::ordered_json out;
   out["format"] = kCheckpointFormat;
   const bool mixed = m.data_plan && !m.data_plan->sources.empty();
-  out["format_version"] = mixed ? 4 : m.adapter ? 3 : m.head == ModelHead::LanguageModel ? 1 : 2;
+  const bool bf16_moments = m.optimizer_type != "adamw";
+  out["format_version"] = bf16_moments ? 5 : mixed ? 4 : m.adapter ? 3 : m.head == ModelHead::LanguageModel ? 1 : 2;
   out["producer"] = m.producer;
   out["global_step"] = m.position.global_step;
   out["mesh"] = {{"world", m.mesh.world}, {"ulysses", m.mesh.ulysses}, {"ep", m.mesh.ep}, {"dp", m.mesh.dp()}};
   out["position"] = position_to_json(m.position);
   out["data_plan"] = m.data_plan ? data_plan_to_json(*m.data_plan) : nlohmann::ordered_json(nullptr);
-  if (m.head != ModelHead::LanguageModel || m.adapter || mixed) out["model_head"] = model_head_name(m.head);  // >= 2
+  if (m.head != ModelHead::LanguageModel || m.adapter || mixed || bf16_moments)
+    out["model_head"] = model_head_name(m.head);  // >= 2
   out["model_config"] = nlohmann::ordered_json::parse(model_config_to_json(m.model_config, m.head).dump());
   if (!m.hf_config_json.empty()) out["hf_config"] = nlohmann::ordered_json::parse(m.hf_config_json);
   out["train_config"] =
@@ -315,6 +331,7 @@ nlohmann::ordered_json checkpoint_metadata_to_json(const CheckpointMetadata& m) 
     out["lora"] = lora_to_json(m.adapter->lora);
     out["base_model"] = base_to_json(m.adapter->base);
   }
+  if (bf16_moments) out["optimizer"] = {{"type", m.optimizer_type}, {"moment_dtype", "bf16"}};
   out["metrics_log"] = m.has_metrics ? nlohmann::ordered_json(kCheckpointMetricsFile) : nlohmann::ordered_json(nullptr);
   out["parameters"] = nlohmann::ordered_json::array();
   for (const CheckpointParam& p : m.params) out["parameters"].push_back(param_to_json(p, m.mesh));
@@ -350,6 +367,7 @@ CheckpointMetadata checkpoint_metadata_from_json(const json& root, const std::st
   if (f.has("train_config")) m.train_config_yaml = f.string("train_config");
   m.tokenizer_path = f.string("tokenizer_path");
   m.adapter = adapter_from_json(f, version);
+  m.optimizer_type = optimizer_from_json(f, version);
   if (f.has("metrics_log")) {
     VEOMNI_INPUT_CHECK(f.string("metrics_log") == kCheckpointMetricsFile, "{}: key 'metrics_log' must be \"{}\"",
                        source, kCheckpointMetricsFile);

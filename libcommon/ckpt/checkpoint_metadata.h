@@ -18,9 +18,10 @@ namespace veomni {
 
 inline constexpr const char* kCheckpointFormat = "veomni-checkpoint";
 // metadata.json's newest format version. Version 2 added key 'model_head', version 3 the adapter checkpoint (keys
-// 'lora' and 'base_model'), version 4 the mixed data plan (key 'data_plan.sources'); a writer uses the oldest version
+// 'lora' and 'base_model'), version 4 the mixed data plan (key 'data_plan.sources'), version 5 bfloat16 AdamW
+// moments (key 'optimizer'); a writer uses the oldest version
 // that describes the checkpoint (1 for the LM head), so older readers keep reading the checkpoints they understand.
-inline constexpr int64_t kCheckpointFormatVersion = 4;
+inline constexpr int64_t kCheckpointFormatVersion = 5;
 // The rank files' format version (unchanged by metadata.json's).
 inline constexpr int64_t kRankFileFormatVersion = 1;
 inline constexpr const char* kCheckpointMetadataFile = "metadata.json";
@@ -102,6 +103,10 @@ struct CheckpointMetadata {
   bool has_metrics = false;              // log_dict.json beside metadata.json
   // Set for an adapter checkpoint (keys 'lora' and 'base_model', format version 3); absent for a full model's.
   std::optional<AdapterCheckpointInfo> adapter;
+  // The optimizer whose moments the rank files hold (key 'optimizer': {"type", "moment_dtype"}, format version 5,
+  // written for anyprecision_adamw only): "adamw" (float32 moments, the key absent) or "anyprecision_adamw" (bfloat16
+  // moments, stored widened to float32 in the rank files, so exactly).
+  std::string optimizer_type = "adamw";
 };
 
 // "rank-00002-of-00004.h5".

@@ -55,11 +55,14 @@ void restore_param_shards(const CheckpointReader& reader, const MeshShape& mesh,
     const FlatRange range = full_tensor_range(spec, s.shape);
     for (ShardField field : kShardFields) {
       Tensor& target = s.field(field);
-      VEOMNI_CHECK(target.dtype() == DType::F32 && target.numel() == spec.shard_numel,
+      const bool storable = target.dtype() == DType::F32 || target.dtype() == DType::BF16;  // bf16: moments
+      VEOMNI_CHECK(storable && target.numel() == spec.shard_numel,
                    "restoring '{}' {} into {} (spec: {} elements)", s.name, shard_field_name(field),
                    target.describe(), spec.shard_numel);
       Tensor host = Tensor::zeros({spec.shard_numel}, DType::F32);
       reader.read_range(i, field, range.begin, range.end, host.data<float>());
+      // bf16 moments were saved widened: narrowing them back is exact.
+      if (target.dtype() != DType::F32) host = host.to_dtype(target.dtype());
       target.copy_from(host.to(target.device()));
     }
   }

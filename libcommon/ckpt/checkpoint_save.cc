@@ -63,6 +63,7 @@ CheckpointMetadata metadata_for(const CheckpointSaveRequest& request, const std:
   m.train_config_yaml = request.train_config_yaml;
   m.tokenizer_path = request.tokenizer_path;
   m.adapter = request.adapter;
+  m.optimizer_type = request.optimizer_type;
   for (const ParamShardState& s : shards) {
     m.params.push_back(checkpoint_param(s.name, s.shape, s.expert, request.mesh));
     VEOMNI_CHECK(m.params.back().shard_numel == s.master.numel(), "'{}': shard of {} elements, the spec says {}",

@@ -31,6 +31,8 @@ struct CheckpointSaveRequest {
   // An adapter checkpoint (model.lora_config enabled): the shards are the trainable parameters only, and the
   // metadata names the LoRA settings and the frozen base (rank 0 computes the base's identity once per run).
   std::optional<AdapterCheckpointInfo> adapter;
+  // train.optimizer.type: which moments the shards hold (f32 for adamw, bf16 for anyprecision_adamw).
+  std::string optimizer_type = "adamw";
   const MetricsLog* metrics = nullptr;  // rank 0: the log of steps 1..global_step (other ranks: ignored)
   // Failure tests: called with "rank_file" when this rank's shard file is half written, and on rank 0 with
   // "commit" once the directory is in place but `latest` does not name it yet.

@@ -70,9 +70,12 @@ RankShardWriter::RankShardWriter(std::string path, int64_t rank, const MeshShape
 }
 
 void RankShardWriter::write(ShardField field, const std::string& name, const Tensor& shard) {
-  VEOMNI_CHECK(shard.dtype() == DType::F32 && shard.ndim() == 1 && shard.numel() > 0,
-               "{}: shard of '{}' must be a non-empty 1-D f32 tensor, got {}", path_, name, shard.describe());
-  const Tensor host = shard.is_cpu() ? shard : shard.to(Device::cpu());
+  VEOMNI_CHECK((shard.dtype() == DType::F32 || (shard.dtype() == DType::BF16 && field != ShardField::Master)) &&
+                   shard.ndim() == 1 && shard.numel() > 0,
+               "{}: {} shard of '{}' must be a non-empty 1-D f32 (moments: or bf16) tensor, got {}", path_,
+               shard_field_name(field), name, shard.describe());
+  Tensor host = shard.is_cpu() ? shard : shard.to(Device::cpu());
+  if (host.dtype() != DType::F32) host = host.to_dtype(DType::F32);  // bf16 moments widen exactly
   h5::DatasetLayout layout;
   layout.dtype = DType::F32;
   layout.shape = {host.numel()};

@@ -19,8 +19,8 @@ struct ParamShardState {
   Shape shape;          // full logical shape
   bool expert = false;  // split over EP groups along dim 0, then FSDP over the ranks holding the same experts
   Tensor master;        // f32 [shard_numel]: this rank's shard (zero padded), as shard_spec_for defines it
-  Tensor exp_avg;       // f32 [shard_numel]
-  Tensor exp_avg_sq;    // f32 [shard_numel]
+  Tensor exp_avg;       // f32 or bf16 (anyprecision_adamw) [shard_numel]; saved as f32 either way
+  Tensor exp_avg_sq;    // like exp_avg
 
   Tensor& field(ShardField f) {
     return f == ShardField::Master ? master : f == ShardField::ExpAvg ? exp_avg : exp_avg_sq;

@@ -8,6 +8,14 @@ namespace veomni {
 
 bool parameter_uses_weight_decay(const std::string& hf_name) { return WeightDecayRule().decays(hf_name); }
 
+DType moment_dtype_of_optimizer(const std::string& type) {
+  if (type == "adamw") return DType::F32;
+  VEOMNI_INPUT_CHECK(type == "anyprecision_adamw",
+                     "train.optimizer.type '{}' is not supported (adamw: float32 moments, anyprecision_adamw: "
+                     "bfloat16 moments)", type);
+  return DType::BF16;
+}
+
 namespace {
 
 void check_gradient(const std::string& name, const Tensor& master, const Tensor& grad) {
@@ -32,11 +40,16 @@ void AdamW::add_slot(const std::string& name, Tensor master, const Tensor* grad,
   VEOMNI_CHECK(!offload.enabled() || (master.is_cpu() && offload.compute.numel() == master.numel()),
                "AdamW slot {}: offloaded master {} with compute copy {}", name, master.describe(),
                offload.compute.describe());
+  VEOMNI_CHECK(offload.enabled() || !offload.compute.defined() ||
+                   (offload.compute.device() == master.device() && offload.compute.numel() == master.numel()),
+               "AdamW slot {}: master {} with compute copy {}", name, master.describe(), offload.compute.describe());
+  VEOMNI_CHECK(options_.moment_dtype == DType::F32 || options_.moment_dtype == DType::BF16,
+               "AdamW moments in {}", dtype_name(options_.moment_dtype));
   stream_ = offload.stream;
   OptimizerSlot slot;
   slot.name = name;
-  slot.exp_avg = Tensor::zeros(master.shape(), DType::F32, master.device());
-  slot.exp_avg_sq = Tensor::zeros(master.shape(), DType::F32, master.device());
+  slot.exp_avg = Tensor::zeros(master.shape(), options_.moment_dtype, master.device());
+  slot.exp_avg_sq = Tensor::zeros(master.shape(), options_.moment_dtype, master.device());
   slot.master = std::move(master);
   slot.grad = grad;
   slot.weight_decay = options_.decay_rule.decays(name);
@@ -63,14 +76,16 @@ void AdamW::step(double lr, float grad_scale) {
     VEOMNI_CHECK(slot.grad->defined(), "AdamW slot {}: the gradient is not allocated at step time", slot.name);
     check_gradient(slot.name, slot.master, *slot.grad);
     tensors.push_back({&slot.master, slot.grad, &slot.exp_avg, &slot.exp_avg_sq,
-                       slot.weight_decay ? options_.weight_decay : 0.0});
+                       slot.weight_decay ? options_.weight_decay : 0.0,
+                       slot.compute.defined() ? &slot.compute : nullptr});
   }
   // All slots in one pass: on a GPU one launch instead of one per parameter.
   ops::adamw_step_multi(tensors, lr, options_.beta1, options_.beta2, options_.eps, step_, grad_scale);
 }
 
 // Each element gets the one update of the device's step, with the same factors (the CPU kernel is the CUDA one's
-// twin bit for bit); only the grouping into launches differs, which no element sees.
+// twin bit for bit); only the grouping into launches differs, which no element sees. Under a 16-bit compute dtype the
+// update writes the staged compute copies itself (an f32 one is a plain copy, which the stream makes).
 void AdamW::step_streamed(double lr, float grad_scale) {
   std::vector<OffloadStream::Item> items;
   std::vector<OptimizerSlot*> stepped;
@@ -82,21 +97,28 @@ void AdamW::step_streamed(double lr, float grad_scale) {
                      slot.grad});
     stepped.push_back(&slot);
   }
-  stream_->run(items, [&](const std::vector<OffloadStream::Piece>& pieces) {
-    std::vector<Tensor> views;
-    views.reserve(4 * pieces.size());  // no reallocation: the slots below point into it
-    std::vector<ops::AdamWTensors> tensors;
-    for (const OffloadStream::Piece& piece : pieces) {
-      OptimizerSlot& slot = *stepped[piece.item];
-      views.push_back(flat_range(slot.master, piece.begin, piece.length));
-      views.push_back(Tensor::from_blob(const_cast<float*>(piece.grad), {piece.length}, DType::F32));
-      views.push_back(flat_range(slot.exp_avg, piece.begin, piece.length));
-      views.push_back(flat_range(slot.exp_avg_sq, piece.begin, piece.length));
-      Tensor* v = &views[views.size() - 4];
-      tensors.push_back({v, v + 1, v + 2, v + 3, slot.weight_decay ? options_.weight_decay : 0.0});
-    }
-    ops::adamw_step_multi(tensors, lr, options_.beta1, options_.beta2, options_.eps, step_, grad_scale);
-  });
+  const DType compute_dtype = stream_->compute_dtype();
+  const bool fused_cast = compute_dtype != DType::F32;
+  stream_->run(
+      items,
+      [&](const std::vector<OffloadStream::Piece>& pieces) {
+        std::vector<Tensor> views;
+        views.reserve(5 * pieces.size());  // no reallocation: the slots below point into it
+        std::vector<ops::AdamWTensors> tensors;
+        for (const OffloadStream::Piece& piece : pieces) {
+          OptimizerSlot& slot = *stepped[piece.item];
+          views.push_back(flat_range(slot.master, piece.begin, piece.length));
+          views.push_back(Tensor::from_blob(const_cast<float*>(piece.grad), {piece.length}, DType::F32));
+          views.push_back(flat_range(slot.exp_avg, piece.begin, piece.length));
+          views.push_back(flat_range(slot.exp_avg_sq, piece.begin, piece.length));
+          views.push_back(Tensor::from_blob(piece.staged, {piece.length}, compute_dtype));
+          Tensor* v = &views[views.size() - 5];
+          tensors.push_back(
+              {v, v + 1, v + 2, v + 3, slot.weight_decay ? options_.weight_decay : 0.0, fused_cast ? v + 4 : nullptr});
+        }
+        ops::adamw_step_multi(tensors, lr, options_.beta1, options_.beta2, options_.eps, step_, grad_scale);
+      },
+      fused_cast ? OffloadStream::Staging::WrittenByWork : OffloadStream::Staging::CastAfterWork);
 }
 
 }  // namespace veomni

@@ -1,4 +1,5 @@
-// AdamW over fp32 master weights: one slot per (local shard of a) parameter, torch.optim.AdamW semantics.
+// AdamW over fp32 master weights: one slot per (local shard of a) parameter, torch.optim.AdamW semantics, with f32
+// moments (train.optimizer.type adamw) or bf16 ones (anyprecision_adamw).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -17,7 +18,11 @@ struct AdamWOptions {
   double eps = 1e-8;
   double weight_decay = 0.0;
   WeightDecayRule decay_rule;  // which parameters weight_decay applies to
+  DType moment_dtype = DType::F32;  // exp_avg and exp_avg_sq: f32, or bf16 (anyprecision_adamw)
 };
+
+// train.optimizer.type: "adamw" (f32 moments) or "anyprecision_adamw" (bf16 moments); the masters are f32 in both.
+DType moment_dtype_of_optimizer(const std::string& type);
 
 // The default rule: no weight decay on norms and biases (the HF Trainer convention).
 bool parameter_uses_weight_decay(const std::string& hf_name);
@@ -29,14 +34,17 @@ struct OptimizerSlot {
   Tensor master;                 // f32
   const Tensor* grad = nullptr;  // f32, same numel as master: read where it is at step time (FSDP allocates each
                                  // step's gradients during backward and frees them at zero_grads)
-  Tensor exp_avg;     // f32
-  Tensor exp_avg_sq;  // f32
+  Tensor exp_avg;     // moment_dtype
+  Tensor exp_avg_sq;  // moment_dtype
   bool weight_decay = true;
-  Tensor compute;     // offload: the master's copy in the compute dtype on the compute device (else undefined)
+  Tensor compute;     // the master's copy in the compute dtype on the compute device, which every step rewrites
+                      // (undefined where the model computes from the f32 master itself)
 };
 
-// Optimizer offload (FSDP's offload_target): the masters and moments are in host memory, the gradient on the compute
-// device; step() streams the slots through `stream` and leaves each updated master, cast, in `compute`.
+// Where a step leaves the updated masters besides themselves (FSDP's optimizer_target): `compute`, the master's
+// copy in the compute dtype on the compute device (written in the update's own pass), and with optimizer offload
+// `stream`: the masters and moments are then in host memory, the gradient on the compute device, and step() streams
+// the slots through it.
 struct OffloadTarget {
   OffloadStream* stream = nullptr;
   Tensor compute;
@@ -51,12 +59,13 @@ class AdamW {
   void add_slot(const std::string& name, Tensor master, const Tensor* grad, OffloadTarget offload = {});
   // One update of every slot with learning rate lr, each gradient read times grad_scale (gradient clipping's factor;
   // the gradients themselves are not changed); increments the step counter first (torch: step starts at 1).
-  // Offloaded: the same arithmetic on the host, chunk by chunk as the gradients arrive (the bits of the device's
-  // step), and the updated masters cast into the compute copies before it returns.
+  // Slots with a compute copy get the updated masters cast into it in the same pass. Offloaded: the same arithmetic
+  // on the host, chunk by chunk as the gradients arrive (the bits of the device's step), the cast masters streamed
+  // into the compute copies before it returns.
   void step(double lr, float grad_scale = 1.0f);
   int64_t steps_taken() const { return step_; }
   bool offloaded() const { return stream_ != nullptr; }
-  // Bytes of the two moments of every slot (host memory when offloaded).
+  // Bytes of the two moments of every slot (host memory when offloaded): 8 a parameter in f32, 4 in bf16.
   int64_t moment_bytes() const;
   void set_steps_taken(int64_t step) { step_ = step; }
   std::vector<OptimizerSlot>& slots() { return slots_; }

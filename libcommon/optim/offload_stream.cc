@@ -98,8 +98,7 @@ void OffloadStream::download(const std::vector<Item>& items, const Chunk& chunk,
   }
 }
 
-void OffloadStream::upload(const std::vector<Item>& items, const Chunk& chunk, Slot& slot) {
-  wait(slot.uploads);  // the chunk before the last still reads the staging buffer
+void OffloadStream::upload(const std::vector<Item>& items, const Chunk& chunk, Slot& slot, Staging staging) {
   std::vector<Tensor> masters, staged;
   masters.reserve(chunk.pieces.size());
   staged.reserve(chunk.pieces.size());
@@ -113,7 +112,7 @@ void OffloadStream::upload(const std::vector<Item>& items, const Chunk& chunk, S
     dst.push_back(&staged.back());
   }
   // The rounding of the device cast (to nearest even): the compute copies get the bits a cast on the GPU gives.
-  ops::cast_multi(src, dst);
+  if (staging == Staging::CastAfterWork) ops::cast_multi(src, dst);
   const size_t element = dtype_size(compute_dtype_);
   for (size_t k = 0; k < chunk.pieces.size(); ++k) {
     const Piece& piece = chunk.pieces[k];
@@ -125,7 +124,7 @@ void OffloadStream::upload(const std::vector<Item>& items, const Chunk& chunk, S
   }
 }
 
-void OffloadStream::run(const std::vector<Item>& items, const HostWork& work) {
+void OffloadStream::run(const std::vector<Item>& items, const HostWork& work, Staging staging) {
   std::vector<Chunk> chunks = split(items);
   if (chunks.empty()) return;
   if (chunks.front().any_grad) download(items, chunks.front(), slots_[0]);
@@ -135,11 +134,16 @@ void OffloadStream::run(const std::vector<Item>& items, const HostWork& work) {
     // this one, is done).
     if (c + 1 < chunks.size() && chunks[c + 1].any_grad) download(items, chunks[c + 1], slots_[(c + 1) % 2]);
     wait(slot.downloads);
+    wait(slot.uploads);  // the chunk before the last still reads the staging buffer
     Chunk& chunk = chunks[c];
-    for (size_t k = 0; k < chunk.pieces.size(); ++k)
-      if (items[chunk.pieces[k].item].grad) chunk.pieces[k].grad = slot.grads.data<float>() + chunk.offsets[k];
+    const size_t element = dtype_size(compute_dtype_);
+    for (size_t k = 0; k < chunk.pieces.size(); ++k) {
+      Piece& piece = chunk.pieces[k];
+      if (items[piece.item].grad) piece.grad = slot.grads.data<float>() + chunk.offsets[k];
+      piece.staged = static_cast<char*>(slot.staged.raw_data()) + static_cast<size_t>(chunk.offsets[k]) * element;
+    }
     work(chunk.pieces);
-    upload(items, chunk, slot);
+    upload(items, chunk, slot, staging);
   }
   for (Slot& slot : slots_) wait(slot.uploads);
 }

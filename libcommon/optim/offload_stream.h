@@ -27,15 +27,19 @@ class OffloadStream {
     const Tensor* grad = nullptr;
   };
   // Elements [begin, begin + length) of item `item`; grad: their gradient in the pinned ring (null when the item has
-  // none).
+  // none); staged: where in the ring their compute-dtype values go up from (length elements of compute_dtype()).
   struct Piece {
     size_t item = 0;
     int64_t begin = 0;
     int64_t length = 0;
     const float* grad = nullptr;
+    void* staged = nullptr;
   };
   // The host's work on one chunk: its pieces, each one part of one item; it may change the pieces' masters.
   using HostWork = std::function<void(const std::vector<Piece>&)>;
+  // Who casts the updated masters into the staging ring: the stream after the work, or the work itself (AdamW
+  // writes them in its update's pass; the bits are the same).
+  enum class Staging { CastAfterWork, WrittenByWork };
 
   // chunk_elements: the size of one chunk (rounded up to the alignment of pieces in it); tests use small ones so
   // that tensors cross chunk boundaries.
@@ -46,7 +50,7 @@ class OffloadStream {
 
   // For every chunk of the items in order: its gradients to the host, work(pieces), its masters cast into the
   // compute copies. Returns once every copy is done (the compute copies are then current for every later kernel).
-  void run(const std::vector<Item>& items, const HostWork& work);
+  void run(const std::vector<Item>& items, const HostWork& work, Staging staging = Staging::CastAfterWork);
 
   // Host bytes of the ring (the same for every model).
   int64_t host_bytes() const;
@@ -72,7 +76,7 @@ class OffloadStream {
 
   std::vector<Chunk> split(const std::vector<Item>& items) const;
   void download(const std::vector<Item>& items, const Chunk& chunk, Slot& slot);
-  void upload(const std::vector<Item>& items, const Chunk& chunk, Slot& slot);
+  void upload(const std::vector<Item>& items, const Chunk& chunk, Slot& slot, Staging staging);
   static void wait(std::vector<backend::AsyncCopy>& copies);
 
   Device compute_device_;

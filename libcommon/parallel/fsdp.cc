@@ -13,8 +13,6 @@ namespace veomni {
 namespace {
 
 constexpr size_t kNoGroup = SIZE_MAX;
-// Element alignment of each shard in a group's cast buffer (256 bytes in bf16).
-constexpr int64_t kShardAlign = 128;
 
 // A flat view of the first n elements of t.
 Tensor flat_prefix(const Tensor& t, int64_t n) { return t.view({t.numel()}).slice(0, n); }
@@ -109,7 +107,7 @@ Fsdp::Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType
     shard_index_.emplace(p, shards_.size());
     shards_.push_back(std::move(s));
   }
-  if (offload_) build_offload();
+  if (has_compute_copies()) build_compute_copies();
 }
 
 void Fsdp::take_frozen_values(ParamShard& s, const ShardSpec& spec) const {
@@ -205,8 +203,7 @@ void Fsdp::request(ParamGroup& group) {
   GroupGather now = issue_gather(group);
   if (!now.empty()) ++stats_.on_demand;
   const size_t next = overlap_ ? predicted_next() : kNoGroup;
-  // A group with nothing to gather (one rank, or every shard aliased) would only have its cast done early, holding
-  // its compute-dtype copy one layer longer (1.1 GiB for a 30B-A3B MoE layer) for no overlap.
+  // A group with nothing to gather (one rank, or every shard aliased) has nothing to overlap.
   if (next != kNoGroup && next != g && needs_gather(store_.groups()[next])) {
     prefetched_ = issue_gather(store_.groups()[next]);
     prefetched_.group = prefetched_.empty() ? kNoGroup : next;
@@ -215,35 +212,12 @@ void Fsdp::request(ParamGroup& group) {
 }
 
 std::vector<Tensor> Fsdp::shards_in_compute_dtype(const std::vector<ParamShard*>& shards) const {
-  if (offload_) return compute_copies(shards);
-  std::vector<Tensor> out(shards.size());
-  // Frozen slices are in the compute dtype already, and so are f32 masters under f32 compute.
-  std::vector<size_t> to_cast;
-  for (size_t i = 0; i < shards.size(); ++i) {
-    if (shards[i]->frozen() || compute_dtype_ == DType::F32)
-      out[i] = shards[i]->stored();
-    else
-      to_cast.push_back(i);
-  }
-  if (to_cast.empty()) return out;
-  // One buffer, one launch for the whole group; every shard starts 256-byte aligned, as NCCL likes its buffers.
-  const auto aligned = [](int64_t n) { return (n + kShardAlign - 1) / kShardAlign * kShardAlign; };
-  int64_t total = 0;
-  for (size_t i : to_cast) total += aligned(shards[i]->shard_numel);
-  const Tensor flat = Tensor::empty({total}, compute_dtype_, shards[to_cast.front()]->master.device());
-  int64_t offset = 0;
-  for (size_t i : to_cast) {
-    out[i] = flat.slice(offset, offset + shards[i]->shard_numel);
-    offset += aligned(shards[i]->shard_numel);
-  }
-  std::vector<const Tensor*> src;
-  std::vector<Tensor*> dst;
-  for (size_t i : to_cast) {
-    src.push_back(&shards[i]->master);
-    dst.push_back(&out[i]);
-  }
-  // Casting is element-wise, so casting the shard and gathering equals gathering and casting.
-  ops::cast_multi(src, dst);
+  // A 16-bit compute dtype has the copies the optimizer keeps current (casting is element-wise, so the cast shard
+  // gathered equals the gathered values cast); under f32 the masters and frozen slices are the values themselves.
+  if (has_compute_copies()) return compute_copies(shards);
+  std::vector<Tensor> out;
+  out.reserve(shards.size());
+  for (const ParamShard* s : shards) out.push_back(s->stored());
   return out;
 }
 
@@ -466,7 +440,7 @@ int64_t Fsdp::shard_bytes() const {
   for (const ParamShard& s : shards_)
     if (!s.frozen())
       bytes += static_cast<int64_t>(s.master.nbytes() + s.shard_numel * static_cast<int64_t>(sizeof(float)));
-  return bytes;
+  return bytes + compute_copy_bytes();
 }
 
 int64_t Fsdp::frozen_shard_bytes() const {

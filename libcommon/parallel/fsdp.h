@@ -18,18 +18,23 @@
 // shard is that dtype's slice (bf16 under mixed precision, f32 on the CPU reference), with no f32 master, no
 // gradient and no reduce-scatter; a gradient the model computes for one anyway is dropped at after_backward. Gathers
 // move them as they move the others, without the cast.
-// Optimizer offload (train.accelerator.fsdp_config.offload): the f32 masters of the trainable shards (every one in a
-// full fine-tuning; the adapters under LoRA, whose frozen base stays as above on the compute device) live in host
-// memory (the optimizer then keeps its moments beside them: 12 bytes a trainable parameter on the host), and the
-// gradients stay where they are without offload, f32 on the compute device (4 bytes a parameter there, released from
-// zero_grads() to backward). Each trainable shard keeps its master in the compute dtype on the compute device, the
-// source of the gathers. The optimizer step streams
-// (optim/offload_stream.h): chunk by chunk the gradients come to the host through a small pinned ring, the host
-// steps the masters and sends them back cast into those copies; offload_target() hands a shard's copy and the ring
-// to the optimizer. masters_updated() refreshes the copies the same way after any other change of the masters (a
-// checkpoint restore). The arithmetic is the same, so the results are the same bits.
+// Compute copies: under a 16-bit compute dtype every trainable shard keeps its master in that dtype on the compute
+// device (2 bytes a parameter, ParamShard::compute), the source of the gathers (or, on a group of one rank, the
+// parameter's value itself), so no request casts. The optimizer writes them in its update's own pass
+// (optimizer_target() hands a shard's copy to its AdamW slot), with the bits a cast of the updated master gives.
+// masters_updated() refreshes them after any other change of the masters (a checkpoint restore).
 //
-// Memory of overlap: at most one group's gathered parameters (compute dtype, full size, plus their cast shards) ahead
+// Optimizer offload (train.accelerator.fsdp_config.offload): the f32 masters of the trainable shards (every one in a
+// full fine-tuning; the adapters under LoRA, whose frozen base stays as above on the compute device and has no
+// compute copy) live in host memory (the optimizer then keeps its moments beside them: 12 bytes a trainable
+// parameter on the host), and the gradients stay where they are without
+// offload, f32 on the compute device (4 bytes a parameter there, released from zero_grads() to backward). Each shard
+// keeps its compute copy (in any compute dtype). The optimizer step streams (optim/offload_stream.h): chunk by chunk
+// the gradients come to the host through a small pinned ring, the host steps the masters and sends them back cast
+// into those copies; optimizer_target() also hands the ring to the optimizer, and masters_updated() streams the
+// copies. The arithmetic is the same, so the results are the same bits.
+//
+// Memory of overlap: at most one group's gathered parameters (compute dtype, full size) ahead
 // of the group in use, and in backward one group's reduce-scatter buffers (its gradients in reduce_dtype padded to
 // full size, and the reduced shard) until the next after_backward.
 #pragma once
@@ -67,8 +72,8 @@ struct ParamShard {
   bool frozen() const { return frozen_values.defined(); }
   // What this rank stores of the parameter's values: the f32 master, or the compute-dtype frozen slice.
   const Tensor& stored() const { return frozen() ? frozen_values : master; }
-  // Offload only: the master in the compute dtype on the compute device (what the gathers send); undefined for a
-  // frozen shard, whose frozen_values the gathers send.
+  // The master in the compute dtype on the compute device (what the gathers send), where Fsdp keeps compute copies
+  // (has_compute_copies()) and the shard is trainable; undefined otherwise (a frozen shard's frozen_values are sent).
   Tensor compute;
 };
 
@@ -117,31 +122,35 @@ class Fsdp final : public ParamHooks {
   void zero_grads();
   // The full tensor of this rank's rows of a parameter, gathered (collective over the parameter's group).
   Tensor gather_rows(const ParamShard& shard) const;
-  // Bytes this rank holds from backward to the optimizer step: master + grad of the trainable shards (the optimizer
-  // adds two more f32 tensors per trainable shard) and the compute-dtype slices of the frozen ones.
+  // Bytes this rank holds from backward to the optimizer step: master + grad (+ compute copy) of the trainable
+  // shards (the optimizer adds its two moments per trainable shard) and the compute-dtype slices of the frozen ones.
   int64_t shard_bytes() const;
   // The frozen shards' part of shard_bytes(): their compute-dtype slices.
   int64_t frozen_shard_bytes() const;
 
   bool overlap() const { return overlap_; }
   bool offload() const { return offload_; }
-  // Call after the masters changed other than through an offloaded optimizer step (which refreshes the copies
-  // itself), e.g. a checkpoint restore: with offload, recasts them into the compute-dtype copies on the compute
-  // device that the next gathers send. Without offload there is nothing to do.
+  // Whether the trainable shards keep compute copies: with offload, and under a 16-bit compute dtype.
+  bool has_compute_copies() const { return offload_ || compute_dtype_ != DType::F32; }
+  // The compute copies' bytes on the compute device (0 without them).
+  int64_t compute_copy_bytes() const;
+  // Call after the masters changed other than through an optimizer step over optimizer_target() (which refreshes
+  // the copies itself), e.g. a checkpoint restore: recasts them into the compute copies that the next gathers send.
+  // Without compute copies there is nothing to do.
   void masters_updated();
   // Where the masters live: the host with offload, else the compute device. Gradients are on the compute device.
   Device state_device() const { return offload_ ? Device::cpu() : compute_device_; }
   Device compute_device() const { return compute_device_; }
-  // What an optimizer slot over this shard's master needs to step it offloaded (AdamW::add_slot): the chunk stream
-  // and the shard's compute copy. Not enabled without offload.
-  OffloadTarget offload_target(const ParamShard& shard);
+  // What an optimizer slot over this shard's master needs to keep its compute copy current (AdamW::add_slot): the
+  // copy, and with offload the chunk stream. Empty for a shard without a copy.
+  OffloadTarget optimizer_target(const ParamShard& shard);
   // Host bytes offload holds here: the masters and the stream's ring (the optimizer adds its moments); 0 without
   // offload. With the moments 12 bytes a trainable parameter plus the ring, whatever the model's size.
   int64_t offload_host_bytes() const;
   // The stream's part of it: its pinned ring (at most 2 chunks of 8 Mi elements in f32 and in the compute dtype).
   int64_t offload_buffer_bytes() const;
   // Replaces the stream by one of chunks of `elements` (tests: small chunks, so that shards cross chunk boundaries).
-  // Before any optimizer slot takes offload_target().
+  // Before any optimizer slot takes optimizer_target().
   void set_offload_chunk_elements(int64_t elements);
   const FsdpOverlapStats& overlap_stats() const { return stats_; }
   // The predicted request order of the next step (group indices in the store): the last step's. Tests replace it
@@ -166,11 +175,11 @@ class Fsdp final : public ParamHooks {
 
   void request(ParamGroup& group);
   void release(ParamGroup& group, bool reduce_grads);
-  // Casts and gathers the group's parameters that hold no value (one collective batch per communicator).
-  // Whether any of the group's parameters needs a collective to materialise (not just a cast).
+  // Whether any of the group's parameters needs a collective to materialise (not just a view of its shard).
   bool needs_gather(const ParamGroup& group);
+  // Gathers the group's parameters that hold no value (one collective batch per communicator).
   GroupGather issue_gather(const ParamGroup& group);
-  // The shards' masters as the gathers send them: themselves in f32, else cast in one launch into one buffer.
+  // The shards' values as the gathers send them: their compute copies (frozen: slices), or under f32 their masters.
   std::vector<Tensor> shards_in_compute_dtype(const std::vector<ParamShard*>& shards) const;
   // Waits for a gather and hands its values to the parameters that still hold none.
   static void materialize(GroupGather& gather);
@@ -194,10 +203,10 @@ class Fsdp final : public ParamHooks {
   size_t index_of(const ParamGroup& group) const;
   bool owns(const ParamGroup& group, const Parameter* p) const;
 
-  // Offload (fsdp_offload.cc). Allocates the compute copies (one buffer on the compute device) and the stream, and
-  // fills the copies.
-  void build_offload();
-  // The shards' compute copies (what shards_in_compute_dtype gives without offload).
+  // Compute copies and offload (fsdp_compute_copies.cc). Allocates the compute copies of the trainable shards (one
+  // buffer on the compute device), with offload the stream, and fills the copies.
+  void build_compute_copies();
+  // The shards' compute copies, or the frozen ones' slices (what shards_in_compute_dtype gives with copies).
   static std::vector<Tensor> compute_copies(const std::vector<ParamShard*>& shards);
 
   ParamStore& store_;
@@ -218,7 +227,7 @@ class Fsdp final : public ParamHooks {
   bool kept_after_backward_ = false;
   std::deque<PendingReduction> pending_;
   FsdpOverlapStats stats_;
-  // Offload: the compute copies of every shard (one buffer on the compute device) and the chunk stream.
+  // The compute copies of every trainable shard (one buffer on the compute device) and, with offload, the stream.
   Tensor compute_flat_;
   std::unique_ptr<OffloadStream> stream_;
 };

@@ -38,6 +38,7 @@ void load_checkpoint_masters(const std::string& checkpoint_dir, const ModelConfi
     reader.read_range(i, ShardField::Master, range.begin, range.end, host.data<float>());
     states[i].master.copy_from(host.to(states[i].master.device()));
   }
+  fsdp.masters_updated();  // the compute copies the gathers send
 }
 
 }  // namespace veomni

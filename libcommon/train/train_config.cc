@@ -86,7 +86,7 @@ ConfigSchema<TrainConfig> build_schema() {
   VEOMNI_CONFIG_FIELD(s, train.op_profile.out, "With op_profile.enable: also write every rank's table to <out>.rank<r>. Environment override: VEOMNI_PROFILE_OPS_OUT.");
   VEOMNI_CONFIG_FIELD(s, train.op_profile.skip_steps, "With op_profile.enable: leave the run's first this many steps (warm-up) out of the table. Environment override: VEOMNI_PROFILE_OPS_SKIP_STEPS.");
 
-  VEOMNI_CONFIG_FIELD(s, train.optimizer.type, "Optimizer.", {.choices = {"adamw"}});
+  VEOMNI_CONFIG_FIELD(s, train.optimizer.type, "Optimizer. adamw: torch's AdamW with float32 moments (16 bytes a trainable parameter with master and gradient); anyprecision_adamw: the same update with both moments stored in bfloat16 (12 bytes a parameter); the masters are float32 in both.", {.choices = {"adamw", "anyprecision_adamw"}});
   VEOMNI_CONFIG_FIELD(s, train.optimizer.lr, "Peak learning rate, reached at the end of warmup.");
   VEOMNI_CONFIG_FIELD(s, train.optimizer.lr_min, "Learning rate at the end of linear or cosine decay.");
   VEOMNI_CONFIG_FIELD(s, train.optimizer.lr_warmup_ratio, "Fraction of the total steps spent warming up linearly from 0.");

@@ -205,6 +205,7 @@ class Trainer {
   DataPlanInfo data_plan_info() const;
   void resume_from(const std::string& dir);
   void warn_about_changed_run(const CheckpointMetadata& saved) const;
+  void check_optimizer_type(const std::string& dir, const CheckpointMetadata& saved) const;
   void check_resume_position(const std::string& dir, const CheckpointMetadata& saved) const;
   void normalise_start_position();
   int agree_on_stop_signal();
@@ -274,8 +275,9 @@ void Trainer::build_mesh_and_model() {
 
   ModelOptions options = run_model_options(config_, device_, parallel);
   const DType reduce_dtype = device_.is_cpu() ? DType::F32 : config_.reduce_dtype();
-  spdlog::info("device: {}, compute {}, gradient reduction {}, master weights and optimizer state float32{}",
+  spdlog::info("device: {}, compute {}, gradient reduction {}, master weights float32, AdamW moments {}{}",
                device_.str(), dtype_name(options.compute_dtype), dtype_name(reduce_dtype),
+               dtype_name(moment_dtype_of_optimizer(config_.train.optimizer.type)),
                acc.fsdp_config.offload ? " in host memory, stepped on the CPU (offload)" : "");
   ulysses_ = std::move(parallel.ulysses);
   expert_parallel_ = std::move(parallel.expert_parallel);
@@ -484,7 +486,6 @@ void Trainer::report_untrained_data() {
 
 void Trainer::build_optimizer() {
   const auto& o = config_.train.optimizer;
-  VEOMNI_INPUT_CHECK(o.type == "adamw", "train.optimizer.type '{}' is not supported (adamw)", o.type);
   VEOMNI_INPUT_CHECK(o.betas.size() == 2, "train.optimizer.betas needs two values, got {}", o.betas.size());
   AdamWOptions adam;
   adam.lr = o.lr;
@@ -493,6 +494,7 @@ void Trainer::build_optimizer() {
   adam.eps = o.eps;
   adam.weight_decay = o.weight_decay;
   adam.decay_rule = {o.no_decay_modules, o.no_decay_params};
+  adam.moment_dtype = moment_dtype_of_optimizer(o.type);
   if (adam.decay_rule != WeightDecayRule()) {  // the default need not match (a model without biases)
     std::vector<std::string> names;
     for (const auto& p : model_->params().all()) names.push_back(p->name);
@@ -515,7 +517,7 @@ void Trainer::build_optimizer() {
       continue;
     }
     OptimizerGroup& group = optimizer_group_of(*s.param);
-    group.adamw->add_slot(s.param->name, s.master, &s.grad, fsdp_->offload_target(s));
+    group.adamw->add_slot(s.param->name, s.master, &s.grad, fsdp_->optimizer_target(s));
     shard_slots_.emplace_back(static_cast<size_t>(&group - optimizers_.data()), group.adamw->slots().size() - 1);
     shard_frozen_.push_back(group.frozen);
   }
@@ -532,10 +534,13 @@ void Trainer::build_optimizer() {
   sched.total_steps = total_steps_;
   schedule_ = std::make_unique<LrSchedule>(sched);
 
-  // Persistent per-rank state: master + grad (Fsdp) + two AdamW moments: 16 bytes per trainable local element; the
-  // frozen shards' compute-dtype slices.
+  // Persistent per-rank state: master + grad (+ compute copy) (Fsdp) + two AdamW moments: 16 bytes per trainable
+  // local element with f32 moments, 12 with bf16 (+2 for a 16-bit compute copy); the frozen shards' compute-dtype
+  // slices.
   const double frozen_bytes = static_cast<double>(fsdp_->frozen_shard_bytes());
-  const double bytes = static_cast<double>(fsdp_->shard_bytes() - fsdp_->frozen_shard_bytes()) * 2.0 + frozen_bytes;
+  int64_t moments = 0;
+  for (const OptimizerGroup& g : optimizers_) moments += g.adamw->moment_bytes();
+  const double bytes = static_cast<double>(fsdp_->shard_bytes() + moments);
   std::vector<double> all{bytes, frozen_bytes};
   world_->allreduce_max(all);
   state_bytes_max_ = all[0];
@@ -550,8 +555,9 @@ std::string Trainer::offload_memory_note() const {
   int64_t host = fsdp_->offload_host_bytes();
   for (const OptimizerGroup& g : optimizers_) host += g.adamw->moment_bytes();
   const int64_t buffers = fsdp_->offload_buffer_bytes();
-  return fmt::format("; offload: float32 masters and moments {} bytes in host memory and {} bytes of transfer buffers "
-                     "there, the gradients on {}",
+  return fmt::format("; offload: float32 masters and {} moments {} bytes in host memory and {} bytes of transfer "
+                     "buffers there, the gradients on {}",
+                     dtype_name(moment_dtype_of_optimizer(config_.train.optimizer.type)),
                      format_count(static_cast<double>(host - buffers)), format_count(static_cast<double>(buffers)),
                      device_.str());
 }
@@ -728,6 +734,7 @@ void Trainer::resume_from(const std::string& dir) {
                      "{}: an adapter (LoRA rank {}) checkpoint, which holds the adapters only, but this run trains the "
                      "whole model (hint: resume with the checkpoint's model.lora_config)",
                      (fs::path(dir) / kCheckpointMetadataFile).string(), saved.adapter ? saved.adapter->lora.rank : 0);
+  check_optimizer_type(dir, saved);
   std::vector<ParamShardState> states = shard_states();
   check_checkpoint_model(reader, model_config_, model_->head(), states);
   check_resume_position(dir, saved);
@@ -743,6 +750,19 @@ void Trainer::resume_from(const std::string& dir) {
   normalise_start_position();
   spdlog::info("checkpoint: resumed from {} at step {} (epoch {}, step {} of it); saved under {}, now {}", dir,
                start_.global_step, start_.epoch, start_.step_in_epoch, saved.mesh.describe(), mesh_.shape.describe());
+}
+
+// The moments are resumed as they were saved: a checkpoint of one optimizer type does not resume under the other
+// (its moments would silently change precision). Before the first step the moments are zeros in either dtype.
+void Trainer::check_optimizer_type(const std::string& dir, const CheckpointMetadata& saved) const {
+  const std::string& type = config_.train.optimizer.type;
+  if (saved.optimizer_type == type || saved.position.optimizer_steps == 0) return;
+  throw InputError(fmt::format(
+      "{}: the checkpoint holds {} moments of train.optimizer.type {}, but this run has train.optimizer.type {} "
+      "({} moments); resume with --train.optimizer.type {}",
+      (fs::path(dir) / kCheckpointMetadataFile).string(),
+      dtype_name(moment_dtype_of_optimizer(saved.optimizer_type)), saved.optimizer_type, type,
+      dtype_name(moment_dtype_of_optimizer(type)), saved.optimizer_type));
 }
 
 // Resuming with other data, batch or seed settings is allowed, but the saved position then means other samples.
@@ -824,6 +844,7 @@ std::string Trainer::save_checkpoint_at(int64_t global_step, int64_t epoch, int6
   request.tokenizer_path = config_.model.tokenizer_path;
   request.producer = version_text("veomni-train");
   request.adapter = adapter_;
+  request.optimizer_type = config_.train.optimizer.type;
   request.metrics = &metrics_;
   if (fault_) {
     request.fault_point = [this, global_step](const std::string& point) {

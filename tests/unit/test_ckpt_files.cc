@@ -213,6 +213,31 @@ TEST_F(CheckpointFiles, MixedDataPlanIsVersionFourAndOlderFilesStillRead) {
   EXPECT_EQ(*checkpoint_metadata_from_json(j, "m.json").data_plan, *m.data_plan);
 }
 
+// bfloat16 AdamW moments (anyprecision_adamw) are named by key 'optimizer', format version 5; adamw's checkpoints keep
+// the oldest version and no key.
+TEST_F(CheckpointFiles, Bf16MomentsAreVersionFiveWithTheirOptimizer) {
+  CheckpointMetadata m = write_checkpoint(path("ck"), config, params, state, mesh, position);
+  EXPECT_EQ(m.optimizer_type, "adamw");
+  nlohmann::json j = nlohmann::json::parse(checkpoint_metadata_to_json(m).dump());
+  EXPECT_FALSE(j.contains("optimizer"));
+  EXPECT_EQ(j["format_version"], 1);
+  m.optimizer_type = "anyprecision_adamw";
+  j = nlohmann::json::parse(checkpoint_metadata_to_json(m).dump());
+  EXPECT_EQ(j["format_version"], 5);
+  EXPECT_EQ(j["optimizer"], nlohmann::json({{"type", "anyprecision_adamw"}, {"moment_dtype", "bf16"}}));
+  EXPECT_EQ(checkpoint_metadata_from_json(j, "m.json").optimizer_type, "anyprecision_adamw");
+  nlohmann::json bad = j;
+  bad["optimizer"]["moment_dtype"] = "f32";
+  expect_input_error([&] { checkpoint_metadata_from_json(bad, "m.json"); }, {"m.json", "optimizer", "bf16"});
+  bad = j;
+  bad["optimizer"].erase("type");
+  expect_input_error([&] { checkpoint_metadata_from_json(bad, "m.json"); }, {"m.json", "optimizer.type"});
+  bad = j;
+  bad["format_version"] = 4;
+  expect_input_error([&] { checkpoint_metadata_from_json(bad, "m.json"); },
+                     {"m.json", "'optimizer' needs format_version 5"});
+}
+
 TEST_F(CheckpointFiles, MetadataValidationNamesFileAndKey) {
   write_checkpoint(path("ck"), config, params, state, mesh, position);
   const std::string file = path("ck/metadata.json");
@@ -222,8 +247,8 @@ TEST_F(CheckpointFiles, MetadataValidationNamesFileAndKey) {
     edit(j);
     write_json_file(file, j);
   };
-  with([](nlohmann::json& j) { j["format_version"] = 5; });
-  expect_input_error([&] { read_checkpoint_metadata(path("ck")); }, {"metadata.json", "format version 5"});
+  with([](nlohmann::json& j) { j["format_version"] = 6; });
+  expect_input_error([&] { read_checkpoint_metadata(path("ck")); }, {"metadata.json", "format version 6"});
   with([](nlohmann::json& j) { j["parameters"][0]["shard"]["shard_numel"] = 5; });
   expect_input_error([&] { read_checkpoint_metadata(path("ck")); }, {"metadata.json", "model.embed_tokens.weight"});
   with([](nlohmann::json& j) { j["rank_files"].erase(3); });

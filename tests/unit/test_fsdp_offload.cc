@@ -74,15 +74,15 @@ std::string first_difference(const std::vector<std::vector<float>>& a, const std
 class OptimizerRun {
  public:
   OptimizerRun(const DeviceMesh& mesh, DType compute, bool offload, int64_t chunk_elements = 0,
-               const std::vector<std::string>& frozen = {})
+               const std::vector<std::string>& frozen = {}, DType moments = DType::F32)
       : store_(synthetic_store(mesh, Device::cpu(), frozen)),
         fsdp_(*store_, mesh, compute, DType::F32, true, offload),
-        adamw_(AdamWOptions{1e-2, 0.9, 0.95, 1e-8, 0.1}),
+        adamw_(AdamWOptions{1e-2, 0.9, 0.95, 1e-8, 0.1, {}, moments}),
         world_(mesh.world),
         rank_(mesh.rank) {
     if (chunk_elements > 0) fsdp_.set_offload_chunk_elements(chunk_elements);
     for (ParamShard& s : fsdp_.shards())
-      if (!s.frozen()) adamw_.add_slot(s.param->name, s.master, &s.grad, fsdp_.offload_target(s));
+      if (!s.frozen()) adamw_.add_slot(s.param->name, s.master, &s.grad, fsdp_.optimizer_target(s));
   }
 
   Fsdp& fsdp() { return fsdp_; }
@@ -178,9 +178,15 @@ TEST(FsdpOffload, MastersOnTheHostGradientsAndComputeCopiesOnTheComputeDevice) {
       EXPECT_EQ(s.compute.dtype(), compute);
       EXPECT_EQ(s.compute.numel(), s.shard_numel);
       EXPECT_EQ(host_floats(s.compute), host_floats(s.master.to_dtype(compute)));
-      EXPECT_FALSE(off.fsdp().shards()[i].compute.defined());
+      // Without offload a 16-bit compute dtype keeps compute copies too (written by the optimizer's step); f32
+      // computes from the masters.
+      EXPECT_EQ(off.fsdp().shards()[i].compute.defined(), compute != DType::F32);
       EXPECT_EQ(on.adamw().slots()[i].compute.raw_data(), s.compute.raw_data());
-      EXPECT_FALSE(off.adamw().slots()[i].compute.defined());
+      if (compute != DType::F32) {
+        EXPECT_EQ(off.adamw().slots()[i].compute.raw_data(), off.fsdp().shards()[i].compute.raw_data());
+      } else {
+        EXPECT_FALSE(off.adamw().slots()[i].compute.defined());
+      }
     }
   }
   // The hooks hand out views of the compute copies, and backward of a group of one accumulates straight into the
@@ -233,7 +239,7 @@ TEST(FsdpOffload, HostBytesAreTwelveAParameterPlusABoundedRing) {
     AdamW adamw(AdamWOptions{});
     int64_t elements = 0;
     for (ParamShard& s : fsdp.shards()) {
-      adamw.add_slot(s.param->name, s.master, &s.grad, fsdp.offload_target(s));
+      adamw.add_slot(s.param->name, s.master, &s.grad, fsdp.optimizer_target(s));
       elements += s.shard_numel;
     }
     const int64_t host = fsdp.offload_host_bytes() + adamw.moment_bytes();
@@ -318,6 +324,37 @@ TEST(FsdpOffload, MastersReachTheGathersThroughMastersUpdated) {
   run.fsdp().after_forward(layer);
 }
 
+// Without offload, a bf16 run keeps compute copies on the compute device: the optimizer's step writes them (the bits
+// of a cast of the updated masters), the hooks hand out views of them (no cast per request), and masters_updated()
+// refreshes them after another change of the masters.
+TEST(FsdpComputeCopies, StepWritesTheCastOfTheUpdatedMasters) {
+  const DeviceMesh mesh = one_rank_mesh();
+  OptimizerRun run(mesh, DType::BF16, false);
+  EXPECT_TRUE(run.fsdp().has_compute_copies());
+  int64_t elements = 0;
+  for (const ParamShard& s : run.fsdp().shards()) elements += s.shard_numel;
+  EXPECT_GE(run.fsdp().compute_copy_bytes(), 2 * elements);
+  for (int step = 0; step < 3; ++step) {
+    run.step(step, 2);
+    for (const ParamShard& s : run.fsdp().shards()) {
+      SCOPED_TRACE(fmt::format("step {} {}", step, s.param->name));
+      const Tensor cast = s.master.to_dtype(DType::BF16);
+      EXPECT_EQ(std::memcmp(s.compute.raw_data(), cast.raw_data(), cast.nbytes()), 0);
+    }
+  }
+  ParamShard& s = run.fsdp().shards()[1];
+  ParamGroup& layer = run.store().groups()[1];
+  run.fsdp().before_forward(layer);
+  EXPECT_EQ(s.param->value.raw_data(), s.compute.raw_data()) << "a group of one computes from the copy itself";
+  run.fsdp().after_forward(layer);
+  ops::fill_(s.master, 3.0f);
+  run.fsdp().masters_updated();
+  run.fsdp().before_forward(layer);
+  EXPECT_EQ(host_floats(s.param->value), std::vector<float>(35, 3.0f));
+  run.fsdp().after_forward(layer);
+  EXPECT_FALSE(OptimizerRun(mesh, DType::F32, false).fsdp().has_compute_copies());
+}
+
 // Chunks of 64 elements: shards cross chunk boundaries and small ones share a chunk.
 TEST(FsdpOffload, StepsMatchWithoutOffloadBitForBit) {
   const DeviceMesh mesh = one_rank_mesh();
@@ -351,7 +388,7 @@ void expect_lora_offload_matches(const DeviceMesh& mesh) {
         EXPECT_EQ(s.frozen_values.dtype(), compute);
         EXPECT_FALSE(s.master.defined());
         EXPECT_FALSE(s.compute.defined()) << "a frozen shard has no compute copy: its slice is the gathers' source";
-        EXPECT_FALSE(on.fsdp().offload_target(s).enabled());
+        EXPECT_FALSE(on.fsdp().optimizer_target(s).enabled());
         continue;
       }
       ++trainable;
@@ -384,6 +421,27 @@ TEST(FsdpOffloadTwoRanks, LoraStepsMatchWithoutOffloadBitForBit) {
   for (int64_t ep : {1, 2}) {
     SCOPED_TRACE(fmt::format("ep {}", ep));
     expect_lora_offload_matches(build_device_mesh(world, 1, ep));
+  }
+}
+
+// anyprecision_adamw's bf16 moments: 8 bytes a parameter in host memory instead of 12, and the streamed host step
+// gives the device step's bits.
+TEST(FsdpOffload, Bf16MomentsStepMatchWithoutOffloadBitForBit) {
+  const DeviceMesh mesh = one_rank_mesh();
+  for (DType compute : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(compute));
+    OptimizerRun off(mesh, compute, false, 0, {}, DType::BF16), on(mesh, compute, true, 64, {}, DType::BF16);
+    int64_t elements = 0;
+    for (const ParamShard& s : on.fsdp().shards()) elements += s.shard_numel;
+    EXPECT_EQ(on.adamw().moment_bytes(), 4 * elements);
+    EXPECT_EQ(on.fsdp().offload_host_bytes() + on.adamw().moment_bytes() - on.fsdp().offload_buffer_bytes(),
+              8 * elements);
+    EXPECT_EQ(on.adamw().slots()[0].exp_avg.dtype(), DType::BF16);
+    for (int step = 0; step < 3; ++step) {
+      off.step(step, 2);
+      on.step(step, 2);
+    }
+    EXPECT_EQ(first_difference(on.record(), off.record()), "");
   }
 }
 

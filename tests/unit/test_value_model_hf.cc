@@ -204,9 +204,9 @@ TEST_F(ValueModelHf, MetadataRecordsTheHeadInFormatVersion2) {
       expect_input_error([&] { checkpoint_metadata_from_json(edited, "m.json"); },
                          {"m.json", "'model_head' needs format_version 2"});
       edited.erase("model_head");
-      edited["format_version"] = 5;
+      edited["format_version"] = 6;
       expect_input_error([&] { checkpoint_metadata_from_json(edited, "m.json"); },
-                         {"m.json", "format version 5", "versions 1 to 4"});
+                         {"m.json", "format version 6", "versions 1 to 5"});
     } else {
       edited["model_head"] = "critic";
       expect_input_error([&] { checkpoint_metadata_from_json(edited, "m.json"); },

@@ -1,11 +1,12 @@
-// FSDP optimizer offload: the compute-dtype copies of the host masters on the compute device, and the chunk stream
-// that refreshes them (after an optimizer step, which goes through the same stream, or a checkpoint restore). Frozen
-// shards (a LoRA base) have no master and stay as they are.
+// FSDP compute copies: the trainable shards' masters in the compute dtype on the compute device (written by the
+// optimizer's step, or refreshed after a checkpoint restore), and with optimizer offload the chunk stream that
+// carries them from the host masters. Frozen shards (a LoRA base) have no master and no copy: they stay as they are.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "kernels/ops.h"
 #include "parallel/fsdp.h"
 
 namespace veomni {
@@ -19,16 +20,18 @@ int64_t aligned(int64_t n) { return (n + kOffloadAlign - 1) / kOffloadAlign * kO
 
 }  // namespace
 
-void Fsdp::build_offload() {
+void Fsdp::build_compute_copies() {
   // Frozen shards (LoRA's base) have no master: their compute-dtype slices stay the gathers' source, untouched.
   std::vector<int64_t> offsets{0};
   for (const ParamShard& s : shards_) offsets.push_back(offsets.back() + (s.frozen() ? 0 : aligned(s.shard_numel)));
   compute_flat_ = Tensor::empty({offsets.back()}, compute_dtype_, compute_device_);
   for (size_t i = 0; i < shards_.size(); ++i)
     if (!shards_[i].frozen()) shards_[i].compute = compute_flat_.slice(offsets[i], offsets[i] + shards_[i].shard_numel);
-  // A model smaller than one chunk needs no larger buffers than itself.
-  const int64_t chunk = std::max<int64_t>(1, std::min(OffloadStream::kDefaultChunkElements, offsets.back()));
-  stream_ = std::make_unique<OffloadStream>(compute_device_, compute_dtype_, chunk);
+  if (offload_) {
+    // A model smaller than one chunk needs no larger buffers than itself.
+    const int64_t chunk = std::max<int64_t>(1, std::min(OffloadStream::kDefaultChunkElements, offsets.back()));
+    stream_ = std::make_unique<OffloadStream>(compute_device_, compute_dtype_, chunk);
+  }
   masters_updated();
 }
 
@@ -37,9 +40,13 @@ void Fsdp::set_offload_chunk_elements(int64_t elements) {
   stream_ = std::make_unique<OffloadStream>(compute_device_, compute_dtype_, elements);
 }
 
-OffloadTarget Fsdp::offload_target(const ParamShard& shard) {
-  if (!offload_ || shard.frozen()) return {};
+OffloadTarget Fsdp::optimizer_target(const ParamShard& shard) {
+  if (!has_compute_copies() || shard.frozen()) return {};
   return {stream_.get(), shard.compute};
+}
+
+int64_t Fsdp::compute_copy_bytes() const {
+  return compute_flat_.defined() ? static_cast<int64_t>(compute_flat_.nbytes()) : 0;
 }
 
 int64_t Fsdp::offload_host_bytes() const {
@@ -53,7 +60,18 @@ int64_t Fsdp::offload_host_bytes() const {
 int64_t Fsdp::offload_buffer_bytes() const { return offload_ ? stream_->host_bytes() : 0; }
 
 void Fsdp::masters_updated() {
-  if (!offload_ || shards_.empty()) return;
+  if (!has_compute_copies() || shards_.empty()) return;
+  if (!offload_) {
+    std::vector<const Tensor*> src;
+    std::vector<Tensor*> dst;
+    for (ParamShard& s : shards_) {
+      if (s.frozen()) continue;
+      src.push_back(&s.master);
+      dst.push_back(&s.compute);
+    }
+    ops::cast_multi(src, dst);
+    return;
+  }
   std::vector<OffloadStream::Item> items;
   items.reserve(shards_.size());
   for (const ParamShard& s : shards_)
