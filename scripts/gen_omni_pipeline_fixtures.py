@@ -43,6 +43,7 @@ THINKER_MAX_NEW_TOKENS = 6
 TALKER_MAX_NEW_TOKENS = 10
 MIN_FRAMES = 3
 PREDICTOR_HEAD_SCALE = 300.0
+MIN_TOP_PROB = 0.99
 SEED_TRIES = 20
 # Special ids inside the small vocabulary (the real model's are 151644...; only their roles matter here).
 SPECIAL = {
@@ -54,6 +55,7 @@ THINKER_SPECIAL = {
     "video_token_id": 1014, "vision_start_token_id": 1015, "vision_end_token_id": 1016, "user_token_id": 1003,
 }
 NEWLINE = 198
+RECORDED = {}  # what the hooks below saw: the codes handed to code2wav, the code predictor's smallest top probability
 
 
 def pipeline_config(thinker_path, speech_path):
@@ -107,6 +109,16 @@ def seeded_weights(module, generator):
                 p.copy_(noise / p[0].numel() ** 0.5)
 
 
+def watch_predictor_confidence(model):
+    """Records the smallest top probability any code predictor head gives (our sampler must see one candidate too,
+    so the margin must be wide, not just enough for transformers' top-p)."""
+    def hook(module, inputs, output):
+        top = torch.softmax(output.float(), dim=-1).amax(dim=-1).min().item()
+        RECORDED["min_top_prob"] = min(RECORDED.get("min_top_prob", 1.0), top)
+    for head in model.talker.code_predictor.lm_head:
+        head.register_forward_hook(hook)
+
+
 def build(config, seed):
     generator = torch.Generator().manual_seed(seed)
     model = omni.Qwen3OmniMoeForConditionalGeneration._from_config(config, attn_implementation="eager")
@@ -140,9 +152,6 @@ def generate(model, prompt, torch_seed, greedy_predictor=False):
     return input_ids[0], thinker.sequences[0], RECORDED["codes"], wav.reshape(-1).float()
 
 
-RECORDED = {}
-
-
 def record_talker_codes(model):
     """Keeps the codes generate hands code2wav ([1, groups, frames] -> [frames, groups])."""
     code2wav = model.code2wav
@@ -171,6 +180,8 @@ def main():
     for seed in range(args.seed, args.seed + SEED_TRIES):
         model = build(config, seed)
         record_talker_codes(model)
+        watch_predictor_confidence(model)
+        RECORDED.pop("min_top_prob", None)
         results, reason = [], None
         for prompt in PROMPTS:
             try:  # generate fails when the thinker says fewer than two tokens (no first text for the talker)
@@ -182,6 +193,8 @@ def main():
                 break
             if not all(torch.equal(first[2], other[2]) for other in (second, greedy)):
                 reason = "the code predictor's sampling is not deterministic"
+            elif RECORDED.get("min_top_prob", 0.0) < MIN_TOP_PROB:
+                reason = f"the code predictor's top probability falls to {RECORDED.get('min_top_prob')}"
             elif first[2].shape[0] < MIN_FRAMES:
                 reason = f"the talker made {first[2].shape[0]} frames"
             elif not torch.equal(first[3], second[3]):
@@ -215,6 +228,7 @@ def main():
         "prompts": facts, "weight_seed": seed, "thinker_max_new_tokens": THINKER_MAX_NEW_TOKENS,
         "talker_max_new_tokens": TALKER_MAX_NEW_TOKENS, "talker_do_sample": False,
         "talker_repetition_penalty": 1.05, "code_predictor_head_scale": PREDICTOR_HEAD_SCALE,
+        "code_predictor_min_top_prob": RECORDED.get("min_top_prob"),
         "special": SPECIAL, "newline": NEWLINE, "torch": torch.__version__, "transformers": transformers.__version__,
     }
     with open(os.path.join(args.out, "expected.json"), "w") as f:
