@@ -41,12 +41,13 @@ std::string lower(std::string text) {
   return text;
 }
 
-int64_t speaker_token_of(const TalkerConfig& config, const std::string& speaker, const std::string& source) {
-  const auto it = config.speaker_id.find(lower(speaker));
+int64_t speaker_token_of(const TalkerConfig& config, const SpeechStages& stages, const std::string& config_path) {
+  const auto it = config.speaker_id.find(lower(stages.speaker));
   std::string known;
   for (const auto& [name, id] : config.speaker_id) known += (known.empty() ? "" : ", ") + name;
   VEOMNI_INPUT_CHECK(it != config.speaker_id.end(),
-                     "speaker '{}': {} has no such speaker in talker_config.speaker_id (speakers: {})", speaker, source,
+                     "{}: key 'speaker': speaker '{}' is not in talker_config.speaker_id of {} (speakers: {})",
+                     stages.source.empty() ? "the default stages" : stages.source, stages.speaker, config_path,
                      known.empty() ? "none" : known);
   return it->second;
 }
@@ -112,7 +113,7 @@ OmniSpeaker::OmniSpeaker(const std::string& model_dir, const SpeechStages& stage
   const nlohmann::json config = read_json_file(path);
   ids_ = omni_speech_ids_from_json(config, path);
   const TalkerConfig talker_config = load_talker_config(path);
-  speaker_token_ = speaker_token_of(talker_config, stages.speaker, path);
+  speaker_token_ = speaker_token_of(talker_config, stages, path);
   const HfCheckpointSource source(fs::is_directory(model_dir) ? model_dir : fs::path(model_dir).parent_path().string());
   talker_ = std::make_unique<Talker>(talker_config, stage_options(stages.talker.device, "talker"));
   talker_->load(source);

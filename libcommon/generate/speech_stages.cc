@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "core/error.h"
 #include "io/json_file.h"
@@ -112,15 +113,15 @@ const std::vector<std::string>& speech_stage_names() {
   return names;
 }
 
-SpeechStages speech_stages_from_yaml(std::string_view text, const std::string& source) {
-  SpeechStages c;
-  schema().load_yaml(c, text, source);
-  check_values(c, source);
-  return c;
+SpeechStages speech_stages_from_yaml(std::string_view text, const std::string& source, SpeechStages base) {
+  schema().load_yaml(base, text, source);
+  check_values(base, source);
+  base.source = source;
+  return base;
 }
 
-SpeechStages load_speech_stages(const std::string& path) {
-  return speech_stages_from_yaml(read_text_file(path), path);
+SpeechStages load_speech_stages(const std::string& path, SpeechStages base) {
+  return speech_stages_from_yaml(read_text_file(path), path, std::move(base));
 }
 
 SamplingOptions thinker_sampling(const ThinkerStage& s) {

@@ -51,6 +51,7 @@ struct SpeechStages {
   ThinkerStage thinker;
   TalkerStage talker;
   Code2WavStage code2wav;
+  std::string source;  // the stage file the values came from ("" for the defaults), for messages
 
   bool runs(std::string_view stage) const;
 };
@@ -61,8 +62,9 @@ const std::vector<std::string>& speech_stage_names();
 // Parses stage YAML text over the defaults. InputError naming `source`, the key and its line for invalid YAML, an
 // unknown key (with the closest known one), a value of the wrong type, an unknown device or stage, stages that are
 // not thinker, thinker + talker or all three in that order, and sampling values out of range.
-SpeechStages speech_stages_from_yaml(std::string_view text, const std::string& source);
-SpeechStages load_speech_stages(const std::string& path);
+// `base` holds the values of the keys the text leaves out.
+SpeechStages speech_stages_from_yaml(std::string_view text, const std::string& source, SpeechStages base = {});
+SpeechStages load_speech_stages(const std::string& path, SpeechStages base = {});
 
 // The sampling options of a stage section.
 SamplingOptions thinker_sampling(const ThinkerStage& stage);

@@ -4,9 +4,9 @@
 //
 // Usage: make_omni_speech_toy DIR [SEED]
 //   DIR/config.json  a qwen3_omni_moe config with talker_config and code2wav_config
-//   writes DIR/model.safetensors: the thinker's language model in transformers' names (HF init, std
-//   initializer_range), the talker and code2wav with values of order one (1/sqrt(fan_in) matrices) so that their
-//   outputs carry signal.
+//   writes DIR/model.safetensors: the thinker's language model, the talker and code2wav in transformers' names, with
+//   values of order one (1/sqrt(fan_in) matrices) so that the thinker's embeddings weigh in the talker's input as
+//   much as the codec embeddings do (HF's 0.02 init would leave every prompt the same talker input).
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -34,7 +34,7 @@ int run(const std::string& dir, uint32_t seed) {
   options.lm_head_name = thinker.lm_head_name;
   options.mrope_section = thinker.mrope_section;
   veomni::CausalLM text(thinker.text, options);
-  text.init_weights(seed);
+  veomni::speech_test::randomize(text.params(), seed);
   veomni::Talker talker(veomni::load_talker_config(dir));
   veomni::speech_test::randomize(talker.store(), seed + 1);
   veomni::Code2Wav code2wav(veomni::load_code2wav_config(dir));

@@ -14,17 +14,16 @@ namespace fs = std::filesystem;
 
 SpeechStages resolve_speech_stages(const std::string& stages_path, const std::string& audio_out,
                                    const std::string& model_dir) {
-  SpeechStages stages;
+  SpeechStages stages;  // without a stages key: the thinker only, or every stage with --audio-out
+  if (!audio_out.empty()) stages.stages = speech_stage_names();
   if (!stages_path.empty()) {
     VEOMNI_INPUT_CHECK(fs::is_regular_file(stages_path), "--stages {}: no such file", stages_path);
-    stages = load_speech_stages(stages_path);
+    stages = load_speech_stages(stages_path, stages);
     VEOMNI_INPUT_CHECK(!stages.runs("code2wav") || !audio_out.empty(),
                        "{}: key 'stages' runs code2wav, which writes WAV files: give --audio-out DIR", stages_path);
     VEOMNI_INPUT_CHECK(audio_out.empty() || stages.runs("code2wav"),
                        "--audio-out {}: the stages of {} stop before code2wav (add code2wav to its key 'stages')",
                        audio_out, stages_path);
-  } else if (!audio_out.empty()) {
-    stages.stages = speech_stage_names();
   }
   if (!audio_out.empty()) {
 #ifndef VEOMNI_HAVE_MEDIA

@@ -10,7 +10,8 @@
 
 namespace veomni {
 
-// The stage file's stages, or without one [thinker] (and all three with --audio-out). InputError when code2wav runs
+// The stage file's settings over the defaults; its stages, or without that key [thinker] (all three with
+// --audio-out). InputError when code2wav runs
 // without --audio-out, --audio-out is given while code2wav does not run, --audio-out names a file, the model
 // cannot speak (no talker_config/code2wav_config) while the talker runs, or the build cannot write WAV files.
 SpeechStages resolve_speech_stages(const std::string& stages_path, const std::string& audio_out,
