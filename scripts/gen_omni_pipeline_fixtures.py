@@ -43,7 +43,8 @@ THINKER_MAX_NEW_TOKENS = 6
 TALKER_MAX_NEW_TOKENS = 10
 MIN_FRAMES = 3
 PREDICTOR_HEAD_SCALE = 300.0
-MIN_TOP_PROB = 0.99
+# top_p 0.8 keeps only the top candidate once its probability is above 0.8; the margin covers the temperature.
+MIN_TOP_PROB = 0.9
 SEED_TRIES = 20
 # Special ids inside the small vocabulary (the real model's are 151644...; only their roles matter here).
 SPECIAL = {
@@ -149,7 +150,9 @@ def generate(model, prompt, torch_seed, greedy_predictor=False):
                 talker_do_sample=False)
     finally:
         predictor.generate = original
-    return input_ids[0], thinker.sequences[0], RECORDED["codes"], wav.reshape(-1).float()
+    # generate returns the thinker's sequences as a tensor, or its output object with return_dict_in_generate
+    sequences = thinker if isinstance(thinker, torch.Tensor) else thinker.sequences
+    return input_ids[0], sequences[0], RECORDED["codes"], wav.reshape(-1).float()
 
 
 def record_talker_codes(model):
