@@ -8,8 +8,10 @@ THINKER_VOCAB and the chat / tts / multimodal special ids moved inside it, plus 
 shrunk as scripts/gen_omni_speech_fixtures.py shrinks them (talker thinker_hidden_size set to the thinker's width).
 Every parameter gets seeded random values; the code predictor's lm heads are scaled up so that its sampling (generate
 always samples it, top_k 50, top_p 0.8) leaves one candidate: the residual codes are the argmax, whatever the random
-stream. The script checks that (two runs under different torch seeds and one with a greedy code predictor must give
-the same codes) and, if a weight seed misses it or the talker stops before MIN_FRAMES frames, tries the next seed.
+stream; code2wav's last convolution is scaled so that the waveform stays inside [-1, 1] unclamped. The script
+checks that (two runs under different torch seeds and one with a greedy code predictor must give
+the same codes) and, if a weight seed misses it, the waveform comes near clamping or the talker stops before
+MIN_FRAMES frames, tries the next seed.
 
 For each prompt (ids built as the chat template would: <|im_start|>role\\n ... <|im_end|>\\n, ending with
 <|im_start|>assistant\\n), generate runs greedy for the thinker (thinker_do_sample=False, eos <|im_end|>) and the
@@ -42,6 +44,7 @@ THINKER_VOCAB = 1024
 THINKER_MAX_NEW_TOKENS = 6
 TALKER_MAX_NEW_TOKENS = 10
 MIN_FRAMES = 3
+WAVEFORM_PEAK = 0.3  # code2wav's peak on random codes after quiet_code2wav
 PREDICTOR_HEAD_SCALE = 300.0
 # top_p 0.8 keeps only the top candidate once its probability is above 0.8; the margin covers the temperature.
 MIN_TOP_PROB = 0.9
@@ -128,7 +131,26 @@ def build(config, seed):
     with torch.no_grad():
         for head in model.talker.code_predictor.lm_head:
             head.weight.mul_(PREDICTOR_HEAD_SCALE)
+    quiet_code2wav(model.code2wav, generator)
     return model
+
+
+def quiet_code2wav(code2wav, generator):
+    """Scales code2wav's last convolution so that its waveform stays well inside [-1, 1]: random weights give an
+    amplitude far beyond it, which clamping flattens to a square wave whose few unclamped samples are steep
+    crossings where float32 rounding differences grow to 1e-3."""
+    last = code2wav.decoder[-1].conv
+    seen = {}
+    handle = last.register_forward_hook(lambda module, inputs, output: seen.update(peak=output.abs().max().item()))
+    config = code2wav.config
+    codes = torch.randint(0, config.codebook_size, (1, config.num_quantizers, 16), generator=generator)
+    with torch.no_grad():
+        code2wav(codes)
+        handle.remove()
+        scale = WAVEFORM_PEAK / max(seen["peak"], 1e-6)
+        last.weight.mul_(scale)
+        if last.bias is not None:
+            last.bias.mul_(scale)
 
 
 def generate(model, prompt, torch_seed, greedy_predictor=False):
@@ -198,6 +220,8 @@ def main():
                 reason = "the code predictor's sampling is not deterministic"
             elif RECORDED.get("min_top_prob", 0.0) < MIN_TOP_PROB:
                 reason = f"the code predictor's top probability falls to {RECORDED.get('min_top_prob')}"
+            elif first[3].abs().max().item() >= 0.95:
+                reason = f"the waveform reaches {first[3].abs().max().item():.3f} (clamping near)"
             elif first[2].shape[0] < MIN_FRAMES:
                 reason = f"the talker made {first[2].shape[0]} frames"
             elif not torch.equal(first[3], second[3]):
