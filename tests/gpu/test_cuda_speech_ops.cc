@@ -6,6 +6,7 @@
 #include "gpu_test_util.h"
 #include "kernels/ops.h"
 #include "model/code2wav/code2wav.h"
+#include "tests/unit/speech_test_util.h"
 
 using namespace veomni;
 using namespace veomni::gpu_test;
@@ -106,18 +107,8 @@ TEST_F(CudaSpeechOps, SlidingWindowAttentionMatchesCpu) {
 }
 
 TEST_F(CudaSpeechOps, Code2WavForwardMatchesCpu) {
-  Code2WavConfig c;
-  c.codebook_size = 10;
-  c.hidden_size = 16;
-  c.num_attention_heads = 2;
-  c.num_key_value_heads = 2;
-  c.sliding_window = 3;
-  c.intermediate_size = 24;
-  c.num_hidden_layers = 2;
-  c.num_quantizers = 3;
-  c.upsample_rates = {3, 2};
-  c.upsampling_ratios = {2};
-  c.decoder_dim = 8;
+  Code2WavConfig c = speech_test::tiny_code2wav_config();
+  c.num_key_value_heads = c.num_attention_heads;  // as the real code2wav: one key/value head per query head
   Code2Wav cpu_model(c);
   Code2Wav gpu_model(c, {.device = gpu(), .compute_dtype = DType::F32});
   std::mt19937 rng(83);

@@ -24,21 +24,7 @@
 namespace veomni {
 namespace {
 
-Code2WavConfig tiny_config() {
-  Code2WavConfig c;
-  c.codebook_size = 10;
-  c.hidden_size = 16;
-  c.num_attention_heads = 2;
-  c.num_key_value_heads = 1;
-  c.sliding_window = 3;
-  c.intermediate_size = 24;
-  c.num_hidden_layers = 2;
-  c.num_quantizers = 3;
-  c.upsample_rates = {3, 2};
-  c.upsampling_ratios = {2};
-  c.decoder_dim = 8;
-  return c;
-}
+Code2WavConfig tiny_config() { return speech_test::tiny_code2wav_config(); }
 
 std::vector<int64_t> random_codes(int64_t frames, const Code2WavConfig& c, uint32_t seed) {
   std::mt19937 rng(seed);

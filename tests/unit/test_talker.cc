@@ -27,22 +27,7 @@
 namespace veomni {
 namespace {
 
-nlohmann::json tiny_talker_json() {
-  return {
-      {"text_config",
-       {{"hidden_size", 16}, {"head_dim", 8}, {"num_attention_heads", 2}, {"num_key_value_heads", 1},
-        {"intermediate_size", 12}, {"num_hidden_layers", 2}, {"num_experts", 4}, {"num_experts_per_tok", 2},
-        {"moe_intermediate_size", 6}, {"shared_expert_intermediate_size", 10}, {"norm_topk_prob", true},
-        {"vocab_size", 1100}, {"rms_norm_eps", 1e-6}, {"rope_theta", 1000000}}},
-      {"code_predictor_config",
-       {{"hidden_size", 16}, {"head_dim", 8}, {"num_attention_heads", 2}, {"num_key_value_heads", 1},
-        {"intermediate_size", 24}, {"num_hidden_layers", 2}, {"vocab_size", 20}, {"rms_norm_eps", 1e-6},
-        {"rope_theta", 1000000}}},
-      {"num_code_groups", 3},
-      {"thinker_hidden_size", 24},
-      {"codec_eos_token_id", 1090},
-      {"speaker_id", {{"ethan", 1080}}}};
-}
+using speech_test::tiny_talker_json;
 
 TalkerConfig tiny_config() { return talker_config_from_json(tiny_talker_json(), "tiny talker"); }
 

@@ -1,5 +1,5 @@
 // veomni-generate: text generation with a KV cache from an HF model directory or a veomni checkpoint, JSONL prompts
-// in, JSONL generations out.
+// in, JSONL generations out; a Qwen3-Omni model also speaks its replies (talker and code2wav) into WAV files.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -7,10 +7,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
@@ -18,10 +20,13 @@
 #include "core/tool.h"
 #include "generate/generation_model.h"
 #include "generate/generator.h"
+#include "generate/omni_speaker.h"
 #include "generate/prompt_file.h"
+#include "generate/speech_stages.h"
 #include "io/atomic_file.h"
 #include "kernels/backend.h"
 #include "prompt_text.h"
+#include "speech_output.h"
 #include "tools/cli.h"
 
 namespace {
@@ -30,6 +35,7 @@ constexpr const char* kTool = "veomni-generate";
 
 struct Flags {
   std::string model_dir, prompts_path, out_path = "-", chat_template = "chatml", device = "cpu";
+  std::string audio_out, stages_path;
   int64_t batch_size = 8;
   std::vector<int64_t> stop_token_ids;
   veomni::GenerateOptions generate;
@@ -64,6 +70,34 @@ nlohmann::ordered_json output_line(int64_t index, const veomni::Generation& g, c
   line["prefill_s"] = g.prefill_s;
   line["decode_s"] = g.decode_s;
   return line;
+}
+
+// What the talker (and code2wav) made of one prompt, added to its output line.
+void add_speech(nlohmann::ordered_json& line, const veomni::OmniSpeaker::Speech& speech, int64_t groups,
+                const std::string& audio_out) {
+  line["codec_frames"] = speech.frames;
+  line["codec_finish_reason"] = speech.reached_eos ? "stop" : "length";
+  if (audio_out.empty()) {  // the talker is the last stage: its codes are the output
+    nlohmann::json frames = nlohmann::json::array();
+    for (int64_t f = 0; f < speech.frames; ++f)
+      frames.push_back(std::vector<int64_t>(speech.codes.begin() + f * groups, speech.codes.begin() + (f + 1) * groups));
+    line["codec_codes"] = std::move(frames);
+    return;
+  }
+  line["audio"] = veomni::audio_path(audio_out, line["index"].get<int64_t>());
+  line["audio_samples"] = speech.waveform.size();
+}
+
+// Flags not given on the command line take the stage file's thinker values (the same defaults without a file).
+void apply_thinker_stage(const CLI::App& app, const veomni::ThinkerStage& stage, Flags& flags) {
+  veomni::SamplingOptions& sampling = flags.generate.sampling;
+  if (app.count("--device") == 0) flags.device = stage.device;
+  if (app.count("--max-new-tokens") == 0) flags.generate.max_new_tokens = stage.max_new_tokens;
+  if (app.count("--temperature") == 0) sampling.temperature = stage.temperature;
+  if (app.count("--top-k") == 0) sampling.top_k = stage.top_k;
+  if (app.count("--top-p") == 0) sampling.top_p = stage.top_p;
+  if (app.count("--repetition-penalty") == 0) sampling.repetition_penalty = stage.repetition_penalty;
+  if (app.count("--seed") == 0) sampling.seed = static_cast<uint64_t>(stage.seed);
 }
 
 // The whole output at once: a file atomically, or stdout after the last batch (an error leaves no partial output).
@@ -110,6 +144,11 @@ int generate_main(int argc, char** argv) {
       ->check(veomni::integer_range(1, INT64_MAX));
   app.add_option("--device", flags.device, "cpu (f32, default) or cuda (bf16, one GPU)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--audio-out", flags.audio_out,
+                 "Qwen3-Omni: speak every reply (talker, code2wav) into DIR/<index>.wav, 24 kHz mono");
+  app.add_option("--stages", flags.stages_path,
+                 "stage file (YAML): which of thinker, talker, code2wav run, each one's device and sampling, the "
+                 "speaker; see veomni-generate-stages(5)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off");
   veomni::add_version_flag(app, kTool);
   app.footer("Output lines: {\"index\", \"text\" (with a tokenizer), \"token_ids\", \"finish_reason\" (stop or "
@@ -120,6 +159,9 @@ int generate_main(int argc, char** argv) {
   VEOMNI_INPUT_CHECK(flags.chat_template == "chatml" || flags.chat_template == "model" ||
                          std::filesystem::exists(flags.chat_template),
                      "--chat-template {}: expected chatml, model or an existing template file", flags.chat_template);
+  const veomni::SpeechStages stages =
+      veomni::resolve_speech_stages(flags.stages_path, flags.audio_out, flags.model_dir);
+  apply_thinker_stage(app, stages.thinker, flags);
   veomni::validate_sampling_options(sampling);
 
   const std::vector<veomni::PromptRecord> records = veomni::read_prompt_file(flags.prompts_path);
@@ -136,7 +178,15 @@ int generate_main(int argc, char** argv) {
                        "--stop-token-ids: {} is outside the model vocabulary [0, {})", id, loaded.config.vocab_size);
     flags.generate.stop_token_ids.push_back(id);
   }
+  std::unique_ptr<veomni::OmniSpeaker> speaker;
+  if (stages.runs("talker")) {
+    speaker = std::make_unique<veomni::OmniSpeaker>(flags.model_dir, stages);
+    // transformers' generate(return_audio=True) stops the thinker at <|im_end|>.
+    flags.generate.stop_token_ids.push_back(speaker->ids().im_end);
+    spdlog::info("speaking: stages {}, speaker {}", fmt::join(stages.stages, ", "), stages.speaker);
+  }
   veomni::Generator generator(*loaded.model, flags.generate);
+  std::vector<veomni::OmniSpeaker::Speech> speech;
   std::string jsonl;
   int64_t prompt_tokens = 0, new_tokens = 0;
   double prefill_s = 0, decode_s = 0;
@@ -146,13 +196,21 @@ int generate_main(int argc, char** argv) {
                                                   prompts.begin() + static_cast<std::ptrdiff_t>(end));
     const std::vector<veomni::Generation> out = generator.generate(batch, static_cast<int64_t>(first));
     for (size_t i = 0; i < out.size(); ++i) {
-      jsonl += output_line(static_cast<int64_t>(first + i), out[i], text).dump() + "\n";
+      const auto index = static_cast<int64_t>(first + i);
+      nlohmann::ordered_json line = output_line(index, out[i], text);
+      if (speaker) {
+        speech.push_back(speaker->speak(*loaded.model, prompts[first + i], out[i].token_ids, index,
+                                        records[first + i].location));
+        add_speech(line, speech.back(), speaker->talker().config().num_code_groups, flags.audio_out);
+      }
+      jsonl += line.dump() + "\n";
       prompt_tokens += out[i].prompt_tokens;
       new_tokens += static_cast<int64_t>(out[i].token_ids.size());
     }
     prefill_s += out.front().prefill_s;
     decode_s += out.front().decode_s;
   }
+  if (!flags.audio_out.empty()) veomni::write_audio_files(flags.audio_out, speech);
   write_output(flags.out_path, jsonl);
   spdlog::info("done: {} prompts, {} prompt tokens, {} new tokens; prefill {:.1f} tok/s, decode {:.1f} tok/s",
                prompts.size(), prompt_tokens, new_tokens,

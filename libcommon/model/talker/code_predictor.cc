@@ -1,4 +1,4 @@
-// The code predictor's forward pass and its greedy residual-code loop.
+// The code predictor's forward pass and its residual-code loop (greedy or sampled).
 #include "model/talker/code_predictor.h"
 
 #include "core/error.h"
@@ -48,12 +48,22 @@ Tensor CodePredictor::embed(const std::vector<int64_t>& codes, int64_t group) co
 }
 
 CodePredictor::Prediction CodePredictor::predict(const Tensor& talker_hidden, const Tensor& first_embedding) const {
+  RandomStream unused(0, 0);
+  return predict(talker_hidden, first_embedding, SamplingOptions{}, unused);
+}
+
+CodePredictor::Prediction CodePredictor::predict(const Tensor& talker_hidden, const Tensor& first_embedding,
+                                                 const SamplingOptions& sampling, RandomStream& random) const {
   Prediction result;
   result.codec_sum = first_embedding.clone();
   Tensor sequence = concat_rows(talker_hidden, first_embedding);
   for (int64_t g = 0; g < groups(); ++g) {
     const Tensor h = hidden(sequence);
-    const int64_t code = greedy_token(logits(h.slice(h.dim(0) - 1, h.dim(0)), g).select(0));
+    const Tensor row_logits = logits(h.slice(h.dim(0) - 1, h.dim(0)), g);
+    const int64_t code =
+        sampling.greedy() ? greedy_token(row_logits.select(0))
+                          : choose_token(row_logits.to(Device::cpu()).to_dtype(DType::F32).to_float_vector(), {},
+                                         sampling, random);
     result.codes.push_back(code);
     const Tensor row = embed({code}, g);
     ops::add_(result.codec_sum, row);

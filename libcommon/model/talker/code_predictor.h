@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "generate/sampling.h"
 #include "model/decoder_layer.h"
 #include "model/layers/linear.h"
 #include "model/layers/rmsnorm.h"
@@ -40,6 +41,10 @@ class CodePredictor {
   // [1, hidden] (the talker's codec embedding of the first code) start the sequence; each step appends the
   // embedding of the code just predicted (recomputed without a cache).
   Prediction predict(const Tensor& talker_hidden, const Tensor& first_embedding) const;
+  // The same choosing each code with `sampling` (greedy at temperature 0) from `random`: transformers' talker
+  // samples its code predictor with top_k 50, top_p 0.8 at temperature 1 whatever the talker's own sampling.
+  Prediction predict(const Tensor& talker_hidden, const Tensor& first_embedding, const SamplingOptions& sampling,
+                     RandomStream& random) const;
 
  private:
   ModelConfig config_;

@@ -1,6 +1,7 @@
-// The talker: parameter registration in transformers' names, forward, projections and the greedy codec loop.
+// The talker: parameter registration in transformers' names, forward, projections and the codec loop.
 #include "model/talker/talker.h"
 
+#include <limits>
 #include <string>
 
 #include "core/error.h"
@@ -89,6 +90,27 @@ Talker::Output Talker::forward(const Tensor& embeddings, const Tensor& positions
 
 Talker::Generation Talker::generate(const Tensor& prefill, const Tensor& trailing_text, const Tensor& tts_pad,
                                     int64_t max_new_tokens) const {
+  TalkerSampling greedy;
+  greedy.codec = SamplingOptions{};
+  greedy.residual = SamplingOptions{};
+  RandomStream unused(0, 0);
+  return generate(prefill, trailing_text, tts_pad, max_new_tokens, greedy, unused);
+}
+
+int64_t Talker::choose_codec_token(const Tensor& logits_row, const std::vector<int64_t>& generated,
+                                   const SamplingOptions& sampling, RandomStream& random) const {
+  std::vector<float> logits = logits_row.to(Device::cpu()).to_dtype(DType::F32).to_float_vector();
+  apply_repetition_penalty(logits, generated, sampling.repetition_penalty);
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (config_.is_suppressed(static_cast<int64_t>(i))) logits[i] = -std::numeric_limits<float>::infinity();
+  SamplingOptions no_penalty = sampling;
+  no_penalty.repetition_penalty = 1.0;
+  return choose_token(std::move(logits), {}, no_penalty, random);
+}
+
+Talker::Generation Talker::generate(const Tensor& prefill, const Tensor& trailing_text, const Tensor& tts_pad,
+                                    int64_t max_new_tokens, const TalkerSampling& sampling,
+                                    RandomStream& random) const {
   const int64_t hidden = config_.text.hidden_size;
   VEOMNI_INPUT_CHECK(max_new_tokens >= 1, "talker: max_new_tokens must be at least 1, got {}", max_new_tokens);
   VEOMNI_INPUT_CHECK(trailing_text.ndim() == 2 && trailing_text.dim(1) == hidden,
@@ -99,11 +121,10 @@ Talker::Generation Talker::generate(const Tensor& prefill, const Tensor& trailin
   const Tensor pad = converted_to(tts_pad).view({1, hidden});
   Generation result;
   Tensor sequence = converted_to(prefill);
-  const auto banned = [this](int64_t token) { return config_.is_suppressed(token); };
   for (int64_t step = 0; step < max_new_tokens; ++step) {
     const Output out = forward(sequence);
     const int64_t last = sequence.dim(0) - 1;
-    const int64_t token = greedy_token(out.logits.select(last), banned);
+    const int64_t token = choose_codec_token(out.logits.select(last), result.tokens, sampling.codec, random);
     result.tokens.push_back(token);
     if (token == config_.codec_eos_token_id) {
       result.reached_eos = true;
@@ -111,7 +132,8 @@ Talker::Generation Talker::generate(const Tensor& prefill, const Tensor& trailin
     }
     if (step + 1 == max_new_tokens) break;  // the last token is never fed back, so it gets no residual codes
     const Tensor first = embed_codec({token});
-    CodePredictor::Prediction residual = code_predictor_->predict(out.hidden.slice(last, last + 1), first);
+    CodePredictor::Prediction residual =
+        code_predictor_->predict(out.hidden.slice(last, last + 1), first, sampling.residual, random);
     result.codes.push_back(token);
     result.codes.insert(result.codes.end(), residual.codes.begin(), residual.codes.end());
     ++result.frames;

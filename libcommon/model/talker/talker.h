@@ -1,13 +1,14 @@
 // Qwen3-Omni's talker (transformers' Qwen3OmniMoeTalkerForConditionalGeneration), forward only: an MoE decoder over
 // talker input embeddings (projected thinker embeddings and hidden states plus codec embeddings) whose codec_head
 // predicts the first codebook, with the code predictor filling the residual codebooks; a greedy loop turns a
-// prefill into codec codes [T, num_code_groups] for code2wav.
+// prefill into codec codes [T, num_code_groups] for code2wav, greedily or by sampling.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "core/tensor.h"
+#include "generate/sampling.h"
 #include "model/code2wav/code2wav.h"
 #include "model/layers/biased_linear.h"
 #include "model/layers/linear.h"
@@ -29,6 +30,15 @@ class TalkerResizeMlp {
 
  private:
   BiasedLinear fc1_, fc2_;
+};
+
+// How the talker chooses its codes (transformers' generate(talker_*) arguments).
+struct TalkerSampling {
+  // The first codebook: greedy at temperature 0, else sampled; the repetition penalty covers the codec tokens
+  // generated so far. transformers' defaults: temperature 0.9, top_k 50, top_p 1, repetition_penalty 1.05.
+  SamplingOptions codec{.temperature = 0.9, .top_k = 50, .top_p = 1.0, .repetition_penalty = 1.05};
+  // The residual codebooks (the code predictor; transformers always samples it so).
+  SamplingOptions residual{.temperature = 1.0, .top_k = 50, .top_p = 0.8};
 };
 
 class Talker {
@@ -76,10 +86,17 @@ class Talker {
   // Recomputes the whole sequence at each step (no KV cache).
   Generation generate(const Tensor& prefill, const Tensor& trailing_text, const Tensor& tts_pad,
                       int64_t max_new_tokens) const;
+  // The same with transformers' logits processors: the repetition penalty over the generated tokens, the suppressed
+  // tokens, then argmax or a draw from `random` (first codebook per sampling.codec, residuals per sampling.residual).
+  Generation generate(const Tensor& prefill, const Tensor& trailing_text, const Tensor& tts_pad,
+                      int64_t max_new_tokens, const TalkerSampling& sampling, RandomStream& random) const;
 
  private:
   // x on options.device in options.compute_dtype.
   Tensor converted_to(const Tensor& x) const;
+  // One first-codebook token from a logits row [vocab]: the penalty over `generated`, the suppressed tokens out.
+  int64_t choose_codec_token(const Tensor& logits_row, const std::vector<int64_t>& generated,
+                             const SamplingOptions& sampling, RandomStream& random) const;
 
   TalkerConfig config_;
   SpeechModelOptions options_;
