@@ -16,7 +16,7 @@ trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 for model in $models; do  # the body is not indented: its here-documents end at column 0
 rm -rf "$work/run"
-"$bin/veomni-dummy-data" --type text --seq-len 257 --num-samples 1 --seed 1 --out "$work/data.h5" >/dev/null
+"$bin/veomni-dummy-data" --type text --seq-len 257 --num-samples 1 --seed 1 --out "$work/data.h5" --overwrite >/dev/null
 "$bin/veomni-train" "$here/configs/qwen3_toy.yaml" --model.config_path "$model" --data.train_path "$work/data.h5" \
   --data.max_seq_len 256 --train.global_batch_size 1 --train.micro_batch_size 1 --train.max_steps 1 \
   --train.device cuda --train.precision mixed --train.accelerator.fsdp_config.mixed_precision.enable true \

@@ -41,6 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gen_omni_speech_fixtures import shrink  # noqa: E402
 
 THINKER_VOCAB = 1024
+CODEBOOK = 256
 THINKER_MAX_NEW_TOKENS = 6
 TALKER_MAX_NEW_TOKENS = 10
 MIN_FRAMES = 3
@@ -81,6 +82,17 @@ def pipeline_config(thinker_path, speech_path):
                 "vision_start_token_id"):
         if key in talker:
             talker[key] = THINKER_SPECIAL[key]
+    # Small codec vocabularies keep the fixture small: code2wav's codebooks hold CODEBOOK codes, and the talker's
+    # vocabulary those codes plus the 1024 ids generate suppresses, its special ids (codec control tokens, speakers)
+    # moved down inside them by one offset. The vision tower's position table shrinks too (text-only prompts).
+    shift = talker["text_config"]["vocab_size"] - (CODEBOOK + 1024)
+    talker["text_config"]["vocab_size"] = CODEBOOK + 1024
+    for key in ("codec_pad_id", "codec_bos_id", "codec_eos_token_id", "codec_nothink_id", "codec_think_bos_id",
+                "codec_think_eos_id"):
+        talker[key] -= shift
+    talker["speaker_id"] = {name: token - shift for name, token in talker["speaker_id"].items()}
+    d["code2wav_config"]["codebook_size"] = CODEBOOK
+    d["thinker_config"]["vision_config"]["num_position_embeddings"] = 64
     return d
 
 
