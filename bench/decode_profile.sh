@@ -12,24 +12,9 @@ bin=$1 model=${2:-$here/configs/model_configs/qwen3_0p6b} batches=${3:-1 32} pro
 work=$(mktemp -d "${TMPDIR:-/tmp}/veomni-decode-profile-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-"$bin/veomni-dummy-data" --type text --seq-len 257 --num-samples 1 --seed 1 --out "$work/data.h5" >/dev/null
-"$bin/veomni-train" "$here/configs/qwen3_toy.yaml" --model.config_path "$model" --data.train_path "$work/data.h5" \
-  --data.max_seq_len 256 --train.global_batch_size 1 --train.micro_batch_size 1 --train.max_steps 1 \
-  --train.device cuda --train.precision mixed --train.accelerator.fsdp_config.mixed_precision.enable true \
-  --train.checkpoint.output_dir "$work/run" --train.checkpoint.save_steps 1 --train.checkpoint.save_hf_weights true \
-  --log-level warn >/dev/null
-hf=$work/run/checkpoints/global_step_1/hf_ckpt
-[[ -f $hf/config.json ]] || { echo "decode_profile.sh: no HF directory at $hf" >&2; exit 1; }
-prompts() {  # $1 prompts of $prompt random ids
-  python3 - "$1" "$prompt" "$work/prompts.jsonl" <<'PY'
-import json, random, sys
-batch, length, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-rng = random.Random(batch)
-with open(path, "w") as f:
-    for _ in range(batch):
-        f.write(json.dumps({"input_ids": [rng.randrange(100, 30000) for _ in range(length)]}) + "\n")
-PY
-}
+source "$here/bench/generate_bench_lib.sh"
+hf=$(random_hf_dir "$bin" "$model" "$work")
+prompts() { random_prompts "$1" "$prompt" "$work/prompts.jsonl"; }  # $1 prompts of $prompt random ids
 generate() {  # batch, then extra environment assignments
   local batch=$1
   shift

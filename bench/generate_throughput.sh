@@ -14,25 +14,11 @@ batches=${3:-1 32} prompt=${4:-128} new=${5:-128}
 work=$(mktemp -d "${TMPDIR:-/tmp}/veomni-generate-bench-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+source "$here/bench/generate_bench_lib.sh"
 for model in $models; do  # the body is not indented: its here-documents end at column 0
-rm -rf "$work/run"
-"$bin/veomni-dummy-data" --type text --seq-len 257 --num-samples 1 --seed 1 --out "$work/data.h5" --overwrite >/dev/null
-"$bin/veomni-train" "$here/configs/qwen3_toy.yaml" --model.config_path "$model" --data.train_path "$work/data.h5" \
-  --data.max_seq_len 256 --train.global_batch_size 1 --train.micro_batch_size 1 --train.max_steps 1 \
-  --train.device cuda --train.precision mixed --train.accelerator.fsdp_config.mixed_precision.enable true \
-  --train.checkpoint.output_dir "$work/run" --train.checkpoint.save_steps 1 --train.checkpoint.save_hf_weights true \
-  --log-level warn >/dev/null
-hf=$work/run/checkpoints/global_step_1/hf_ckpt
-[[ -f $hf/config.json ]] || { echo "generate_throughput.sh: no HF directory at $hf" >&2; exit 1; }
+hf=$(random_hf_dir "$bin" "$model" "$work")
 for batch in $batches; do
-  python3 - "$batch" "$prompt" "$work/prompts.jsonl" <<'PY'
-import json, random, sys
-batch, length, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-rng = random.Random(batch)
-with open(path, "w") as f:
-    for _ in range(batch):
-        f.write(json.dumps({"input_ids": [rng.randrange(100, 30000) for _ in range(length)]}) + "\n")
-PY
+  random_prompts "$batch" "$prompt" "$work/prompts.jsonl"
   "$bin/veomni-generate" --model "$hf" --prompts "$work/prompts.jsonl" --out "$work/out.jsonl" --device cuda \
     --batch-size "$batch" --max-new-tokens "$new" 2>"$work/log" || { cat "$work/log" >&2; exit 1; }
   python3 - "$hf" "$work/log" "$work/out.jsonl" "$batch" "$prompt" "${PEAK_BW:-3.35e12}" <<'PY'
