@@ -41,8 +41,11 @@ std::vector<ExpertPiece> expert_pieces(ExpertKind kind, const Shape& stacked_sha
 
 Shape piece_shape(const ExpertPiece& piece, const Shape& stacked_shape) { return {piece.rows, stacked_shape[2]}; }
 
-// NaN or Inf in stored weights would surface only as a NaN loss at step 1, blamed on the learning rate.
-void check_finite(const Tensor& t, const WeightSource& source, const std::string& name) {
+// NaN or Inf in stored weights would surface only as a NaN loss at step 1, blamed on the learning rate. `t` holds the
+// elements of tensor `name` (of shape `whole`) from flat index `offset` on (a rank reads only its rows): the message
+// names the whole tensor and the index in it.
+void check_finite(const Tensor& t, const WeightSource& source, const std::string& name, const Shape& whole,
+                  int64_t offset) {
   const Tensor values = t.dtype() == DType::F32 ? t : t.to_dtype(DType::F32);
   const float* v = values.data<float>();
   int64_t bad = 0, first = -1;
@@ -53,14 +56,20 @@ void check_finite(const Tensor& t, const WeightSource& source, const std::string
   VEOMNI_INPUT_CHECK(bad == 0,
                      "{}: tensor '{}' {} holds {} non-finite value(s), the first ({}) at flat index {}: the weights "
                      "are damaged (hint: re-export or re-download the model)",
-                     source.file_of(name), name, shape_str(t.shape()), bad, v[first], first);
+                     source.file_of(name), name, shape_str(whole), bad, v[first], offset + first);
+}
+
+// `t`: tensor `name` from flat index `offset` on, of a tensor of shape `whole` (see check_finite).
+Tensor to_compute_dtype(const Tensor& t, DType dtype, const WeightSource& source, const std::string& name,
+                        const Shape& whole, int64_t offset) {
+  VEOMNI_INPUT_CHECK(dtype_is_floating(t.dtype()), "{}: tensor '{}' has dtype {}, expected a floating-point type",
+                     source.origin(), name, dtype_name(t.dtype()));
+  check_finite(t, source, name, whole, offset);
+  return t.dtype() == dtype ? t : t.to_dtype(dtype);
 }
 
 Tensor to_compute_dtype(const Tensor& t, DType dtype, const WeightSource& source, const std::string& name) {
-  VEOMNI_INPUT_CHECK(dtype_is_floating(t.dtype()), "{}: tensor '{}' has dtype {}, expected a floating-point type",
-                     source.origin(), name, dtype_name(t.dtype()));
-  check_finite(t, source, name);
-  return t.dtype() == dtype ? t : t.to_dtype(dtype);
+  return to_compute_dtype(t, dtype, source, name, t.shape(), 0);
 }
 
 void check_tensor(const WeightSource& source, const std::string& name, const Shape& expected) {
@@ -108,7 +117,8 @@ Tensor read_hf_parameter(const WeightSource& source, const Parameter& param, DTy
     check_tensor(source, param.name, param.shape);
     const bool all_rows = param.local_begin == 0 && param.local_row_end() == param.shape.at(0);
     Tensor t = all_rows ? source.read(param.name) : source.read_rows(param.name, param.local_begin, param.local_row_end());
-    return to_compute_dtype(t, dtype, source, param.name);
+    const int64_t row = param.shape.empty() || param.shape[0] == 0 ? 1 : shape_numel(param.shape) / param.shape[0];
+    return to_compute_dtype(t, dtype, source, param.name, param.shape, param.local_begin * row);
   }
   const std::string first_piece = per_expert_name(param.name, 0, expert_pieces(kind, param.shape)[0].proj);
   VEOMNI_INPUT_CHECK(source.contains(first_piece), "{}: missing tensor '{}' (nor its per-expert form '{}', ...)",
