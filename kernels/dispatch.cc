@@ -1,6 +1,7 @@
 // The op API's front door: checks every call's shapes, dtypes and devices, then runs the backend of the tensors'
-// device. The CPU backend (kernels/cpu/) is always built; the CUDA backend joins by providing
-// kernels/cuda/ops_cuda.h, which declares the same functions as the CPU family headers in veomni::ops::cuda.
+// device. The CPU backend (kernels/cpu/ops_cpu.h) is always built; the CUDA backend joins by providing
+// kernels/cuda/ops_cuda.h. Both declare the ops of kernels/op_list.h and kernels/decode_op_list.h, so an op here
+// is defined against the one signature its backends share.
 #include "kernels/ops.h"
 #include "kernels/decode_ops.h"
 
@@ -11,21 +12,8 @@
 #include <numeric>
 #include <string>
 
-#include "kernels/cpu/adamw.h"
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/argmax_rows.h"
-#include "kernels/cpu/attention_kv_cache.h"
-#include "kernels/cpu/cross_entropy.h"
-#include "kernels/cpu/elementwise.h"
-#include "kernels/cpu/embedding.h"
-#include "kernels/cpu/encoder_ops.h"
-#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gpu_order_sums.h"
-#include "kernels/cpu/moe.h"
-#include "kernels/cpu/norm.h"
-#include "kernels/cpu/rope.h"
-#include "kernels/cpu/swiglu.h"
-#include "kernels/cpu/token_logprobs.h"
+#include "kernels/cpu/ops_cpu.h"
 #include "kernels/op_profiler.h"
 
 #if defined(VEOMNI_WITH_CUDA) && __has_include("kernels/cuda/ops_cuda.h")

@@ -6,11 +6,11 @@
 #include <string>
 
 #include "core/error.h"
-#include "kernels/cpu/speech_ops.h"
+#include "kernels/cpu/ops_cpu.h"
 #include "kernels/ops.h"
 
-#if defined(VEOMNI_WITH_CUDA) && __has_include("kernels/cuda/speech_ops_cuda.h")
-#include "kernels/cuda/speech_ops_cuda.h"
+#if defined(VEOMNI_WITH_CUDA) && __has_include("kernels/cuda/ops_cuda.h")
+#include "kernels/cuda/ops_cuda.h"
 #define VEOMNI_SPEECH_BACKEND(op, device, ...) ((device).is_cuda() ? cuda::op(__VA_ARGS__) : cpu::op(__VA_ARGS__))
 #else
 #define VEOMNI_SPEECH_BACKEND(op, device, ...)                                                                   \

@@ -4,7 +4,7 @@
 //   denom = sqrt(v) / sqrt(1 - b2^t) + eps; p += (-lr / (1 - b1^t)) * m / denom.
 // bf16 moments (anyprecision_adamw) take the same f32 expressions between a widening load and a rounding store;
 // a compute copy gets the updated parameter rounded as cast() rounds it.
-#include "kernels/cpu/adamw.h"
+#include "kernels/cpu/ops_cpu.h"
 
 #include <algorithm>
 #include <charconv>

@@ -1,5 +1,5 @@
 // CPU argmax of every row: the first index of the row's greatest value (torch.argmax's tie rule), NaN above all.
-#include "kernels/cpu/argmax_rows.h"
+#include "kernels/cpu/ops_cpu.h"
 
 #include <cmath>
 

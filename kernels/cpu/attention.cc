@@ -3,7 +3,7 @@
 // blocks. The backward recomputes probabilities from the saved lse (D_i = rowsum(dO * O)) in two passes, one owning
 // dq and one owning dk/dv, so every output element is summed by one thread in a fixed order. A score is always the
 // sum over the head dimension in ascending order, so both backward passes see the same bits.
-#include "kernels/cpu/attention.h"
+#include "kernels/cpu/ops_cpu.h"
 
 #include <algorithm>
 #include <cmath>

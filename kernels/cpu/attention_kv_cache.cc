@@ -1,7 +1,7 @@
 // CPU ops over a per-sequence KV cache, the references of the CUDA kernels: the attention of decoded tokens (per
 // (row, query head) the scores over the cached keys, a max-subtracted softmax and the weighted sum of the values, all
 // in fp32) and the write of a step's keys or values into their cache rows.
-#include "kernels/cpu/attention_kv_cache.h"
+#include "kernels/cpu/ops_cpu.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 // CPU cross-entropy, one row per item: max-subtracted softmax with the exponentials and their sum in double, the loss
 // log(sum) - (x_label - max), and the gradient written over the row (which may be the logits themselves).
-#include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/ops_cpu.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 // CPU elementwise ops. Reductions sum fixed-size chunks in double and then the chunk sums in order, so the result is
 // the same for any thread count.
-#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/ops_cpu.h"
 
 #include <algorithm>
 #include <cstring>

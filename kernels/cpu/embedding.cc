@@ -1,6 +1,6 @@
 // CPU embedding: row gathers forward; the backward scatters per column block so that repeated ids are summed by one
 // thread in token order.
-#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/ops_cpu.h"
 
 #include <algorithm>
 #include <cstring>

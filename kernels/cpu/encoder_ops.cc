@@ -1,6 +1,6 @@
 // CPU encoder ops, the fp32 reference: row statistics and elementwise math in double, rounded once to f32; column
 // sums (weight and bias gradients) owned by one thread per column block, so results never depend on the thread count.
-#include "kernels/cpu/encoder_ops.h"
+#include "kernels/cpu/ops_cpu.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,7 @@
 // CPU GEMM in the classic Goto/BLIS shape: pack an MC x KC block of A and a KC x NC block of B into panels, run an
 // MR x NR register-blocked micro-kernel over them, and add each KC slice into C in ascending order.
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/ops_cpu.h"
 
 #include <algorithm>
 

@@ -1,9 +1,9 @@
-// CPU GEMM: packed, cache-blocked, parallel over output tiles; backs matmul and the grouped expert GEMMs.
+// CPU GEMM: packed, cache-blocked, parallel over output tiles; backs matmul and the grouped expert GEMMs (declared
+// with the other ops in kernels/cpu/ops_cpu.h).
 #pragma once
 #include <cstdint>
 #include <vector>
 
-#include "core/tensor.h"
 
 namespace veomni::ops::cpu {
 
@@ -26,12 +26,5 @@ struct GemmProblem {
 // Runs every problem, spreading their output tiles over the threads. Each element of c is computed by one thread,
 // summing over k in a fixed blocked order, so results do not depend on the thread count.
 void gemm(const std::vector<GemmProblem>& problems);
-
-// The op API (kernels/ops.h), shapes already checked.
-void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& out, float alpha, float beta);
-void grouped_matmul(const Tensor& x, const Tensor& w, bool trans_w, const std::vector<int64_t>& group_sizes,
-                    Tensor& out);
-void grouped_matmul_weight_grad(const Tensor& dy, const Tensor& x, const std::vector<int64_t>& group_sizes, Tensor& dw,
-                                bool accumulate);
 
 }  // namespace veomni::ops::cpu

@@ -1,14 +1,13 @@
 // CPU MoE: softmax router with top-k (ties to the lower expert), a stable counting sort of (token, slot) pairs by
 // expert, and the weighted gather back. A token's k expert outputs are summed in ascending expert order (the order
 // of the permuted rows), the order in which HF's expert loop index_add_s them into zeros.
-#include "kernels/cpu/moe.h"
+#include "kernels/cpu/ops_cpu.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
 
-#include "kernels/cpu/encoder_ops.h"
 #include "kernels/cpu/index_checks.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/vector_loops.h"

@@ -1,5 +1,5 @@
 // CPU RMSNorm: y = w * (x * rstd), rstd = 1/sqrt(mean(x^2) + eps), the row statistics summed in double.
-#include "kernels/cpu/norm.h"
+#include "kernels/cpu/ops_cpu.h"
 
 #include <algorithm>
 #include <cmath>

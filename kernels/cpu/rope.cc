@@ -1,7 +1,7 @@
 // CPU RoPE. The tables follow HF's fp32 arithmetic step by step (inv_freq, then the fp32 product position *
 // inv_freq) because at large positions the rounding of that product moves the angle by more than 1e-5; only the
 // final cos/sin are taken in double and rounded once.
-#include "kernels/cpu/rope.h"
+#include "kernels/cpu/ops_cpu.h"
 
 #include <cmath>
 

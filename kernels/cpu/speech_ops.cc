@@ -1,6 +1,6 @@
 // CPU speech ops, the fp32 reference: sums in double over a fixed order, rounded once to f32; every output element
 // is owned by one task, so results never depend on the thread count.
-#include "kernels/cpu/speech_ops.h"
+#include "kernels/cpu/ops_cpu.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 // CPU SwiGLU: out = silu(gate) * up. silu is taken in double and rounded once, then multiplied by up in fp32, the
 // rounding steps of torch's act_fn(gate) * up.
-#include "kernels/cpu/swiglu.h"
+#include "kernels/cpu/ops_cpu.h"
 
 #include <cmath>
 

@@ -1,6 +1,6 @@
 // CPU label log-probabilities and entropy, one row per item, in double: the shifted logits s = x - max and their
 // exponentials are kept for the row, so the backward can write its gradient over the logits (in place).
-#include "kernels/cpu/token_logprobs.h"
+#include "kernels/cpu/ops_cpu.h"
 
 #include <algorithm>
 #include <cmath>

@@ -2,7 +2,7 @@
 // sliding-window attention with one thread per (query, head) in two passes (max, then exp-sum and weighted values).
 // Math in fp32; activations f32 or bf16.
 #include "kernels/cuda/kernel_utils.cuh"
-#include "kernels/cuda/speech_ops_cuda.h"
+#include "kernels/cuda/ops_cuda.h"
 
 namespace veomni::ops::cuda {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
-#include "kernels/cpu/attention.h"
+#include "kernels/cpu/ops_cpu.h"
 #include "kernels/cuda/attention_cudnn.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/ops.h"

@@ -1,0 +1,36 @@
+// The ops of KV-cache decoding (kernels/decode_ops.h), each signature written once with its documentation, in the
+// form of kernels/op_list.h (which explains the markers): kernels/decode_ops.h expands it into the public
+// declarations, kernels/cpu/ops_cpu.h and kernels/cuda/ops_cuda.h into the backends'. One marker more:
+//   VEOMNI_CUDA_ONLY_OP  an op of the public API and of the CUDA backend only: kernels/dispatch.cc does the CPU's
+//                        part itself, so the CPU backend declares nothing.
+// Included more than once on purpose: no include guard; every marker is undefined at the end.
+#ifndef VEOMNI_OP
+#error "define VEOMNI_OP(return_type, name, params) before including kernels/decode_op_list.h"
+#endif
+#ifndef VEOMNI_CUDA_ONLY_OP
+#define VEOMNI_CUDA_ONLY_OP(return_type, name, params)
+#endif
+
+// A CPU tensor's copy on `device`, queued on the compute stream behind the work already there and not waited for
+// (the host bytes are staged before this returns). On the CPU: a copy (Tensor::clone, in kernels/dispatch.cc).
+VEOMNI_CUDA_ONLY_OP(Tensor, upload, (const Tensor& host, Device device))
+
+// attention_kv_cache (kernels/op_list.h) with its rows on the device: cache_rows i32 [2, N] on q's device holds row
+// n's cache slot (cache_rows[0, n]) and its kv length (cache_rows[1, n]; it attends to rows [0, len) of its slot,
+// 1 <= len <= L). The CPU checks the ranges; CUDA, which cannot without waiting, writes NaN for a row outside them.
+// The CUDA kernel splits a long cache across blocks (flash-decoding) and merges the splits in a fixed order.
+VEOMNI_OP(void, attention_kv_cache,
+          (const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& cache_rows, float scale,
+           Tensor& out))
+
+// Writes a step's keys (or values) into a cache: rows [S, Hkv, D] of the cache's dtype; dest i32 [S] on the cache's
+// device: row s goes to flat cache row dest[s] (slot * L + position) of cache [B, L, Hkv, D]. The CPU checks
+// 0 <= dest[s] < B*L; CUDA skips a row outside it.
+VEOMNI_OP(void, kv_cache_write, (const Tensor& rows, const Tensor& dest, Tensor& cache))
+
+// Greedy decoding's choice: ids i64 [N] = the index of each row's greatest value of x [N, V] (V >= 1), the lowest
+// index on a tie and the first NaN if a row holds one (torch.argmax's rules).
+VEOMNI_OP(void, argmax_rows, (const Tensor& x, Tensor& ids))
+
+#undef VEOMNI_OP
+#undef VEOMNI_CUDA_ONLY_OP
