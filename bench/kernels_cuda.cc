@@ -4,7 +4,7 @@
 // (kernels/cuda/gemm_autotune.h), and the memory-bound kernels in GB/s, counting each input read once and each output
 // written once (the least traffic the op needs; kernels that read a row twice show it as lower GB/s). Prints markdown
 // tables; asserts nothing.
-// Usage: bench_kernels_cuda [-v] [gemm] [memory] [encoder]   (no section: all); -v logs every autotuned GEMM's
+// Usage: bench_kernels_cuda [-v] [gemm] [memory] [encoder] [decode]   (no section: all); -v logs every autotuned GEMM's
 // candidates and their times; VEOMNI_GROUPED_GEMM=loop runs the expert GEMMs as one cuBLASLt call per expert.
 #ifdef VEOMNI_WITH_CUDA
 #include <cuda_runtime.h>
@@ -22,6 +22,7 @@
 #include "bench/cuda_timer.h"
 #include "kernels/cuda/gemm_autotune.h"
 #include "kernels/cuda/runtime.h"
+#include "kernels/decode_ops.h"
 #include "kernels/ops.h"
 
 using namespace veomni;
@@ -287,6 +288,41 @@ void bench_memory(std::mt19937& rng) {
   }
 }
 
+// ---------------------------------------------------------------- decode ops
+
+// The KV-cache kernels of one decode step of the Qwen3-0.6B shape (16 query heads, 8 kv heads of 128, bf16 cache):
+// attention over caches of 256 and 4,096 rows, every row attending to all of them, and the write of a step's keys;
+// GB/s counts the cache rows read (keys and values) once.
+void bench_decode(std::mt19937& rng) {
+  fmt::print("\nDecode kernels (bf16 KV cache, 16 query heads, 8 kv heads of 128)\n\n");
+  header("GB/s");
+  const DType bf = DType::BF16;
+  const int64_t hq = 16, hkv = 8, d = 128;
+  for (int64_t rows : {1, 32}) {
+    for (int64_t len : {256, 4096}) {
+      const Tensor q = random_tensor({rows, hq, d}, bf, rng);
+      const Tensor k = random_tensor({rows, len, hkv, d}, bf, rng), v = random_tensor({rows, len, hkv, d}, bf, rng);
+      std::vector<int32_t> table;
+      for (int64_t i = 0; i < rows; ++i) table.push_back(static_cast<int32_t>(i));
+      for (int64_t i = 0; i < rows; ++i) table.push_back(static_cast<int32_t>(len));
+      const Tensor cache_rows = Tensor::from_vector(table, {2, rows}).to(gpu());
+      Tensor out = Tensor::empty({rows, hq, d}, bf, gpu());
+      const std::string shape = fmt::format("{} rows x {} cached", rows, len);
+      memory_row("attention_kv_cache", shape, 2.0 * 2 * rows * len * hkv * d,
+                 [&] { ops::attention_kv_cache(q, k, v, cache_rows, 0.088f, out); });
+      if (len == 256) {
+        const Tensor step = random_tensor({rows, hkv, d}, bf, rng);
+        std::vector<int32_t> dest;
+        for (int64_t i = 0; i < rows; ++i) dest.push_back(static_cast<int32_t>(i * len + len / 2));
+        const Tensor dest_rows = Tensor::from_vector(dest, {rows}).to(gpu());
+        Tensor cache = k.clone();
+        memory_row("kv_cache_write", fmt::format("{} rows", rows), 2.0 * 2 * rows * hkv * d,
+                   [&] { ops::kv_cache_write(step, dest_rows, cache); });
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------- encoder ops
 
 // The vision tower's LayerNorm and GELU MLP (hidden 1152, intermediate 4304) and the audio stem's im2col, in GB/s.
@@ -358,6 +394,7 @@ int main(int argc, char** argv) {
   }
   if (selected("memory")) bench_memory(rng);
   if (selected("encoder")) bench_encoder(rng);
+  if (selected("decode")) bench_decode(rng);
   const cuda_rt::MemoryStats stats = cuda_rt::memory_stats();
   fmt::print("\npeak allocated {:.2f} GiB, reserved {:.2f} GiB, cudaMalloc calls {}\n",
              static_cast<double>(stats.peak_allocated) / (1 << 30), static_cast<double>(stats.peak_reserved) / (1 << 30),

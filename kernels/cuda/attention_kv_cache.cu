@@ -1,10 +1,14 @@
 // CUDA ops over a per-sequence KV cache. Attention of decoded tokens, split across the sequence (flash-decoding):
-// one block per (split of kKeysPerSplit cached keys, query head, row); each warp runs an online softmax over every
-// kWarps-th key of the split, kUnroll keys at a time so that their loads overlap (lanes split the head dimension);
-// the warps merge in shared memory, and when the cache holds more than one split a second kernel merges the splits'
-// partial results, always in split order (deterministic). f32 or bf16 q, cache and out; fp32 softmax and
-// accumulation. The cache rows (slots, kv lengths) are read on the device, so a decode step never waits for the host.
+// one block per (split of kKeysPerSplit cached keys, kv head, row) serves all the query heads that share the kv head
+// (GQA), so each cached key and value is read once per step; each warp runs an online softmax over every kWarps-th
+// key of the split, kUnroll keys at a time so that their loads overlap, each lane holding a contiguous run of the
+// head dimension (one vector load per key); the warps merge in shared memory, and when the cache holds more than one
+// split a second kernel merges the splits' partial results, always in split order (deterministic). Head sizes and
+// groups outside the grouped kernel's instances (head_dim 64/128/256, up to 8 query heads per kv head) take a
+// generic kernel of one block per query head. f32 or bf16 q, cache and out; fp32 softmax and accumulation. The
+// cache rows (slots, kv lengths) are read on the device, so a decode step never waits for the host.
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/cuda/kernel_utils.cuh"
 #include "kernels/cuda/ops_cuda.h"
@@ -128,6 +132,169 @@ __global__ void attention_kv_cache_split_kernel(KvCacheArgs a) {
   }
 }
 
+// kDims contiguous cache elements of type T as floats (one vector load: 8 or 16 bytes).
+template <typename T, int kDims>
+__device__ __forceinline__ void load_run(const T* p, float (&out)[kDims]) {
+  if constexpr (std::is_same_v<T, float>) {
+    static_assert(kDims % 2 == 0, "float runs load in pairs");
+    for (int i = 0; i < kDims; i += 2) {
+      const float2 v = *reinterpret_cast<const float2*>(p + i);
+      out[i] = v.x;
+      out[i + 1] = v.y;
+    }
+  } else {
+    static_assert(kDims % 2 == 0, "bf16 runs load in pairs");
+    for (int i = 0; i < kDims; i += 2) {
+      const __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(p + i);
+      out[i] = __low2float(v);
+      out[i + 1] = __high2float(v);
+    }
+  }
+}
+
+// The grouped kernel: kGroup query heads of one kv head, head_dim = kDims * 32 (lane l holds dims
+// [l * kDims, (l + 1) * kDims)); cache elements of type T.
+template <typename T, int kDims, int kGroup>
+__global__ void __launch_bounds__(kWarps * kWarp) attention_kv_cache_grouped_kernel(KvCacheArgs a) {
+  constexpr int kD = kDims * kWarp;
+  __shared__ float warp_max_score[kWarps][kGroup];
+  __shared__ float warp_denominator[kWarps][kGroup];
+  __shared__ float warp_acc[kWarps][kGroup][kD];
+  const int64_t split = blockIdx.x, kv_head = blockIdx.y, row = blockIdx.z;
+  const int lane = static_cast<int>(threadIdx.x) % kWarp, warp = static_cast<int>(threadIdx.x) / kWarp;
+  const RowSpan span = row_span(a, row);
+  const int64_t begin = split * kKeysPerSplit;
+  if (!span.valid) {
+    if (a.splits == 1)
+      for (int64_t i = threadIdx.x; i < kGroup * kD; i += blockDim.x)
+        a.out.store((row * a.hq + kv_head * kGroup) * kD + i, NAN);
+    return;
+  }
+  if (begin >= span.len) return;
+  const int64_t end = min(span.len, begin + kKeysPerSplit);
+
+  float q[kGroup][kDims], acc[kGroup][kDims], max_score[kGroup], denominator[kGroup];
+#pragma unroll
+  for (int g = 0; g < kGroup; ++g) {
+    const int64_t q_base = (row * a.hq + kv_head * kGroup + g) * kD + lane * kDims;
+#pragma unroll
+    for (int i = 0; i < kDims; ++i) {
+      q[g][i] = a.q[q_base + i] * a.scale;
+      acc[g][i] = 0.0f;
+    }
+    max_score[g] = -INFINITY;
+    denominator[g] = 0.0f;
+  }
+  const int64_t key_stride = a.hkv * kD;
+  const T* k = static_cast<const T*>(a.k.data) + (span.slot * a.cache_len * a.hkv + kv_head) * kD + lane * kDims;
+  const T* v = static_cast<const T*>(a.v.data) + (span.slot * a.cache_len * a.hkv + kv_head) * kD + lane * kDims;
+  for (int64_t j0 = begin + warp; j0 < end; j0 += kWarps * kUnroll) {
+    float keys[kUnroll][kDims], values[kUnroll][kDims];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t j = j0 + u * kWarps;
+      if (j < end) {
+        load_run<T, kDims>(k + j * key_stride, keys[u]);
+        load_run<T, kDims>(v + j * key_stride, values[u]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kDims; ++i) keys[u][i] = values[u][i] = 0.0f;
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) {
+      float score[kUnroll];
+      float new_max = max_score[g];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kDims; ++i) dot += q[g][i] * keys[u][i];
+        score[u] = j0 + u * kWarps < end ? warp_sum(dot) : -INFINITY;
+        new_max = fmaxf(new_max, score[u]);
+      }
+      const float rescale = __expf(max_score[g] - new_max);  // new_max is finite: key j0 is in range
+      denominator[g] *= rescale;
+#pragma unroll
+      for (int i = 0; i < kDims; ++i) acc[g][i] *= rescale;
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const float p = __expf(score[u] - new_max);  // 0 for a key past the end
+        denominator[g] += p;
+#pragma unroll
+        for (int i = 0; i < kDims; ++i) acc[g][i] += p * values[u][i];
+      }
+      max_score[g] = new_max;
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < kGroup; ++g) {
+    if (lane == 0) {
+      warp_max_score[warp][g] = max_score[g];
+      warp_denominator[warp][g] = denominator[g];
+    }
+#pragma unroll
+    for (int i = 0; i < kDims; ++i) warp_acc[warp][g][lane * kDims + i] = acc[g][i];
+  }
+  __syncthreads();
+
+  for (int g = 0; g < kGroup; ++g) {
+    const int64_t head = kv_head * kGroup + g;
+    float total_max = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) total_max = fmaxf(total_max, warp_max_score[w][g]);
+    float total_denominator = 0.0f;
+    float weights[kWarps];
+    for (int w = 0; w < kWarps; ++w) {
+      // A warp that saw no key (fewer keys than warps) holds -inf and weighs nothing.
+      weights[w] = warp_max_score[w][g] == -INFINITY ? 0.0f : __expf(warp_max_score[w][g] - total_max);
+      total_denominator += warp_denominator[w][g] * weights[w];
+    }
+    float* partial = a.splits == 1 ? nullptr : a.partial + ((row * a.hq + head) * a.splits + split) * (kD + 2);
+    for (int dim = threadIdx.x; dim < kD; dim += blockDim.x) {
+      float sum = 0.0f;
+      for (int w = 0; w < kWarps; ++w) sum += warp_acc[w][g][dim] * weights[w];
+      if (partial == nullptr)
+        a.out.store((row * a.hq + head) * kD + dim, sum / total_denominator);
+      else
+        partial[dim] = sum;
+    }
+    if (partial != nullptr && threadIdx.x == 0) {
+      partial[kD] = total_max;
+      partial[kD + 1] = total_denominator;
+    }
+  }
+}
+
+// Launches the grouped kernel instance for (T, head_dim, group), or returns false when there is none.
+template <typename T>
+bool launch_grouped(const KvCacheArgs& args, int64_t group) {
+  const dim3 grid(static_cast<unsigned>(args.splits), static_cast<unsigned>(args.hkv), static_cast<unsigned>(args.n));
+  auto run = [&](auto kernel) {
+    kernel<<<grid, kWarps * kWarp, 0, cuda_rt::stream()>>>(args);
+    VEOMNI_CUDA_LAUNCH_CHECK();
+    return true;
+  };
+  auto by_group = [&](auto dims) {
+    constexpr int kDims = decltype(dims)::value;
+    switch (group) {
+      case 1: return run(attention_kv_cache_grouped_kernel<T, kDims, 1>);
+      case 2: return run(attention_kv_cache_grouped_kernel<T, kDims, 2>);
+      case 4: return run(attention_kv_cache_grouped_kernel<T, kDims, 4>);
+      case 8:
+        // Eight heads of 256 would hold too many registers: those take the generic kernel.
+        if constexpr (kDims <= 4) return run(attention_kv_cache_grouped_kernel<T, kDims, 8>);
+        return false;
+      default: return false;
+    }
+  };
+  switch (args.d) {
+    case 64: return by_group(std::integral_constant<int, 2>{});
+    case 128: return by_group(std::integral_constant<int, 4>{});
+    case 256: return by_group(std::integral_constant<int, 8>{});
+    default: return false;
+  }
+}
+
 // One block per (query head, row): merges the partial results of the splits that hold the row's keys.
 __global__ void attention_kv_cache_merge_kernel(KvCacheArgs a) {
   const int64_t head = blockIdx.x, row = blockIdx.y;
@@ -188,10 +355,15 @@ void attention_kv_cache(const Tensor& q, const Tensor& k_cache, const Tensor& v_
                    cache_len,
                    splits,
                    scale};
-  attention_kv_cache_split_kernel<<<dim3(static_cast<unsigned>(splits), static_cast<unsigned>(hq),
-                                         static_cast<unsigned>(n)),
-                                    kWarps * kWarp, 0, cuda_rt::stream()>>>(args);
-  VEOMNI_CUDA_LAUNCH_CHECK();
+  const int64_t group = hq / args.hkv;
+  const bool grouped = k_cache.dtype() == DType::BF16 ? launch_grouped<__nv_bfloat16>(args, group)
+                                                      : launch_grouped<float>(args, group);
+  if (!grouped) {
+    attention_kv_cache_split_kernel<<<dim3(static_cast<unsigned>(splits), static_cast<unsigned>(hq),
+                                           static_cast<unsigned>(n)),
+                                      kWarps * kWarp, 0, cuda_rt::stream()>>>(args);
+    VEOMNI_CUDA_LAUNCH_CHECK();
+  }
   if (splits == 1) return;
   attention_kv_cache_merge_kernel<<<dim3(static_cast<unsigned>(hq), static_cast<unsigned>(n)), kWarps * kWarp, 0,
                                     cuda_rt::stream()>>>(args);
