@@ -6,6 +6,7 @@
 # the decode reached counting one read of the bf16 weights per step (the bound at small batch; PEAK_BW bytes/s,
 # default 3.35e12 for an H100 SXM). MODEL_CONFIG_DIRS is a space-separated list; by default the dense Qwen3-0.6B
 # shape and the MoE shape of Qwen3-30B-A3B cut to 4 layers.
+# GENERATE_ARGS adds options to every veomni-generate call (e.g. --eager: decode op by op, without CUDA graphs).
 # usage: bench/generate_throughput.sh BIN_DIR [MODEL_CONFIG_DIRS] [BATCHES="1 32"] [PROMPT=128] [NEW=128]
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -20,7 +21,7 @@ hf=$(random_hf_dir "$bin" "$model" "$work")
 for batch in $batches; do
   random_prompts "$batch" "$prompt" "$work/prompts.jsonl"
   "$bin/veomni-generate" --model "$hf" --prompts "$work/prompts.jsonl" --out "$work/out.jsonl" --device cuda \
-    --batch-size "$batch" --max-new-tokens "$new" 2>"$work/log" || { cat "$work/log" >&2; exit 1; }
+    --batch-size "$batch" --max-new-tokens "$new" ${GENERATE_ARGS:-} 2>"$work/log" || { cat "$work/log" >&2; exit 1; }
   python3 - "$hf" "$work/log" "$work/out.jsonl" "$batch" "$prompt" "${PEAK_BW:-3.35e12}" <<'PY'
 import json, os, re, sys
 hf, log, out, batch, prompt, peak_bw = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
@@ -41,7 +42,8 @@ def bf16_bytes(path):  # 2 bytes per element of every tensor in a safetensors fi
     return total
 weight_bytes = sum(bf16_bytes(os.path.join(hf, f)) for f in os.listdir(hf) if f.endswith(".safetensors"))
 step_s = batch / decode  # one decode step produces a token for each of the batch's sequences
-print(json.dumps({"peer": "veomni-generate", "config": json.load(open(os.path.join(hf, "config.json"))).get("model_type"),
+graphed = re.search(r"decode steps: (\d+), (\d+) of them replayed", open(log).read())
+print(json.dumps({"peer": "veomni-generate", "graph_steps": f"{graphed.group(2)}/{graphed.group(1)}" if graphed else None, "config": json.load(open(os.path.join(hf, "config.json"))).get("model_type"),
                   "batch": batch, "prompt": prompt, "new_tokens": new, "prefill_tokens_per_s": prefill,
                   "decode_tokens_per_s": decode, "decode_ms_per_step": round(1e3 * step_s, 3),
                   "hbm_fraction": round(weight_bytes / step_s / peak_bw, 4),

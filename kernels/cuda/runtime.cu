@@ -1,6 +1,7 @@
 // CUDA runtime plumbing: error reporting, the process's device, compute stream and cuBLASLt handle, and the caching
 // allocator that backs Tensor storage on Device::cuda() (size-binned free lists, so a steady step calls no cudaMalloc).
 #include "kernels/cuda/runtime.h"
+#include "kernels/cuda/held_blocks.h"
 
 #include <algorithm>
 #include <atomic>
@@ -68,8 +69,22 @@ class CachingAllocator final : public DeviceAllocator {
     const auto it = live_.find(ptr);
     if (it == live_.end()) return;  // not ours (cannot throw from a destructor path); never happens through Storage
     stats_.allocated -= it->second;
-    free_[bin_size(it->second)].push_back(ptr);
+    if (hold_)
+      hold_->emplace_back(bin_size(it->second), ptr);
+    else
+      free_[bin_size(it->second)].push_back(ptr);
     live_.erase(it);
+  }
+
+  void hold_freed_blocks(HeldBlocks* sink) {
+    std::lock_guard lock(mutex_);
+    hold_ = sink;
+  }
+
+  void release_held(HeldBlocks& blocks) {
+    std::lock_guard lock(mutex_);
+    for (const auto& [size, ptr] : blocks) free_[size].push_back(ptr);
+    blocks.clear();
   }
 
   void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) override {
@@ -168,6 +183,7 @@ class CachingAllocator final : public DeviceAllocator {
   std::mutex mutex_;
   std::unordered_map<size_t, std::vector<void*>> free_;  // bin size -> free blocks
   std::unordered_map<void*, size_t> live_;               // block -> requested bytes
+  HeldBlocks* hold_ = nullptr;                           // where freed blocks go while a graph is recorded
   MemoryStats stats_;
 };
 
@@ -330,6 +346,12 @@ MemoryStats memory_stats() { return runtime().allocator->stats(); }
 void reset_peak_memory() { runtime().allocator->reset_peak(); }
 
 void empty_cache() { runtime().allocator->release_cached(); }
+
+void start_holding_freed_blocks(HeldBlocks* sink) { runtime().allocator->hold_freed_blocks(sink); }
+
+void stop_holding_freed_blocks() { runtime().allocator->hold_freed_blocks(nullptr); }
+
+void release_held_blocks(HeldBlocks& blocks) { runtime().allocator->release_held(blocks); }
 
 void upload_from_host(void* device_dst, const void* host_src, size_t bytes) {
   if (bytes == 0) return;

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "generate/decode_steps.h"
 #include "kernels/decode_ops.h"
 #include "kernels/ops.h"
 #include "model/kv_cache.h"
@@ -39,6 +40,14 @@ StepTables upload_step_tables(const std::vector<int64_t>& ids, const std::vector
   if (mrope) out.positions = out.positions.view({3, s});
   out.last = uploaded.slice(s + streams * s, s + streams * s + n);
   return out;
+}
+
+// Whether some decoder layer is a mixture of experts: its block reads the expert counts back to the host every
+// layer, which a recorded graph cannot do, so such models decode op by op.
+bool has_sparse_layer(const ModelConfig& config) {
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i)
+    if (config.layer_is_sparse(i)) return true;
+  return false;
 }
 
 // One sequence of the batch while it runs.
@@ -80,15 +89,18 @@ std::vector<Generation> Generator::generate(const std::vector<std::vector<int64_
     const int64_t generated = static_cast<int64_t>(seq.tokens.size()) - seq.prompt_tokens;
     seq.done = stop || generated >= options_.max_new_tokens;
   };
-  // Chooses the next token of every row from the logits of the step, and ends the sequences that stop.
-  auto choose = [&](const std::vector<int64_t>& rows, const Tensor& device_logits) {
+  // Chooses the next token of every row from the logits of the step (device_ids: the device's greedy choice, when
+  // the step made it), and ends the sequences that stop.
+  auto choose = [&](const std::vector<int64_t>& rows, const Tensor& device_logits, Tensor device_ids) {
     Tensor logits;
     if (observer_ || !device_greedy) logits = device_logits.to(Device::cpu());
     if (observer_) observer_(rows, logits);
     if (device_greedy) {
-      Tensor ids = Tensor::empty({device_logits.dim(0)}, DType::I64, device_logits.device());
-      ops::argmax_rows(device_logits, ids);
-      const Tensor chosen = ids.to(Device::cpu());
+      if (!device_ids.defined()) {
+        device_ids = Tensor::empty({device_logits.dim(0)}, DType::I64, device_logits.device());
+        ops::argmax_rows(device_logits, device_ids);
+      }
+      const Tensor chosen = device_ids.to(Device::cpu());
       for (size_t r = 0; r < rows.size(); ++r)
         append(running[static_cast<size_t>(rows[r])], chosen.data<int64_t>()[r]);
       return;
@@ -100,9 +112,10 @@ std::vector<Generation> Generator::generate(const std::vector<std::vector<int64_
       append(seq, choose_token(std::vector<float>(row, row + vocab), seq.tokens, options_.sampling, seq.random));
     }
   };
-  // One forward over the step's tokens, then the logits of the hidden states of the rows `last` (one per sequence).
-  auto step_logits = [&](const std::vector<int64_t>& ids, const std::vector<int64_t>& positions,
-                         const std::vector<int64_t>& last, CachedStep& step) {
+  // The prefill's forward over the packed prompts, then the logits of the hidden states of the rows `last` (each
+  // prompt's last token).
+  auto prefill_logits = [&](const std::vector<int64_t>& ids, const std::vector<int64_t>& positions,
+                            const std::vector<int64_t>& last, CachedStep& step) {
     const StepTables tables = upload_step_tables(ids, positions, last, options_.mrope_positions, site.device);
     const Tensor hidden =
         model_.body().forward_cached(model_.body().embed_tokens(tables.ids), tables.positions, step, cache);
@@ -127,30 +140,33 @@ std::vector<Generation> Generator::generate(const std::vector<std::vector<int64_
       rows.push_back(b);
       last.push_back(static_cast<int64_t>(ids.size()) - 1);
     }
-    choose(rows, step_logits(ids, positions, last, step));
+    choose(rows, prefill_logits(ids, positions, last, step), Tensor());
   }
   const double prefill_s = seconds_since(prefill_start);
 
   // Decode: the last token of every running sequence goes to its next cache row, at the position after its last.
   const auto decode_start = std::chrono::steady_clock::now();
+  int64_t decode_steps = 0, graph_steps = 0;
+  DecodeSteps decode(model_, cache, batch, options_.mrope_positions, device_greedy,
+                     options_.cuda_graphs && !has_sparse_layer(config));
   while (true) {
-    CachedStep step;
-    std::vector<int64_t> ids, positions, rows, last;
-    step.cu_seqlens.push_back(0);
+    DecodeRows step;
+    std::vector<int64_t> rows;
     for (int64_t b = 0; b < batch; ++b) {
       const Running& seq = running[static_cast<size_t>(b)];
       if (seq.done) continue;
       const int64_t row = static_cast<int64_t>(seq.tokens.size()) - 1;
-      ids.push_back(seq.tokens.back());
-      positions.push_back(row);
+      step.ids.push_back(seq.tokens.back());
+      step.positions.push_back(row);
       step.slots.push_back(static_cast<int32_t>(b));
-      step.starts.push_back(static_cast<int32_t>(row));
-      step.cu_seqlens.push_back(static_cast<int32_t>(ids.size()));
-      last.push_back(static_cast<int64_t>(rows.size()));
+      step.cache_rows.push_back(static_cast<int32_t>(row));
       rows.push_back(b);
     }
     if (rows.empty()) break;
-    choose(rows, step_logits(ids, positions, last, step));
+    const DecodeSteps::Outputs& out = decode.run(step);
+    ++decode_steps;
+    if (decode.graphed()) ++graph_steps;
+    choose(rows, out.logits, out.greedy_ids);
   }
   const double decode_s = seconds_since(decode_start);
 
@@ -164,6 +180,8 @@ std::vector<Generation> Generator::generate(const std::vector<std::vector<int64_
     g.prompt_tokens = seq.prompt_tokens;
     g.prefill_s = prefill_s;
     g.decode_s = decode_s;
+    g.decode_steps = decode_steps;
+    g.graph_steps = graph_steps;
     out.push_back(std::move(g));
   }
   return out;

@@ -19,6 +19,9 @@ struct GenerateOptions {
   // The model rotates with M-RoPE (Qwen3-VL, the Qwen3-Omni thinker): text-only prompts take [3, S] positions, the
   // three streams equal; a decoded token's are the prompt's last position + 1, and so on.
   bool mrope_positions = false;
+  // Decode steps on a CUDA device replay a recorded graph (generate/decode_steps.h) unless the model has MoE layers;
+  // false runs every step op by op (veomni-generate --eager).
+  bool cuda_graphs = true;
 };
 
 // What one prompt produced.
@@ -28,6 +31,8 @@ struct Generation {
   int64_t prompt_tokens = 0;
   double prefill_s = 0;  // the batch's prefill and decode wall times
   double decode_s = 0;
+  int64_t decode_steps = 0;  // the batch's decode steps, and how many of them replayed a recorded graph
+  int64_t graph_steps = 0;
 };
 
 class Generator {

@@ -246,7 +246,7 @@ Tensor TextBody::forward_cached(const Tensor& inputs_embeds, const Tensor& posit
                cache.k.size(), impl_->layers.size());
   const int64_t s = inputs_embeds.dim(0);
   const int64_t head_dim = impl_->config.head_dim;
-  step.upload_rows(cache.capacity(), options.device);
+  if (!step.write_rows.defined()) step.upload_rows(cache.capacity(), options.device);
   step.cos = Tensor::empty({s, head_dim}, DType::F32, options.device);
   step.sin = Tensor::empty({s, head_dim}, DType::F32, options.device);
   ops::rope_tables(position_ids.device() == options.device ? position_ids : position_ids.to(options.device), head_dim, impl_->config.rope_theta, options.mrope_section,

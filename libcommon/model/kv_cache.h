@@ -25,7 +25,8 @@ struct KvCache {
 struct CachedStep {
   std::vector<int32_t> cu_seqlens, slots, starts;
   Tensor cos, sin;  // [S, head_dim] f32 RoPE tables of the step's positions (the body fills them)
-  // On the model's device, uploaded once for every layer by upload_rows(): the flat cache row (slot * capacity + row)
+  // On the model's device, uploaded once for every layer by upload_rows() (or set by the caller, whose buffers a
+  // recorded decode step reads: TextBody::forward_cached uploads only when write_rows is undefined): the flat cache row (slot * capacity + row)
   // each token's key and value go to, i32 [S]; and for a decode step the attention's cache rows, i32 [2, N] (slots,
   // then kv lengths starts[i] + 1).
   Tensor write_rows, cache_rows;

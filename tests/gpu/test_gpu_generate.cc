@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -129,6 +130,64 @@ TEST_F(GpuGenerate, DenseBf16GreedyMatchesCpuFp32) {
               static_cast<long long>(exact_total), static_cast<long long>(kSteps * 3));
 }
 
+// Every logit row of every step, in the order the generator showed them.
+struct StepLog {
+  std::vector<std::vector<int64_t>> rows;
+  std::vector<std::vector<float>> logits;
+};
+
+std::vector<Generation> generate_logged(CausalLM& model, const std::vector<std::vector<int64_t>>& prompts,
+                                        GenerateOptions options, StepLog& log) {
+  Generator generator(model, options);
+  generator.set_logits_observer([&](const std::vector<int64_t>& rows, const Tensor& logits) {
+    log.rows.push_back(rows);
+    log.logits.push_back(logits.to_float_vector());
+  });
+  return generator.generate(prompts, 0);
+}
+
+// Decode steps replayed from recorded CUDA graphs give the op-by-op steps' logits bit for bit and the same tokens,
+// while prompts finish at different steps (a stop token ends one early, so the row count shrinks and a new graph
+// is recorded). The graphs really ran: most decode steps replayed one, and none did with cuda_graphs off.
+TEST_F(GpuGenerate, GraphedDecodeStepsMatchOpByOpBitForBit) {
+  ModelConfig config = load_model_config(std::string(VEOMNI_SOURCE_DIR) + "/configs/model_configs/qwen3_toy");
+  config.initializer_range = 0.2;
+  auto model = toy_on(config, Device::cuda(0), DType::BF16);
+  model->init_weights(23);
+  const std::vector<std::vector<int64_t>> prompts = {{5, 17, 3}, {9, 2, 44, 61, 8, 30, 12}, {71}};
+  GenerateOptions options;
+  options.max_new_tokens = 24;
+  options.cuda_graphs = false;
+  StepLog first;
+  const std::vector<Generation> unstopped = generate_logged(*model, prompts, options, first);
+  // The fifth token of the second prompt stops it there (and any other prompt that makes it).
+  options.stop_token_ids = {unstopped[1].token_ids[4]};
+
+  StepLog eager, graphed;
+  const std::vector<Generation> want = generate_logged(*model, prompts, options, eager);
+  options.cuda_graphs = true;
+  const std::vector<Generation> got = generate_logged(*model, prompts, options, graphed);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].token_ids, want[i].token_ids) << "prompt " << i;
+    EXPECT_EQ(got[i].finish_reason, want[i].finish_reason) << "prompt " << i;
+  }
+  EXPECT_EQ(want[1].finish_reason, "stop");
+  EXPECT_EQ(want[0].graph_steps, 0);
+  EXPECT_EQ(got[0].decode_steps, want[0].decode_steps);
+  // One op-by-op step per row count (the warm-up); the recording's own run is a replay.
+  EXPECT_GE(got[0].graph_steps, got[0].decode_steps / 2);
+  EXPECT_LT(got[0].graph_steps, got[0].decode_steps);
+  ASSERT_EQ(graphed.logits.size(), eager.logits.size());
+  for (size_t step = 0; step < eager.logits.size(); ++step) {
+    EXPECT_EQ(graphed.rows[step], eager.rows[step]) << "step " << step;
+    ASSERT_EQ(graphed.logits[step].size(), eager.logits[step].size()) << "step " << step;
+    EXPECT_EQ(0, std::memcmp(graphed.logits[step].data(), eager.logits[step].data(),
+                             eager.logits[step].size() * sizeof(float)))
+        << "step " << step;
+  }
+}
+
 // The [2, N] table attention_kv_cache reads (slots, then kv lengths), on `device`.
 Tensor cache_rows(const std::vector<int32_t>& slots, const std::vector<int32_t>& kv_lens, Device device) {
   std::vector<int32_t> rows(slots);
@@ -138,9 +197,10 @@ Tensor cache_rows(const std::vector<int32_t>& slots, const std::vector<int32_t>&
 
 // The kernel against the CPU op over caches of cache_len rows: 70 is one split of the sequence per block column
 // (kernel writes the output directly), 300 several (a second kernel merges the splits).
-void expect_attention_kv_cache_matches_cpu(int64_t cache_len, const std::vector<int32_t>& kv_lens) {
+void expect_attention_kv_cache_matches_cpu(int64_t cache_len, const std::vector<int32_t>& kv_lens, int64_t hq = 8,
+                                           int64_t hkv = 2, int64_t d = 128) {
   std::mt19937 rng(9);
-  const int64_t batch = 3, hkv = 2, hq = 8, d = 128, n = 4;
+  const int64_t batch = 3, n = 4;
   const std::vector<int32_t> slots = {2, 0, 1, 2};
   const Tensor q = gpu_test::random_f32({n, hq, d}, rng);
   const Tensor k = gpu_test::random_f32({batch, cache_len, hkv, d}, rng);
@@ -162,7 +222,8 @@ void expect_attention_kv_cache_matches_cpu(int64_t cache_len, const std::vector<
       worst = std::max(worst, static_cast<double>(std::fabs(got[i] - ref[i])));
       scale = std::max(scale, static_cast<double>(std::fabs(ref[i])));
     }
-    EXPECT_LE(worst, gpu_test::rtol_for(dtype) * scale) << dtype_name(dtype) << " cache_len " << cache_len;
+    EXPECT_LE(worst, gpu_test::rtol_for(dtype) * scale)
+        << dtype_name(dtype) << " cache_len " << cache_len << " heads " << hq << "/" << hkv << " head_dim " << d;
   }
 }
 
@@ -172,18 +233,34 @@ TEST_F(GpuGenerate, AttentionKvCacheSplitAcrossBlocksMatchesCpu) {
   expect_attention_kv_cache_matches_cpu(300, {300, 1, 65, 129});
 }
 
+// Every instance family of the grouped kernel (head_dim 64, 128, 256; 1, 2, 4, 8 query heads per kv head) and the
+// generic kernel's shapes (a group of 3, head_dim 48, eight heads of 256), one split and several.
+TEST_F(GpuGenerate, AttentionKvCacheEveryHeadLayoutMatchesCpu) {
+  struct Layout {
+    int64_t hq, hkv, d;
+  };
+  for (const Layout& l : {Layout{16, 8, 128}, Layout{8, 8, 64}, Layout{32, 4, 128}, Layout{4, 2, 256},
+                          Layout{16, 2, 64}, Layout{6, 2, 48}, Layout{16, 2, 256}}) {
+    expect_attention_kv_cache_matches_cpu(70, {70, 1, 3, 37}, l.hq, l.hkv, l.d);
+    expect_attention_kv_cache_matches_cpu(300, {300, 1, 65, 129}, l.hq, l.hkv, l.d);
+  }
+}
+
 // A row outside the cache cannot be reported without waiting for the device: its output is NaN, the others' are not.
 TEST_F(GpuGenerate, AttentionKvCacheRowOutsideTheCacheIsNan) {
   std::mt19937 rng(4);
   for (int64_t cache_len : {8, 200}) {
-    const Tensor q = gpu_test::to_gpu(gpu_test::random_f32({2, 2, 16}, rng));
-    const Tensor k = gpu_test::to_gpu(gpu_test::random_f32({1, cache_len, 1, 16}, rng));
-    Tensor out = Tensor::empty({2, 2, 16}, DType::F32, gpu_test::gpu());
+    for (int64_t d : {16, 128}) {  // the generic kernel, then the grouped one
+    const Tensor q = gpu_test::to_gpu(gpu_test::random_f32({2, 2, d}, rng));
+    const Tensor k = gpu_test::to_gpu(gpu_test::random_f32({1, cache_len, 1, d}, rng));
+    Tensor out = Tensor::empty({2, 2, d}, DType::F32, gpu_test::gpu());
     ops::attention_kv_cache(q, k, k, cache_rows({0, 0}, {3, static_cast<int32_t>(cache_len) + 1}, gpu_test::gpu()),
                             1.0f, out);
     const std::vector<float> got = out.to(Device::cpu()).to_float_vector();
     for (size_t i = 0; i < got.size(); ++i)
-      EXPECT_EQ(std::isnan(got[i]), i >= got.size() / 2) << "element " << i << " cache_len " << cache_len;
+      EXPECT_EQ(std::isnan(got[i]), i >= got.size() / 2)
+          << "element " << i << " cache_len " << cache_len << " head_dim " << d;
+    }
   }
 }
 

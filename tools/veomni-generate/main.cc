@@ -144,6 +144,10 @@ int generate_main(int argc, char** argv) {
       ->check(veomni::integer_range(1, INT64_MAX));
   app.add_option("--device", flags.device, "cpu (f32, default) or cuda (bf16, one GPU)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  bool eager = false;
+  app.add_flag("--eager", eager,
+               "on cuda, run every decode step op by op instead of replaying one CUDA graph per step (MoE models "
+               "always decode op by op)");
   app.add_option("--audio-out", flags.audio_out,
                  "Qwen3-Omni: speak every reply (talker, code2wav) into DIR/<index>.wav, 24 kHz mono");
   app.add_option("--stages", flags.stages_path,
@@ -162,6 +166,7 @@ int generate_main(int argc, char** argv) {
   const veomni::SpeechStages stages =
       veomni::resolve_speech_stages(flags.stages_path, flags.audio_out, flags.model_dir);
   apply_thinker_stage(app, stages.thinker, flags);
+  flags.generate.cuda_graphs = !eager;
   veomni::validate_sampling_options(sampling);
 
   const std::vector<veomni::PromptRecord> records = veomni::read_prompt_file(flags.prompts_path);
@@ -190,6 +195,7 @@ int generate_main(int argc, char** argv) {
   std::string jsonl;
   int64_t prompt_tokens = 0, new_tokens = 0;
   double prefill_s = 0, decode_s = 0;
+  int64_t decode_steps = 0, graph_steps = 0;
   for (size_t first = 0; first < prompts.size(); first += static_cast<size_t>(flags.batch_size)) {
     const size_t end = std::min(prompts.size(), first + static_cast<size_t>(flags.batch_size));
     const std::vector<std::vector<int64_t>> batch(prompts.begin() + static_cast<std::ptrdiff_t>(first),
@@ -209,6 +215,8 @@ int generate_main(int argc, char** argv) {
     }
     prefill_s += out.front().prefill_s;
     decode_s += out.front().decode_s;
+    decode_steps += out.front().decode_steps;
+    graph_steps += out.front().graph_steps;
   }
   if (!flags.audio_out.empty()) veomni::write_audio_files(flags.audio_out, speech);
   write_output(flags.out_path, jsonl);
@@ -216,6 +224,7 @@ int generate_main(int argc, char** argv) {
                prompts.size(), prompt_tokens, new_tokens,
                static_cast<double>(prompt_tokens) / std::max(prefill_s, 1e-9),
                static_cast<double>(new_tokens) / std::max(decode_s, 1e-9));
+  spdlog::info("decode steps: {}, {} of them replayed as a CUDA graph", decode_steps, graph_steps);
   return 0;
 }
 

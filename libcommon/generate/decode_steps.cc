@@ -1,0 +1,100 @@
+// Decode steps: the step tables' upload into fixed buffers, the step's forward, and its CUDA graph.
+#include "generate/decode_steps.h"
+
+#include "core/error.h"
+#include "kernels/decode_ops.h"
+#include "kernels/op_profiler.h"
+#include "kernels/ops.h"
+
+namespace veomni {
+
+DecodeSteps::DecodeSteps(CausalLM& model, KvCache& cache, int64_t max_rows, bool mrope, bool greedy, bool use_graphs)
+    : model_(model),
+      cache_(cache),
+      mrope_(mrope),
+      greedy_(greedy),
+      // Profiled ops time themselves with events read back on the host: they stay op by op.
+      use_graphs_(use_graphs && !op_profile_enabled() && StepGraph::supported(model.body().head_site().device)) {
+  const Device device = model.body().head_site().device;
+  const int64_t streams = mrope ? 3 : 1;
+  tokens_ = Tensor::zeros({max_rows * (1 + streams)}, DType::I64, device);
+  rows_ = Tensor::zeros({3 * max_rows}, DType::I32, device);
+}
+
+DecodeSteps::~DecodeSteps() = default;
+
+void DecodeSteps::upload(const DecodeRows& rows) {
+  const int64_t n = rows.size(), streams = mrope_ ? 3 : 1;
+  const Device device = tokens_.device();
+  std::vector<int64_t> tokens(rows.ids);
+  for (int64_t s = 0; s < streams; ++s) tokens.insert(tokens.end(), rows.positions.begin(), rows.positions.end());
+  std::vector<int32_t> cache_rows;
+  cache_rows.reserve(static_cast<size_t>(3 * n));
+  const int64_t capacity = cache_.capacity();
+  for (int64_t i = 0; i < n; ++i)
+    cache_rows.push_back(static_cast<int32_t>(rows.slots[static_cast<size_t>(i)] * capacity +
+                                              rows.cache_rows[static_cast<size_t>(i)]));
+  cache_rows.insert(cache_rows.end(), rows.slots.begin(), rows.slots.end());
+  for (int32_t row : rows.cache_rows) cache_rows.push_back(row + 1);
+  // Uploads that do not wait for the device, then copies on the stream into the buffers the graph reads.
+  Tensor staged_tokens = tokens_.slice(0, n * (1 + streams));
+  staged_tokens.copy_from(ops::upload(Tensor::from_vector(tokens, {n * (1 + streams)}), device));
+  Tensor staged_rows = rows_.slice(0, 3 * n);
+  staged_rows.copy_from(ops::upload(Tensor::from_vector(cache_rows, {3 * n}), device));
+}
+
+DecodeSteps::Outputs DecodeSteps::forward(int64_t n) {
+  const int64_t streams = mrope_ ? 3 : 1;
+  const Tensor ids = tokens_.slice(0, n);
+  Tensor positions = tokens_.slice(n, n + streams * n);
+  if (mrope_) positions = positions.view({3, n});
+  CachedStep step;
+  step.cu_seqlens.resize(static_cast<size_t>(n + 1));
+  for (int64_t i = 0; i <= n; ++i) step.cu_seqlens[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  step.slots.assign(static_cast<size_t>(n), 0);  // only their count is read: the rows below hold the slots
+  step.starts.assign(static_cast<size_t>(n), 0);
+  step.write_rows = rows_.slice(0, n);
+  step.cache_rows = rows_.slice(n, 3 * n).view({2, n});
+  TextBody& body = model_.body();
+  const Tensor hidden = body.forward_cached(body.embed_tokens(ids), positions, step, cache_);
+  Outputs out;
+  out.logits = model_.head().logits(hidden);
+  if (greedy_) {
+    out.greedy_ids = Tensor::empty({n}, DType::I64, hidden.device());
+    ops::argmax_rows(out.logits, out.greedy_ids);
+  }
+  return out;
+}
+
+const DecodeSteps::Outputs& DecodeSteps::run(const DecodeRows& rows) {
+  const int64_t n = rows.size();
+  VEOMNI_CHECK(n >= 1 && n * 3 <= rows_.numel(), "a decode step of {} rows for a batch of {}", n, rows_.numel() / 3);
+  upload(rows);
+  last_graphed_ = use_graphs_ && graph_rows_ == n;
+  if (last_graphed_) {
+    graph_->replay();
+    return outputs_;
+  }
+  if (graph_) {  // the row count changed: the old graph and the memory it kept go back first
+    graph_.reset();
+    graph_rows_ = -1;
+    outputs_ = Outputs();
+  }
+  if (use_graphs_ && warm_rows_ == n) {
+    graph_ = std::make_unique<StepGraph>();
+    graph_->capture(tokens_.device(), [&] { outputs_ = forward(n); });
+    graph_rows_ = n;
+    graph_->replay();
+    last_graphed_ = true;
+    return outputs_;
+  }
+  outputs_ = forward(n);
+  warm_rows_ = n;
+  return outputs_;
+}
+
+bool DecodeSteps::graphed() const { return last_graphed_; }
+
+size_t DecodeSteps::graph_nodes() const { return graph_ ? graph_->nodes() : 0; }
+
+}  // namespace veomni

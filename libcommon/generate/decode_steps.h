@@ -1,0 +1,59 @@
+// The decode steps of one batch on its device. A step's tables (token ids, positions, cache rows) go up in one
+// upload into buffers that stay put, so that on a CUDA device the whole step (the decoder layers, the LM head and
+// the greedy choice) replays as one captured graph per number of running rows, with no per-op launch work.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/tensor.h"
+#include "kernels/step_graph.h"
+#include "model/causal_lm.h"
+#include "model/kv_cache.h"
+
+namespace veomni {
+
+// One decode step's rows: each running sequence's last token, its position (or M-RoPE's three equal streams) and
+// its cache slot and row (the row the token's key and value go to; it attends to rows [0, row]).
+struct DecodeRows {
+  std::vector<int64_t> ids, positions;
+  std::vector<int32_t> slots, cache_rows;
+  int64_t size() const { return static_cast<int64_t>(ids.size()); }
+};
+
+class DecodeSteps {
+ public:
+  // `model` and `cache` must outlive this. max_rows: the batch size. greedy: every step also picks each row's
+  // argmax on the device. use_graphs: record and replay on a CUDA device (ignored elsewhere).
+  DecodeSteps(CausalLM& model, KvCache& cache, int64_t max_rows, bool mrope, bool greedy, bool use_graphs);
+  ~DecodeSteps();
+
+  // What a step leaves on the device, valid until the next run: the f32 logits [n, V] and, when greedy, the chosen
+  // ids i64 [n].
+  struct Outputs {
+    Tensor logits, greedy_ids;
+  };
+  // Runs one step. With graphs, the first step with a given number of rows runs op by op (which also settles the
+  // GEMM choices), the second records the graph, and later ones replay it; a new row count drops the old graph.
+  const Outputs& run(const DecodeRows& rows);
+  // Whether the last run replayed a graph, and how many nodes it holds.
+  bool graphed() const;
+  size_t graph_nodes() const;
+
+ private:
+  void upload(const DecodeRows& rows);
+  Outputs forward(int64_t n);
+
+  CausalLM& model_;
+  KvCache& cache_;
+  const bool mrope_, greedy_, use_graphs_;
+  Tensor tokens_;  // i64 [max_rows + streams * max_rows]: ids, then positions ([streams, n] packed)
+  Tensor rows_;    // i32 [3 * max_rows]: flat cache rows to write, then slots, then kv lengths
+  Outputs outputs_;
+  int64_t warm_rows_ = -1;  // the row count of the last step run op by op
+  int64_t graph_rows_ = -1;
+  bool last_graphed_ = false;
+  std::unique_ptr<StepGraph> graph_;
+};
+
+}  // namespace veomni
