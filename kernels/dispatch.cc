@@ -1010,6 +1010,41 @@ void kv_cache_write(const Tensor& rows, const Tensor& dest, Tensor& cache) {
   VEOMNI_ROUTE(kv_cache_write, c.device(), rows, dest, cache);
 }
 
+void qk_norm_rope_cache_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,
+                              float eps, const Tensor& cos, const Tensor& sin, const Tensor& dest, Tensor& k_cache,
+                              Tensor& v_cache) {
+  const Call c("qk_norm_rope_cache_write", q);
+  c.rank(q, "q", 3);
+  c.rank(k_cache, "k_cache", 4);
+  const int64_t s = q.dim(0), hq = q.dim(1), d = q.dim(2);
+  const int64_t batch = k_cache.dim(0), cache_len = k_cache.dim(1), hkv = k_cache.dim(2);
+  c.floats(q, "q", {s, hq, d});
+  c.floats(k, "k", {s, hkv, d});
+  c.floats(v, "v", {s, hkv, d});
+  c.floats(q_norm, "q_norm", {d});
+  c.floats(k_norm, "k_norm", {d});
+  c.floats(k_cache, "k_cache", {batch, cache_len, hkv, d});
+  c.floats(v_cache, "v_cache", {batch, cache_len, hkv, d});
+  c.require(d % 2 == 0, "head_dim {} is odd", d);
+  c.require(k.dtype() == k_cache.dtype() && v.dtype() == v_cache.dtype(), "k is {} and v {}, but the caches are {}",
+            k.describe(), v.describe(), k_cache.describe());
+  c.require(eps >= 0.0f, "eps {} is negative", eps);
+  c.f32(cos, "cos", {s, d});
+  c.f32(sin, "sin", {s, d});
+  c.index(dest, "dest", DType::I32, {s});
+  if (dest.device().is_cpu()) {
+    const int32_t* flat = dest.data<int32_t>();
+    for (int64_t i = 0; i < s; ++i)
+      c.require(flat[i] >= 0 && flat[i] < batch * cache_len, "dest[{}] = {} is outside the cache's {} rows", i,
+                flat[i], batch * cache_len);
+  }
+  for (const Tensor* cache : {&k_cache, &v_cache})
+    for (const Tensor* in : std::initializer_list<const Tensor*>{&q, &k, &v})
+      c.disjoint(*cache, cache == &k_cache ? "k_cache" : "v_cache", *in, in == &q ? "q" : in == &k ? "k" : "v");
+  c.disjoint(q, "q", k, "k");
+  VEOMNI_ROUTE(qk_norm_rope_cache_write, c.device(), q, k, v, q_norm, k_norm, eps, cos, sin, dest, k_cache, v_cache);
+}
+
 void argmax_rows(const Tensor& x, Tensor& ids) {
   const Call c("argmax_rows", x);
   c.rank(x, "x", 2);

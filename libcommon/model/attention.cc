@@ -134,13 +134,12 @@ Tensor Attention::backward(Saved&& saved, const Tensor& dy, const LayerInputs& i
 
 Tensor Attention::forward_cached(const Tensor& x, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const {
   const int64_t s = x.dim(0);
-  Tensor q = q_norm_.forward(q_proj_.forward(x, false).out.view({s, num_heads_, head_dim_}), false).out;
-  Tensor k = k_norm_.forward(k_proj_.forward(x, false).out.view({s, num_kv_heads_, head_dim_}), false).out;
-  Tensor v = v_proj_.forward(x, false).out.view({s, num_kv_heads_, head_dim_});
-  ops::rope_apply(q, step.cos, step.sin, false);
-  ops::rope_apply(k, step.cos, step.sin, false);
-  ops::kv_cache_write(k, step.write_rows, k_cache);
-  ops::kv_cache_write(v, step.write_rows, v_cache);
+  Tensor q = q_proj_.forward(x, false).out.view({s, num_heads_, head_dim_});
+  Tensor k = k_proj_.forward(x, false).out.view({s, num_kv_heads_, head_dim_});
+  const Tensor v = v_proj_.forward(x, false).out.view({s, num_kv_heads_, head_dim_});
+  // q_norm and k_norm share the model's eps.
+  ops::qk_norm_rope_cache_write(q, k, v, q_norm_.weight_value(), k_norm_.weight_value(), q_norm_.eps(), step.cos,
+                                step.sin, step.write_rows, k_cache, v_cache);
 
   Tensor out = empty_like(q, q.shape());
   if (step.one_token_each()) {

@@ -1,5 +1,6 @@
 // Unit tests of generation: the KV-cache path against full recomputation (dense and MoE, batched prompts of
-// different lengths), the KV-cache ops (attention_kv_cache, kv_cache_write) and argmax_rows against naive
+// different lengths), the KV-cache ops (attention_kv_cache, kv_cache_write, qk_norm_rope_cache_write) and argmax_rows
+// against naive
 // computations, and the sampling rules.
 #include <gtest/gtest.h>
 
@@ -242,6 +243,59 @@ TEST(OpsKvCacheWrite, WritesEachRowToItsFlatCacheRow) {
   }
   EXPECT_THROW(ops::kv_cache_write(rows, Tensor::from_vector(std::vector<int32_t>{0, 8, 1}, {3}), cache), Error);
   EXPECT_THROW(ops::kv_cache_write(rows, Tensor::from_vector(std::vector<int32_t>{0, -1, 1}, {3}), cache), Error);
+}
+
+// Qwen3's attention inputs by hand: each head normalised (RMS over its D values, times the weight), rotated with the
+// half-split layout at its token's angles, q and k in place, k and v into their cache rows.
+TEST(OpsQkNormRopeCacheWrite, NormalisesRotatesAndWritesTheCache) {
+  std::mt19937 rng(11);
+  const int64_t s = 3, hq = 4, hkv = 2, d = 6, half = d / 2, batch = 2, cache_len = 5;
+  const float eps = 1e-6f;
+  const Tensor q0 = test_ops::random_f32({s, hq, d}, rng), k0 = test_ops::random_f32({s, hkv, d}, rng);
+  const Tensor v = test_ops::random_f32({s, hkv, d}, rng);
+  const Tensor wq = test_ops::random_f32({d}, rng), wk = test_ops::random_f32({d}, rng);
+  Tensor cos = Tensor::empty({s, d}, DType::F32), sin = Tensor::empty({s, d}, DType::F32);
+  for (int64_t t = 0; t < s; ++t)
+    for (int64_t i = 0; i < d; ++i) {
+      const double angle = (t + 1) * 0.7 * (i % half + 1);
+      cos.data<float>()[t * d + i] = static_cast<float>(std::cos(angle));
+      sin.data<float>()[t * d + i] = static_cast<float>(std::sin(angle));
+    }
+  const std::vector<int32_t> dest = {7, 0, 3};
+  Tensor q = q0.clone(), k = k0.clone();
+  Tensor k_cache = Tensor::zeros({batch, cache_len, hkv, d}, DType::F32);
+  Tensor v_cache = Tensor::zeros({batch, cache_len, hkv, d}, DType::F32);
+  ops::qk_norm_rope_cache_write(q, k, v, wq, wk, eps, cos, sin, Tensor::from_vector(dest, {s}), k_cache, v_cache);
+
+  // want[t, h, i] for one head of x0 with weight w.
+  auto expected = [&](const Tensor& x0, const Tensor& w, int64_t heads, int64_t t, int64_t h, int64_t i) {
+    const float* x = x0.data<float>() + (t * heads + h) * d;
+    double squares = 0;
+    for (int64_t j = 0; j < d; ++j) squares += static_cast<double>(x[j]) * x[j];
+    const double r = 1.0 / std::sqrt(squares / d + eps);
+    auto y = [&](int64_t j) { return x[j] * r * w.data<float>()[j]; };
+    const double rotated_half = i < half ? -y(i + half) : y(i - half);
+    return y(i) * cos.data<float>()[t * d + i] + rotated_half * sin.data<float>()[t * d + i];
+  };
+  for (int64_t t = 0; t < s; ++t)
+    for (int64_t i = 0; i < d; ++i) {
+      for (int64_t h = 0; h < hq; ++h)
+        EXPECT_NEAR(q.item_as_double((t * hq + h) * d + i), expected(q0, wq, hq, t, h, i), 1e-5)
+            << "q token " << t << " head " << h << " dim " << i;
+      for (int64_t h = 0; h < hkv; ++h) {
+        const double want_k = expected(k0, wk, hkv, t, h, i);
+        EXPECT_NEAR(k.item_as_double((t * hkv + h) * d + i), want_k, 1e-5) << "k token " << t << " dim " << i;
+        EXPECT_EQ(k_cache.item_as_double((dest[t] * hkv + h) * d + i), k.item_as_double((t * hkv + h) * d + i));
+        EXPECT_EQ(v_cache.item_as_double((dest[t] * hkv + h) * d + i), v.item_as_double((t * hkv + h) * d + i));
+      }
+    }
+  // Rows not written stay as they were.
+  EXPECT_EQ(k_cache.item_as_double((1 * hkv) * d), 0.0);
+  Tensor q2 = q0.clone(), k2 = k0.clone();
+  EXPECT_THROW(ops::qk_norm_rope_cache_write(q2, k2, v, wq, wk, eps, cos, sin,
+                                             Tensor::from_vector(std::vector<int32_t>{0, 10, 1}, {s}), k_cache,
+                                             v_cache),
+               Error);
 }
 
 TEST(OpsArgmaxRows, FirstGreatestValueOfEachRow) {

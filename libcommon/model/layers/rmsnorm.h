@@ -23,6 +23,10 @@ class RmsNorm {
   // Returns dx (dy's shape) and accumulates the weight gradient.
   Tensor backward(Saved&& saved, const Tensor& dy) const;
 
+  // For ops that fuse the normalisation with what follows it (a cached step's qk_norm_rope_cache_write).
+  const Tensor& weight_value() const { return weight_->value; }
+  float eps() const { return eps_; }
+
  private:
   Parameter* weight_;
   float eps_;
