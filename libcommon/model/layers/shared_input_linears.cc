@@ -63,8 +63,11 @@ Tensor SharedInputLinears::backward(Saved&& saved, const std::vector<Tensor>& dy
   if (!kept.lora_ht.defined()) return dx;
 
   const std::vector<size_t> which = stacked();
-  VEOMNI_CHECK(!which.empty(), "shared-input backward of stacked adapters that no longer apply");
   const Tensor ht = std::move(kept.lora_ht);
+  const Tensor a = which.empty() ? Tensor() : stacked_a(which);
+  VEOMNI_CHECK(a.defined() && a.dim(0) == ht.dim(0),
+               "shared-input backward: the forward stacked {} adapter rows, the adapters that apply now have {}",
+               ht.dim(0), a.defined() ? a.dim(0) : 0);
   Tensor dht = empty_like(dys[0], ht.shape());
   for (size_t j = 0; j < which.size(); ++j) {
     Tensor part = rows_of(dht, which, j);
@@ -72,7 +75,6 @@ Tensor SharedInputLinears::backward(Saved&& saved, const std::vector<Tensor>& dy
   }
   // Every adapter of the model has the same scale (a dense projection's rank and alpha are the config's).
   const float scale = linears_[which[0]]->adapter().scale();
-  const Tensor a = stacked_a(which);
   ops::matmul(dht, true, a, false, dx, scale, 1.0f);
   Tensor da = Tensor::empty(a.shape(), DType::F32, a.device());
   ops::matmul(dht, false, x, false, da, scale);
