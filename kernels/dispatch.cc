@@ -240,11 +240,14 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
   c.floats(weight, "weight", {d});
   c.f32(rstd, "rstd", {n});
   c.floats(dx, "dx", {n, d});
-  c.floats(dweight, "dweight", {d});
   c.disjoint(dx, "dx", dy, "dy");
   c.disjoint(dx, "dx", x, "x");
-  c.disjoint(dweight, "dweight", dy, "dy");
-  c.disjoint(dweight, "dweight", x, "x");
+  // An undefined dweight: a frozen weight, dx only (the backends skip the column sums).
+  if (dweight.defined()) {
+    c.floats(dweight, "dweight", {d});
+    c.disjoint(dweight, "dweight", dy, "dy");
+    c.disjoint(dweight, "dweight", x, "x");
+  }
   VEOMNI_ROUTE(rmsnorm_backward, c.device(), dy, x, weight, rstd, dx, dweight);
 }
 

@@ -40,7 +40,7 @@ VEOMNI_OP(void, grouped_matmul_weight_grad,
 // ---------------------------------------------------------------- normalisation (cpu/norm.cc, cuda/norm.cu)
 // y = w * x * rsqrt(mean(x^2) + eps) over the last dim; x,y [N, D], w [D], rstd [N] (f32, saved for backward).
 VEOMNI_OP(void, rmsnorm_forward, (const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd))
-// dx [N, D] (overwritten), dweight [D] accumulates.
+// dx [N, D] (overwritten), dweight [D] accumulates; an undefined dweight (a frozen weight) skips the weight gradient.
 VEOMNI_OP(void, rmsnorm_backward,
           (const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx, Tensor& dweight))
 

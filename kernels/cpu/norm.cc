@@ -57,6 +57,9 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
   const float* wp = weight.data<float>();
   const float* rp = rstd.data<float>();
   float* dxp = dx.data<float>();
+  parallel_for(n, 6 * d,
+               [&](int64_t row) { backward_row(d, dyp + row * d, xp + row * d, wp, rp[row], dxp + row * d); });
+  if (!dweight.defined()) return;  // a frozen weight
   float* dwp = dweight.data<float>();
   // dweight[i] += sum_n dy[n,i] * x[n,i] * rstd[n]: parallel over column blocks so no two threads share a sum.
   const int64_t n_blocks = (d + kColumnBlock - 1) / kColumnBlock;
@@ -72,8 +75,6 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
     }
     for (int64_t c = c0; c < c1; ++c) dwp[c] = static_cast<float>(static_cast<double>(dwp[c]) + sums[c - c0]);
   });
-  parallel_for(n, 6 * d,
-               [&](int64_t row) { backward_row(d, dyp + row * d, xp + row * d, wp, rp[row], dxp + row * d); });
 }
 
 }  // namespace veomni::ops::cpu

@@ -1,5 +1,6 @@
 // CUDA RMSNorm: a group of lanes per row for y, rstd and dx, reading each row once in 16-byte packs; the weight
-// gradient is a column sum over all rows, taken in fixed-order partial sums (no atomics) so it is deterministic.
+// gradient is a column sum over all rows, taken in fixed-order partial sums (no atomics) so it is deterministic, and
+// skipped for a frozen weight (dweight undefined).
 #include <type_traits>
 
 #include "kernels/cuda/kernel_utils.cuh"
@@ -148,11 +149,36 @@ __global__ void __launch_bounds__(kThreads) forward_rows_packed(const T* x, cons
   }
 }
 
+// The backward's column sums: thread t of the block holds acc (its P sums per pack slot); partial[block, c] gets the
+// block's sum of column c, its groups added in group order.
+template <int kLanes, int kPacks, int P>
+__device__ __forceinline__ void block_column_sums(const float (&acc)[kPacks][P], int d, float* partial) {
+  // Column sums over the block, one round per pack slot k: thread t stages its P sums at t * P, so column c of the
+  // round (pack slot c / P of every group, element c % P) sits at g * kLanes * P + c for group g.
+  constexpr int kGroupsPerBlock = kThreads / kLanes;
+  static_assert(kLanes * P <= kThreads, "one thread per column of a round");
+  __shared__ float stage[kThreads * P];
+#pragma unroll
+  for (int k = 0; k < kPacks; ++k) {
+#pragma unroll
+    for (int j = 0; j < P; ++j) stage[threadIdx.x * P + j] = acc[k][j];
+    __syncthreads();
+    const int c = threadIdx.x;
+    const int col = k * kLanes * P + c;
+    if (c < kLanes * P && col < d) {
+      float total = 0.0f;
+      for (int g = 0; g < kGroupsPerBlock; ++g) total += stage[g * kLanes * P + c];
+      partial[blockIdx.x * static_cast<int64_t>(d) + col] = total;
+    }
+    __syncthreads();  // the next round overwrites stage
+  }
+}
+
 // dx as backward_rows computes it; in the same pass each lane adds dy * x * rstd of its columns over the rows its
 // group visits (rows group, group + groups in the grid, ...), the block adds its groups' sums in group order, and
 // partial[block, c] gets the block's column sum: dweight_accumulate then adds the blocks in order. dy and x are read
-// once.
-template <typename T, typename TW, int kLanes, int kPacks>
+// once. Without kWeightGrad (a frozen weight) only dx is computed: no column sums, fewer registers.
+template <typename T, typename TW, int kLanes, int kPacks, bool kWeightGrad>
 __global__ void __launch_bounds__(kThreads)
     backward_rows_packed(const T* dy, const T* x, const TW* w, const float* rstd, T* dx, int64_t n, int d,
                          float* partial) {
@@ -161,7 +187,7 @@ __global__ void __launch_bounds__(kThreads)
   const RowSlot<kLanes> slot;
   const int packs = d / P;
   const int64_t warps_in_grid = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
-  float acc[kPacks][P] = {};
+  float acc[kWeightGrad ? kPacks : 1][P] = {};
   for (int64_t first = slot.first_of(blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + threadIdx.x / kWarp);
        first < n; first += slot.first_of(warps_in_grid)) {
     const int64_t row = first + slot.sub;
@@ -200,31 +226,12 @@ __global__ void __launch_bounds__(kThreads)
         const float g = packed::as_float(dys[k].v[j]);
         const float xv = packed::as_float(xs[k].v[j]);
         out[j] = r * (wv[j] * g) - coef * xv;
-        acc[k][j] += g * xv * r;
+        if constexpr (kWeightGrad) acc[k][j] += g * xv * r;
       }
       packed::store<T, P>(dxrow + p * P, out);
     }
   }
-
-  // Column sums over the block, one round per pack slot k: thread t stages its P sums at t * P, so column c of the
-  // round (pack slot c / P of every group, element c % P) sits at g * kLanes * P + c for group g.
-  constexpr int kGroupsPerBlock = kThreads / kLanes;
-  static_assert(kLanes * P <= kThreads, "one thread per column of a round");
-  __shared__ float stage[kThreads * P];
-#pragma unroll
-  for (int k = 0; k < kPacks; ++k) {
-#pragma unroll
-    for (int j = 0; j < P; ++j) stage[threadIdx.x * P + j] = acc[k][j];
-    __syncthreads();
-    const int c = threadIdx.x;
-    const int col = k * kLanes * P + c;
-    if (c < kLanes * P && col < d) {
-      float total = 0.0f;
-      for (int g = 0; g < kGroupsPerBlock; ++g) total += stage[g * kLanes * P + c];
-      partial[blockIdx.x * static_cast<int64_t>(d) + col] = total;
-    }
-    __syncthreads();  // the next round overwrites stage
-  }
+  if constexpr (kWeightGrad) block_column_sums<kLanes, kPacks, P>(acc, d, partial);
 }
 
 // Calls f(lanes, packs) (std::integral_constant values) with the group width and the packs per lane that hold a row of
@@ -293,7 +300,8 @@ bool forward_packed(const Tensor& x, const Tensor& weight, float eps, Tensor& y,
   return launched;
 }
 
-// Backward rows hold dy and x (kPacks packs each) and the column sums (kPacks * P floats): at most 8 packs a lane.
+// Backward rows hold dy and x (kPacks packs each) and, with a weight gradient, the column sums (kPacks * P floats): at
+// most 8 packs a lane then, 16 without (a frozen weight: dweight undefined).
 bool backward_packed(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
                      Tensor& dweight) {
   const int64_t n = x.dim(0), d = x.dim(1);
@@ -306,12 +314,22 @@ bool backward_packed(const Tensor& dy, const Tensor& x, const Tensor& weight, co
     packed::with_float_type(weight.dtype(), [&](auto w_tag) {
       using T = decltype(t_tag);
       using TW = decltype(w_tag);
+      if (!dweight.defined()) {
+        launched = with_row_shape<16>(packs, [&](auto lanes, auto per_lane) {
+          backward_rows_packed<T, TW, decltype(lanes)::value, decltype(per_lane)::value, false>
+              <<<forward_blocks(n, decltype(lanes)::value), kThreads, 0, stream>>>(
+                  data_of<const T>(dy), data_of<const T>(x), data_of<const TW>(weight), data_of<float>(rstd),
+                  data_of<T>(dx), n, static_cast<int>(d), nullptr);
+        });
+        return;
+      }
       launched = with_row_shape<8>(packs, [&](auto lanes, auto per_lane) {
         const unsigned blocks = backward_blocks(n, decltype(lanes)::value, elem_bytes);
         Tensor partial = Tensor::empty({blocks, d}, DType::F32, x.device());
-        backward_rows_packed<T, TW, decltype(lanes)::value, decltype(per_lane)::value><<<blocks, kThreads, 0, stream>>>(
-            data_of<const T>(dy), data_of<const T>(x), data_of<const TW>(weight), data_of<float>(rstd),
-            data_of<T>(dx), n, static_cast<int>(d), data_of<float>(partial));
+        backward_rows_packed<T, TW, decltype(lanes)::value, decltype(per_lane)::value, true>
+            <<<blocks, kThreads, 0, stream>>>(data_of<const T>(dy), data_of<const T>(x), data_of<const TW>(weight),
+                                              data_of<float>(rstd), data_of<T>(dx), n, static_cast<int>(d),
+                                              data_of<float>(partial));
         VEOMNI_CUDA_LAUNCH_CHECK();
         dweight_accumulate<<<grid_for(d, 256), 256, 0, stream>>>(data_of<float>(partial), blocks, d,
                                                                  floats_of(dweight));
@@ -349,6 +367,7 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
   backward_rows<<<row_blocks(n), kWarpsPerBlock * kWarp, 0, stream>>>(
       floats_of(dy), floats_of(x), floats_of(weight), data_of<float>(rstd), floats_of(dx), n, d);
   VEOMNI_CUDA_LAUNCH_CHECK();
+  if (!dweight.defined()) return;  // a frozen weight
 
   const int64_t chunks = std::min<int64_t>(kMaxChunks, (n + 63) / 64);
   const int64_t rows_per_chunk = (n + chunks - 1) / chunks;

@@ -57,6 +57,8 @@ Attention::Attention(ParamStore& store, const ModelConfig& config, const std::st
                num_heads_, num_kv_heads_);
 }
 
+SharedInputLinears Attention::qkv_proj() const { return {&q_proj_, &k_proj_, &v_proj_}; }
+
 Tensor Attention::to_heads(const Tensor& x, const LayerInputs& in) const {
   return in.sequence ? in.sequence->seq_to_heads(x) : x;
 }
@@ -78,11 +80,10 @@ Attention::Output Attention::forward(const Tensor& x, const LayerInputs& in, boo
   const int64_t s = x.dim(0);
   Output result;
   Saved& saved = result.saved;
-  Tensor q = take_out(q_proj_.forward(x, save), saved.q_proj).view({s, num_heads_, head_dim_});
-  q = take_out(q_norm_.forward(q, save), saved.q_norm);
-  Tensor k = take_out(k_proj_.forward(x, save), saved.k_proj).view({s, num_kv_heads_, head_dim_});
-  k = take_out(k_norm_.forward(k, save), saved.k_norm);
-  Tensor v = take_out(v_proj_.forward(x, save), saved.v_proj).view({s, num_kv_heads_, head_dim_});
+  const std::vector<Tensor> qkv = take_out(qkv_proj().forward(x, save), saved.qkv_proj);
+  Tensor q = take_out(q_norm_.forward(qkv[0].view({s, num_heads_, head_dim_}), save), saved.q_norm);
+  Tensor k = take_out(k_norm_.forward(qkv[1].view({s, num_kv_heads_, head_dim_}), save), saved.k_norm);
+  Tensor v = qkv[2].view({s, num_kv_heads_, head_dim_});
   ops::rope_apply(q, in.cos, in.sin, false);
   ops::rope_apply(k, in.cos, in.sin, false);
 
@@ -126,10 +127,7 @@ Tensor Attention::backward(Saved&& saved, const Tensor& dy, const LayerInputs& i
   ops::rope_apply(dk, in.cos, in.sin, true);
   Tensor dq_raw = q_norm_.backward(std::move(kept.q_norm), dq).view({s, num_heads_ * head_dim_});
   Tensor dk_raw = k_norm_.backward(std::move(kept.k_norm), dk).view({s, num_kv_heads_ * head_dim_});
-  Tensor dx = q_proj_.backward(std::move(kept.q_proj), dq_raw);
-  k_proj_.backward_accumulate(std::move(kept.k_proj), dk_raw, dx);
-  v_proj_.backward_accumulate(std::move(kept.v_proj), dv.view({s, num_kv_heads_ * head_dim_}), dx);
-  return dx;
+  return qkv_proj().backward(std::move(kept.qkv_proj), {dq_raw, dk_raw, dv.view({s, num_kv_heads_ * head_dim_})});
 }
 
 Tensor Attention::forward_cached(const Tensor& x, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const {

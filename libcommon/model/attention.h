@@ -8,6 +8,7 @@
 #include "model/layer_inputs.h"
 #include "model/layers/linear.h"
 #include "model/layers/rmsnorm.h"
+#include "model/layers/shared_input_linears.h"
 #include "model/model_config.h"
 #include "model/param.h"
 
@@ -23,7 +24,8 @@ class Attention {
   // What backward reads: the sub-layers' Saved and the attention core's tensors in the attention (head-sharded
   // under sequence parallelism) layout.
   struct Saved {
-    Linear::Saved q_proj, k_proj, v_proj, o_proj;
+    SharedInputLinears::Saved qkv_proj;  // q, k, v in that order
+    Linear::Saved o_proj;
     RmsNorm::Saved q_norm, k_norm;
     Tensor q, k, v, out, lse;
   };
@@ -45,6 +47,7 @@ class Attention {
   Tensor forward_cached(const Tensor& x, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const;
 
  private:
+  SharedInputLinears qkv_proj() const;
   Tensor to_heads(const Tensor& x, const LayerInputs& in) const;
   Tensor to_seq(const Tensor& x, const LayerInputs& in) const;
   int64_t kv_repeats(const LayerInputs& in) const;

@@ -47,8 +47,9 @@ Tensor Mlp::forward_inference(const Tensor& x) const {
 Mlp::Output Mlp::forward(const Tensor& x, bool save) const {
   Output result;
   Saved& saved = result.saved;
-  Tensor gate = take_out(gate_proj_.forward(x, save), saved.gate_proj);
-  Tensor up = take_out(up_proj_.forward(x, save), saved.up_proj);
+  const std::vector<Tensor> gate_up = take_out(gate_up_proj().forward(x, save), saved.gate_up_proj);
+  const Tensor& gate = gate_up[0];
+  const Tensor& up = gate_up[1];
   Tensor act = empty_like(gate, gate.shape());
   ops::swiglu_forward(gate, up, act);
   if (save) {
@@ -67,9 +68,7 @@ Tensor Mlp::backward(Saved&& saved, const Tensor& dy) const {
   Tensor dup = empty_like(kept.up, kept.up.shape());
   ops::swiglu_backward(dact, kept.gate, kept.up, dgate, dup);
   kept.gate = kept.up = Tensor();
-  Tensor dx = gate_proj_.backward(std::move(kept.gate_proj), dgate);
-  up_proj_.backward_accumulate(std::move(kept.up_proj), dup, dx);
-  return dx;
+  return gate_up_proj().backward(std::move(kept.gate_up_proj), {dgate, dup});
 }
 
 }  // namespace veomni

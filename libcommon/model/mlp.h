@@ -5,6 +5,7 @@
 
 #include "core/tensor.h"
 #include "model/layers/linear.h"
+#include "model/layers/shared_input_linears.h"
 #include "model/param.h"
 
 namespace veomni {
@@ -12,7 +13,8 @@ namespace veomni {
 class Mlp {
  public:
   struct Saved {
-    Linear::Saved gate_proj, up_proj, down_proj;
+    SharedInputLinears::Saved gate_up_proj;  // gate, then up
+    Linear::Saved down_proj;
     Tensor gate, up;  // the projections' outputs, the SwiGLU inputs
   };
   struct Output {
@@ -37,6 +39,7 @@ class Mlp {
 
  private:
   bool gate_up_current() const;
+  SharedInputLinears gate_up_proj() const { return {&gate_proj_, &up_proj_}; }
 
   Linear gate_proj_, up_proj_, down_proj_;
   Tensor gate_up_;  // [2I, hidden] after fuse_gate_up: gate rows, then up rows

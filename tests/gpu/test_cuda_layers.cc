@@ -106,6 +106,35 @@ TEST_F(CudaLayers, RmsNormVectorAndFallbackPathsMatchCpu) {
   for (const NormCase& c : cases) check_rmsnorm(c, rng);
 }
 
+// A frozen weight (dweight undefined) against the CPU's dx: the vector path (now up to 16 packs a lane, so the bf16
+// rows of 4096 that the weight-gradient kernel leaves to the scalar path), its dtype mixes, and the scalar fallbacks.
+TEST_F(CudaLayers, RmsNormBackwardWithoutWeightGradMatchesCpu) {
+  std::mt19937 rng(29);
+  const DType bf = DType::BF16, f32 = DType::F32;
+  const NormCase cases[] = {{4096, 4096, bf, bf, bf, 0}, {20011, 128, bf, bf, bf, 0}, {67, 1024, bf, f32, bf, 0},
+                            {9, 2048, f32, f32, f32, 0}, {33, 8, bf, bf, bf, 0},      {37, 130, bf, bf, bf, 0},
+                            {300, 128, bf, bf, bf, 1},   {45, 256, bf, bf, f32, 0},   {5, 8192, bf, bf, bf, 0}};
+  for (const NormCase& c : cases) {
+    SCOPED_TRACE(fmt::format("n {} d {} act {} weight {} out {} shift {}", c.n, c.d, dtype_name(c.act),
+                             dtype_name(c.weight), dtype_name(c.out), c.shift));
+    const Tensor x = representable(random_f32({c.n, c.d}, rng, -2.0f, 2.0f), c.act);
+    const Tensor w = representable(random_f32({c.d}, rng, 0.5f, 1.5f), c.weight);
+    const Tensor dy = representable(random_f32({c.n, c.d}, rng), c.act);
+    Tensor y = Tensor::empty({c.n, c.d}, DType::F32), rstd = Tensor::empty({c.n}, DType::F32);
+    Tensor dx = Tensor::empty({c.n, c.d}, DType::F32), no_weight_grad;
+    ops::rmsnorm_forward(x, w, 1e-6f, y, rstd);
+    ops::rmsnorm_backward(dy, x, w, rstd, dx, no_weight_grad);
+
+    const Tensor gx = to_gpu_shifted(x, c.act, c.shift), gdy = to_gpu_shifted(dy, c.act, c.shift);
+    const Tensor gw = to_gpu(w, c.weight);
+    Tensor gy = empty_gpu_shifted({c.n, c.d}, c.out, c.shift), grstd = Tensor::empty({c.n}, DType::F32, gpu());
+    Tensor gdx = empty_gpu_shifted({c.n, c.d}, c.out, c.shift), g_no_weight_grad;
+    ops::rmsnorm_forward(gx, gw, 1e-6f, gy, grstd);
+    ops::rmsnorm_backward(gdy, gx, gw, grstd, gdx, g_no_weight_grad);
+    EXPECT_TRUE(close_to(gdx, dx, rtol_for(c.out)));
+  }
+}
+
 TEST_F(CudaLayers, RmsNormWeightGradIsDeterministicOnTheVectorPath) {
   std::mt19937 rng(28);
   for (const auto& [n, d] : {std::pair<int64_t, int64_t>{20011, 128}, {4096, 1024}, {1000, 2048}}) {

@@ -101,7 +101,7 @@ TEST(LayerSaved, ForwardOnlyKeepsNothing) {
   EXPECT_FALSE(out.saved.input.defined());
   EXPECT_FALSE(out.saved.input_norm.x.defined());
   EXPECT_FALSE(out.saved.attention.q.defined());
-  EXPECT_FALSE(out.saved.attention.q_proj.x.defined());
+  EXPECT_FALSE(out.saved.attention.qkv_proj.parts[0].x.defined());
   EXPECT_FALSE(out.saved.moe.x.defined());
   EXPECT_FALSE(out.saved.moe.exchange);
 }

@@ -83,6 +83,24 @@ TEST(OpsNorm, RmsnormBackwardMatchesFiniteDifferences) {
   expect_gradient("dweight", w, dw, loss);
 }
 
+// A frozen weight (dweight undefined): the same dx, bit for bit, and no weight gradient anywhere.
+TEST(OpsNorm, RmsnormBackwardWithoutWeightGradGivesTheSameDx) {
+  std::mt19937 rng(13);
+  for (const auto& [n, d] : {std::pair<int64_t, int64_t>{5, 7}, {33, 131}, {3, 1024}}) {
+    SCOPED_TRACE(::testing::Message() << "N " << n << " D " << d);
+    const Tensor x = random_f32({n, d}, rng, -2.0f, 2.0f), w = random_f32({d}, rng, 0.5f, 1.5f);
+    const Tensor dy = random_f32({n, d}, rng);
+    Tensor y = Tensor::empty({n, d}, DType::F32), rstd = Tensor::empty({n}, DType::F32);
+    ops::rmsnorm_forward(x, w, 1e-6f, y, rstd);
+    Tensor dx_with = Tensor::empty({n, d}, DType::F32), dw = Tensor::zeros({d}, DType::F32);
+    ops::rmsnorm_backward(dy, x, w, rstd, dx_with, dw);
+    Tensor dx_without = Tensor::full<float>({n, d}, 7.0f), no_weight_grad;
+    ops::rmsnorm_backward(dy, x, w, rstd, dx_without, no_weight_grad);
+    EXPECT_TRUE(bitwise_equal(dx_without, dx_with));
+    EXPECT_FALSE(no_weight_grad.defined());
+  }
+}
+
 TEST(OpsNorm, RmsnormRejectsBadArguments) {
   Tensor x = Tensor::zeros({3, 4}, DType::F32), y = Tensor::zeros({3, 4}, DType::F32);
   Tensor w = Tensor::zeros({4}, DType::F32), rstd = Tensor::zeros({3}, DType::F32);

@@ -23,7 +23,7 @@ Tensor HeadBase::norm_forward(const Tensor& hidden, NormSaved* saved) const {
 Tensor HeadBase::norm_backward(const Tensor& d_normed, NormSaved saved) const {
   VEOMNI_CHECK(saved.x.defined(), "backward of the final norm without its saved forward input");
   Tensor dx = empty_like(d_normed, d_normed.shape());
-  Tensor dweight = grad_or_scratch(*site_.final_norm);
+  Tensor dweight = grad_if_trainable(*site_.final_norm);
   ops::rmsnorm_backward(d_normed, saved.x, site_.final_norm->value, saved.rstd, dx, dweight);
   return dx;
 }

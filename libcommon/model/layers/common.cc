@@ -20,6 +20,8 @@ Tensor grad_or_scratch(Parameter& param) {
   return Tensor::zeros(param.value.shape(), DType::F32, param.value.device());
 }
 
+Tensor grad_if_trainable(Parameter& param) { return param.trainable ? grad_of(param) : Tensor(); }
+
 void touch_grads(const ParamGroup& group) {
   for (Parameter* param : group.params)
     if (param->trainable) grad_of(*param);

@@ -11,11 +11,16 @@ Linear::Linear(ParamStore& store, const std::string& name, const Shape& shape) :
 }
 
 Linear::Output Linear::forward(const Tensor& x, bool save) const {
+  Output result = forward_base(x, save);
+  result.saved.lora_xa = adapter_.forward(x, result.out, save);
+  return result;
+}
+
+Linear::Output Linear::forward_base(const Tensor& x, bool save) const {
   const Tensor& w = weight_->value;
   Tensor y = empty_like(x, {x.dim(0), w.dim(0)});
   ops::matmul(x, false, w, true, y);
-  Tensor xa = adapter_.forward(x, y, save);
-  return {y, {save ? x : Tensor(), xa}};
+  return {y, {save ? x : Tensor(), Tensor()}};
 }
 
 // Takes the saved input by value: it is freed on return. dx already holds dy W.

@@ -27,6 +27,9 @@ class Linear {
 
   // x [N, in] -> [N, out]; saved is empty unless save.
   Output forward(const Tensor& x, bool save) const;
+  // The same without the adapter (y = x W^T, saved.lora_xa undefined): for SharedInputLinears, which runs the
+  // adapters of projections that share an input together. Backward then leaves the adapter to the caller too.
+  Output forward_base(const Tensor& x, bool save) const;
   // Returns dx = dy W (+ the adapter's part) and accumulates dW += dy^T x unless W is frozen.
   Tensor backward(Saved&& saved, const Tensor& dy) const;
   // dx += dy W, with the same parameter gradients: for layers whose input feeds several projections.

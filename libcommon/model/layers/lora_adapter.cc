@@ -75,4 +75,16 @@ void LoraAdapter::backward(const Tensor& x, Tensor xa, const Tensor& dy, Tensor&
   ops::matmul(dyb, true, x, false, grad_of(*a_), scale, 1.0f);
 }
 
+float LoraAdapter::scale() const { return registry_->scale(); }
+
+void LoraAdapter::up_forward(const Tensor& ht, Tensor& y) const {
+  ops::matmul(ht, true, b_rows(b_->value), true, y, registry_->scale(), 1.0f);
+}
+
+void LoraAdapter::up_backward(const Tensor& ht, const Tensor& dy, Tensor& dht) const {
+  ops::matmul(b_rows(b_->value), true, dy, true, dht);
+  Tensor db = b_rows(grad_of(*b_));
+  ops::matmul(dy, true, ht, true, db, registry_->scale(), 1.0f);
+}
+
 }  // namespace veomni

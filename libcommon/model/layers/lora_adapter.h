@@ -64,6 +64,15 @@ class LoraAdapter {
   // (dy B)^T x. dx is left alone when undefined (an input nothing upstream needs).
   void backward(const Tensor& x, Tensor xa, const Tensor& dy, Tensor& dx) const;
 
+  // The split form, for projections that read one input and stack their down-projections into one GEMM
+  // (SharedInputLinears): the down-projection's parameter A [r, in], the up-projection y [N, out] += scale * h B^T
+  // from h^T = A x^T [r, N] (taken elsewhere), and its backward: dht [r, N] = B^T dy^T (overwritten; the caller
+  // takes dA and dx from it), dB += scale * dy^T h.
+  Parameter& a_param() const { return *a_; }
+  float scale() const;
+  void up_forward(const Tensor& ht, Tensor& y) const;
+  void up_backward(const Tensor& ht, const Tensor& dy, Tensor& dht) const;
+
  private:
   Tensor b_rows(const Tensor& full) const;
 

@@ -22,7 +22,7 @@ Tensor RmsNorm::backward(Saved&& saved, const Tensor& dy) const {
   VEOMNI_CHECK(s.x.defined(), "backward of '{}' without a saved forward input", weight_->name);
   Tensor dy2 = dy.view(s.x.shape());
   Tensor dx = empty_like(dy2, dy2.shape());
-  Tensor dweight = grad_or_scratch(*weight_);
+  Tensor dweight = grad_if_trainable(*weight_);
   ops::rmsnorm_backward(dy2, s.x, weight_->value, s.rstd, dx, dweight);
   return dx.view(dy.shape());
 }

@@ -20,7 +20,7 @@ class RmsNorm {
 
   // x viewed [N, D] -> out of x's shape; saved is empty unless save.
   Output forward(const Tensor& x, bool save) const;
-  // Returns dx (dy's shape) and accumulates the weight gradient.
+  // Returns dx (dy's shape) and accumulates the weight gradient unless the weight is frozen.
   Tensor backward(Saved&& saved, const Tensor& dy) const;
 
   // For ops that fuse the normalisation with what follows it (a cached step's qk_norm_rope_cache_write).

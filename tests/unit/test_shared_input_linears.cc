@@ -1,0 +1,161 @@
+// SharedInputLinears: projections of one input with their LoRA down-projections stacked into one GEMM give the
+// outputs, dx and adapter gradients of the projections run one by one; one adapter or adapters off run one by one.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "model/layers/lora_adapter.h"
+#include "model/layers/shared_input_linears.h"
+#include "model/param.h"
+
+namespace veomni {
+namespace {
+
+Tensor random_tensor(const Shape& shape, Rng& rng) {
+  Tensor t = Tensor::empty(shape, DType::F32);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<float>(rng.uniform() - 0.5);
+  return t;
+}
+
+// q/k/v-like projections of widths 8, 4, 4 over an input of 12 (rank 3, scale 2), base frozen as under LoRA, every
+// value random (B too, so the adapters carry a gradient everywhere).
+struct Projections {
+  ParamStore store;
+  std::vector<Linear> linears;
+  explicit Projections(std::vector<std::string> lora_modules) {
+    LoraConfig config;
+    config.rank = 3;
+    config.alpha = 6;
+    config.lora_modules = std::move(lora_modules);
+    store.set_lora(std::make_shared<LoraRegistry>(config));
+    store.begin_group("layers.0");
+    for (const auto& [name, out] : {std::pair<std::string, int64_t>{"q_proj", 8}, {"k_proj", 4}, {"v_proj", 4}})
+      linears.emplace_back(store, "layers.0." + name + ".weight", Shape{out, 12});
+    Rng rng(3);
+    for (const auto& p : store.all()) {
+      p->value = random_tensor(p->shape, rng);
+      p->trainable = is_lora_param_name(p->name);
+    }
+  }
+  SharedInputLinears shared() const { return {&linears[0], &linears[1], &linears[2]}; }
+};
+
+struct Result {
+  std::vector<Tensor> ys;
+  Tensor dx;
+  std::vector<std::vector<float>> grads;  // every parameter's, empty where none
+  bool stacked = false;
+};
+
+std::vector<Tensor> output_grads(int64_t rows) {
+  Rng rng(5);
+  return {random_tensor({rows, 8}, rng), random_tensor({rows, 4}, rng), random_tensor({rows, 4}, rng)};
+}
+
+std::vector<std::vector<float>> take_grads(ParamStore& store) {
+  std::vector<std::vector<float>> out;
+  for (const auto& p : store.all()) {
+    out.push_back(p->grad.defined() ? p->grad.to_float_vector() : std::vector<float>());
+    p->grad = Tensor();
+  }
+  return out;
+}
+
+Result run_shared(Projections& m, const Tensor& x) {
+  SharedInputLinears::Output out = m.shared().forward(x, true);
+  Result r{out.out, {}, {}, out.saved.lora_ht.defined()};
+  r.dx = m.shared().backward(std::move(out.saved), output_grads(x.dim(0)));
+  r.grads = take_grads(m.store);
+  return r;
+}
+
+Result run_one_by_one(Projections& m, const Tensor& x) {
+  Result r;
+  std::vector<Linear::Saved> saved;
+  for (const Linear& l : m.linears) {
+    Linear::Output out = l.forward(x, true);
+    r.ys.push_back(out.out);
+    saved.push_back(std::move(out.saved));
+  }
+  const std::vector<Tensor> dys = output_grads(x.dim(0));
+  r.dx = m.linears[0].backward(std::move(saved[0]), dys[0]);
+  for (size_t i = 1; i < m.linears.size(); ++i) m.linears[i].backward_accumulate(std::move(saved[i]), dys[i], r.dx);
+  r.grads = take_grads(m.store);
+  return r;
+}
+
+// Equal (exactly) or within 1e-5 of the largest reference value; `what` and `index` name the compared tensor.
+void expect_equal(const std::vector<float>& got, const std::vector<float>& want, bool exactly, const char* what,
+                  size_t index) {
+  ASSERT_EQ(got.size(), want.size()) << what << index;
+  if (exactly) {
+    EXPECT_EQ(got, want) << what << index;
+    return;
+  }
+  double scale = 0.0, worst = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
+    worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]));
+  }
+  EXPECT_LE(worst, 1e-5 * scale) << what << index << " (largest " << scale << ")";
+}
+
+void expect_same(const Result& got, const Result& want, bool exactly) {
+  for (size_t i = 0; i < want.ys.size(); ++i)
+    expect_equal(got.ys[i].to_float_vector(), want.ys[i].to_float_vector(), exactly, "y", i);
+  expect_equal(got.dx.to_float_vector(), want.dx.to_float_vector(), exactly, "dx", 0);
+  ASSERT_EQ(got.grads.size(), want.grads.size());
+  for (size_t i = 0; i < want.grads.size(); ++i) expect_equal(got.grads[i], want.grads[i], exactly, "gradient ", i);
+}
+
+Tensor input() {
+  Rng rng(4);
+  return random_tensor({7, 12}, rng);
+}
+
+TEST(SharedInputLinears, StackedAdaptersEqualThemOneByOne) {
+  Projections m({"q_proj", "k_proj", "v_proj"});
+  const Result want = run_one_by_one(m, input());
+  const Result got = run_shared(m, input());
+  EXPECT_TRUE(got.stacked);
+  expect_same(got, want, false);
+  size_t adapter_grads = 0;
+  for (size_t i = 0; i < want.grads.size(); ++i) {
+    const bool adapter = is_lora_param_name(m.store.all()[i]->name);
+    EXPECT_EQ(want.grads[i].empty(), !adapter) << m.store.all()[i]->name;
+    if (adapter && std::ranges::any_of(want.grads[i], [](float v) { return v != 0.0f; })) ++adapter_grads;
+  }
+  EXPECT_EQ(adapter_grads, 6u);  // A and B of each projection: a zero gradient would prove nothing
+}
+
+// Two of three projections adapted: the stack holds those two, the third runs its base alone.
+TEST(SharedInputLinears, StacksOnlyTheAdaptedProjections) {
+  Projections m({"q_proj", "v_proj"});
+  const Result want = run_one_by_one(m, input());
+  const Result got = run_shared(m, input());
+  EXPECT_TRUE(got.stacked);
+  expect_same(got, want, false);
+}
+
+TEST(SharedInputLinears, OneAdapterOrAdaptersOffRunOneByOne) {
+  Projections single({"k_proj"});
+  const Result want = run_one_by_one(single, input());
+  const Result got = run_shared(single, input());
+  EXPECT_FALSE(got.stacked);
+  expect_same(got, want, true);
+
+  Projections off({"q_proj", "k_proj", "v_proj"});
+  off.store.lora()->set_applied(false);
+  const Result base = run_shared(off, input());
+  EXPECT_FALSE(base.stacked);
+  expect_same(base, run_one_by_one(off, input()), true);
+}
+
+}  // namespace
+}  // namespace veomni
