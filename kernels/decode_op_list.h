@@ -28,16 +28,18 @@ VEOMNI_OP(void, attention_kv_cache,
 // 0 <= dest[s] < B*L; CUDA skips a row outside it.
 VEOMNI_OP(void, kv_cache_write, (const Tensor& rows, const Tensor& dest, Tensor& cache))
 
-// The attention inputs of a cached step in one pass (Qwen3's order: per-head RMSNorm, then RoPE): every head of
-// q [S, Hq, D] and k [S, Hkv, D] is normalised over D (y = w * x * rsqrt(mean(x^2) + eps), weights q_norm and k_norm
-// [D]) and rotated as rope_apply rotates (cos/sin f32 [S, D]), in place; then the rotated k and v [S, Hkv, D] go to
-// flat cache rows dest[s] of k_cache and v_cache [B, L, Hkv, D] as kv_cache_write writes them. The same values as
-// rmsnorm_forward, rope_apply and kv_cache_write in turn, except that CUDA keeps the normalised values in fp32 until
-// they are rotated (one rounding to bf16 instead of two). The CPU checks 0 <= dest[s] < B*L; CUDA skips a row
-// outside it.
-VEOMNI_OP(void, qk_norm_rope_cache_write,
-          (Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm, float eps,
-           const Tensor& cos, const Tensor& sin, const Tensor& dest, Tensor& k_cache, Tensor& v_cache))
+// The attention inputs of a cached step in one pass (Qwen3's order: per-head RMSNorm, then RoPE), from the packed
+// output of the q/k/v projections: qkv [S, (Hq + 2 Hkv) D] holds each token's Hq query heads, then its Hkv key heads,
+// then its Hkv value heads (decoding's fused projection). Every query and key head is normalised over D
+// (y = w * x * rsqrt(mean(x^2) + eps), weights q_norm and k_norm [D]) and rotated as rope_apply rotates (cos/sin f32
+// [S, D]) into q [S, Hq, D] and k [S, Hkv, D]; the values are copied into v [S, Hkv, D]; the rotated keys and the
+// values also go to flat cache rows dest[s] of k_cache and v_cache [B, L, Hkv, D] as kv_cache_write writes them. The
+// same values as rmsnorm_forward, rope_apply and kv_cache_write in turn, except that CUDA keeps the normalised values
+// in fp32 until they are rotated (one rounding to bf16 instead of two). The CPU checks 0 <= dest[s] < B*L; CUDA skips
+// a row outside it.
+VEOMNI_OP(void, qkv_norm_rope_cache_write,
+          (const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& cos,
+           const Tensor& sin, const Tensor& dest, Tensor& q, Tensor& k, Tensor& v, Tensor& k_cache, Tensor& v_cache))
 
 // Greedy decoding's choice: ids i64 [N] = the index of each row's greatest value of x [N, V] (V >= 1), the lowest
 // index on a tie and the first NaN if a row holds one (torch.argmax's rules).

@@ -1013,14 +1013,16 @@ void kv_cache_write(const Tensor& rows, const Tensor& dest, Tensor& cache) {
   VEOMNI_ROUTE(kv_cache_write, c.device(), rows, dest, cache);
 }
 
-void qk_norm_rope_cache_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,
-                              float eps, const Tensor& cos, const Tensor& sin, const Tensor& dest, Tensor& k_cache,
-                              Tensor& v_cache) {
-  const Call c("qk_norm_rope_cache_write", q);
+void qkv_norm_rope_cache_write(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                               const Tensor& cos, const Tensor& sin, const Tensor& dest, Tensor& q, Tensor& k,
+                               Tensor& v, Tensor& k_cache, Tensor& v_cache) {
+  const Call c("qkv_norm_rope_cache_write", qkv);
   c.rank(q, "q", 3);
+  c.rank(k, "k", 3);
   c.rank(k_cache, "k_cache", 4);
-  const int64_t s = q.dim(0), hq = q.dim(1), d = q.dim(2);
-  const int64_t batch = k_cache.dim(0), cache_len = k_cache.dim(1), hkv = k_cache.dim(2);
+  const int64_t s = q.dim(0), hq = q.dim(1), d = q.dim(2), hkv = k.dim(1);
+  const int64_t batch = k_cache.dim(0), cache_len = k_cache.dim(1);
+  c.floats(qkv, "qkv", {s, (hq + 2 * hkv) * d});
   c.floats(q, "q", {s, hq, d});
   c.floats(k, "k", {s, hkv, d});
   c.floats(v, "v", {s, hkv, d});
@@ -1041,11 +1043,11 @@ void qk_norm_rope_cache_write(Tensor& q, Tensor& k, const Tensor& v, const Tenso
       c.require(flat[i] >= 0 && flat[i] < batch * cache_len, "dest[{}] = {} is outside the cache's {} rows", i,
                 flat[i], batch * cache_len);
   }
-  for (const Tensor* cache : {&k_cache, &v_cache})
-    for (const Tensor* in : std::initializer_list<const Tensor*>{&q, &k, &v})
-      c.disjoint(*cache, cache == &k_cache ? "k_cache" : "v_cache", *in, in == &q ? "q" : in == &k ? "k" : "v");
-  c.disjoint(q, "q", k, "k");
-  VEOMNI_ROUTE(qk_norm_rope_cache_write, c.device(), q, k, v, q_norm, k_norm, eps, cos, sin, dest, k_cache, v_cache);
+  const std::initializer_list<std::pair<const Tensor*, const char*>> outs = {
+      {&q, "q"}, {&k, "k"}, {&v, "v"}, {&k_cache, "k_cache"}, {&v_cache, "v_cache"}};
+  for (const auto& [out, name] : outs) c.disjoint(*out, name, qkv, "qkv");
+  VEOMNI_ROUTE(qkv_norm_rope_cache_write, c.device(), qkv, q_norm, k_norm, eps, cos, sin, dest, q, k, v, k_cache,
+               v_cache);
 }
 
 void argmax_rows(const Tensor& x, Tensor& ids) {

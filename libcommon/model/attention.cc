@@ -1,6 +1,8 @@
 // Qwen3 attention forward and backward; Ulysses all-to-alls plug in through SequenceHooks around the core.
 #include "model/attention.h"
 
+#include "core/device.h"
+
 #include <cmath>
 #include <vector>
 
@@ -130,14 +132,72 @@ Tensor Attention::backward(Saved&& saved, const Tensor& dy, const LayerInputs& i
   return qkv_proj().backward(std::move(kept.qkv_proj), {dq_raw, dk_raw, dv.view({s, num_kv_heads_ * head_dim_})});
 }
 
+namespace {
+
+// [S, sum of widths]: the 2-D parts side by side (each a block of columns), one strided copy per part.
+Tensor pack_columns(const std::vector<Tensor>& parts) {
+  const int64_t s = parts.front().dim(0);
+  int64_t total = 0;
+  for (const Tensor& part : parts) total += part.dim(1);
+  Tensor packed = Tensor::empty({s, total}, parts.front().dtype(), parts.front().device());
+  const size_t esize = dtype_size(packed.dtype());
+  DeviceAllocator& mem = device_allocator(packed.device().type);
+  int64_t first = 0;
+  for (const Tensor& part : parts) {
+    mem.copy_2d(static_cast<char*>(packed.raw_data()) + static_cast<size_t>(first) * esize,
+                static_cast<size_t>(total) * esize, part.raw_data(), static_cast<size_t>(part.dim(1)) * esize,
+                static_cast<size_t>(part.dim(1)) * esize, static_cast<size_t>(s), packed.device());
+    first += part.dim(1);
+  }
+  return packed;
+}
+
+}  // namespace
+
+void Attention::fuse_qkv() {
+  Parameter& q = q_proj_.weight();
+  Parameter& k = k_proj_.weight();
+  Parameter& v = v_proj_.weight();
+  if (qkv_current() || !q.value.defined() || !k.value.defined() || !v.value.defined()) return;
+  if (q_proj_.adapter().exists() || k_proj_.adapter().exists() || v_proj_.adapter().exists()) return;
+  if (q.value.dtype() != k.value.dtype() || k.value.dtype() != v.value.dtype()) return;
+  const int64_t q_rows = q.value.dim(0), kv_rows = k.value.dim(0);
+  Tensor fused = Tensor::empty({q_rows + 2 * kv_rows, q.value.dim(1)}, q.value.dtype(), q.value.device());
+  fused.slice(0, q_rows).copy_from(q.value);
+  fused.slice(q_rows, q_rows + kv_rows).copy_from(k.value);
+  fused.slice(q_rows + kv_rows, q_rows + 2 * kv_rows).copy_from(v.value);
+  q.value = fused.slice(0, q_rows);
+  k.value = fused.slice(q_rows, q_rows + kv_rows);
+  v.value = fused.slice(q_rows + kv_rows, q_rows + 2 * kv_rows);
+  qkv_ = fused;
+}
+
+// The parameters still view the fused tensor (nothing replaced their values since fuse_qkv).
+bool Attention::qkv_current() const {
+  if (!qkv_.defined()) return false;
+  const Tensor& q = q_proj_.weight().value;
+  const Tensor& k = k_proj_.weight().value;
+  const Tensor& v = v_proj_.weight().value;
+  const char* base = static_cast<const char*>(qkv_.raw_data());
+  return q.defined() && k.defined() && v.defined() && q.raw_data() == base &&
+         k.raw_data() == base + q.nbytes() && v.raw_data() == base + q.nbytes() + k.nbytes();
+}
+
 Tensor Attention::forward_cached(const Tensor& x, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const {
   const int64_t s = x.dim(0);
-  Tensor q = q_proj_.forward(x, false).out.view({s, num_heads_, head_dim_});
-  Tensor k = k_proj_.forward(x, false).out.view({s, num_kv_heads_, head_dim_});
-  const Tensor v = v_proj_.forward(x, false).out.view({s, num_kv_heads_, head_dim_});
+  Tensor qkv;
+  if (qkv_current()) {
+    qkv = empty_like(x, {s, qkv_.dim(0)});
+    ops::matmul(x, false, qkv_, true, qkv);
+  } else {
+    qkv = pack_columns({q_proj_.forward(x, false).out, k_proj_.forward(x, false).out, v_proj_.forward(x, false).out});
+  }
+  Tensor q = Tensor::empty({s, num_heads_, head_dim_}, qkv.dtype(), qkv.device());
+  Tensor k = Tensor::empty({s, num_kv_heads_, head_dim_}, qkv.dtype(), qkv.device());
+  Tensor v = Tensor::empty({s, num_kv_heads_, head_dim_}, qkv.dtype(), qkv.device());
   // q_norm and k_norm share the model's eps.
-  ops::qk_norm_rope_cache_write(q, k, v, q_norm_.weight_value(), k_norm_.weight_value(), q_norm_.eps(), step.cos,
-                                step.sin, step.write_rows, k_cache, v_cache);
+  ops::qkv_norm_rope_cache_write(qkv, q_norm_.weight_value(), k_norm_.weight_value(), q_norm_.eps(), step.cos,
+                                 step.sin, step.write_rows, q, k, v, k_cache, v_cache);
 
   Tensor out = empty_like(q, q.shape());
   if (step.one_token_each()) {

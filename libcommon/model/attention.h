@@ -45,9 +45,14 @@ class Attention {
   // rotated keys and its values into the layer's caches k_cache, v_cache [B, capacity, kv_heads, head_dim] at the
   // step's rows, then attends as the step's kind says (model/kv_cache.h).
   Tensor forward_cached(const Tensor& x, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const;
+  // Decoding runs q, k and v as one GEMM: fuse_qkv() (once, after the weights are loaded) moves the three weights
+  // into one [(Hq + 2 Hkv) D, hidden] tensor that the parameters then view (same values, no extra memory); projections
+  // with LoRA adapters or of different dtypes stay apart. The training path is unchanged.
+  void fuse_qkv();
 
  private:
   SharedInputLinears qkv_proj() const;
+  bool qkv_current() const;
   Tensor to_heads(const Tensor& x, const LayerInputs& in) const;
   Tensor to_seq(const Tensor& x, const LayerInputs& in) const;
   int64_t kv_repeats(const LayerInputs& in) const;
@@ -58,6 +63,7 @@ class Attention {
   float scale_;
   Linear q_proj_, k_proj_, v_proj_, o_proj_;
   RmsNorm q_norm_, k_norm_;
+  Tensor qkv_;  // after fuse_qkv: q rows, then k rows, then v rows
 };
 
 }  // namespace veomni

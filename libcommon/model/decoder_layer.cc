@@ -76,6 +76,7 @@ Tensor DecoderLayer::backward(Saved&& saved, const Tensor& dh, const LayerInputs
 }
 
 void DecoderLayer::fuse_for_decoding() {
+  attention_.fuse_qkv();
   if (mlp_) mlp_->fuse_gate_up();
 }
 

@@ -266,32 +266,35 @@ TEST_F(GpuGenerate, AttentionKvCacheRowOutsideTheCacheIsNan) {
 
 // The fused attention inputs of a cached step against the CPU op, f32 and bf16, head_dim 128 and a toy's 24 (the
 // shared-memory path is the same for every head size; 24 leaves lanes idle).
-TEST_F(GpuGenerate, QkNormRopeCacheWriteMatchesCpu) {
+TEST_F(GpuGenerate, QkvNormRopeCacheWriteMatchesCpu) {
   std::mt19937 rng(12);
   for (int64_t d : {128, 24}) {
     const int64_t s = 5, hq = 8, hkv = 2, batch = 2, cache_len = 6;
-    const Tensor q0 = gpu_test::random_f32({s, hq, d}, rng), k0 = gpu_test::random_f32({s, hkv, d}, rng);
-    const Tensor v = gpu_test::random_f32({s, hkv, d}, rng);
+    const Tensor qkv = gpu_test::random_f32({s, (hq + 2 * hkv) * d}, rng);
     const Tensor wq = gpu_test::random_f32({d}, rng), wk = gpu_test::random_f32({d}, rng);
     const Tensor cos = gpu_test::random_f32({s, d}, rng), sin = gpu_test::random_f32({s, d}, rng);
     const std::vector<int32_t> dest = {3, 11, 0, 7, 5};
     const Tensor cache0 = gpu_test::random_f32({batch, cache_len, hkv, d}, rng);
     for (DType dtype : {DType::F32, DType::BF16}) {
-      Tensor q = gpu_test::representable(q0, dtype), k = gpu_test::representable(k0, dtype);
+      Tensor q = Tensor::empty({s, hq, d}, DType::F32), k = Tensor::empty({s, hkv, d}, DType::F32);
+      Tensor v = Tensor::empty({s, hkv, d}, DType::F32);
       Tensor k_cache = gpu_test::representable(cache0, dtype), v_cache = gpu_test::representable(cache0, dtype);
-      ops::qk_norm_rope_cache_write(q, k, gpu_test::representable(v, dtype), gpu_test::representable(wq, dtype),
-                                    gpu_test::representable(wk, dtype), 1e-6f, cos, sin,
-                                    Tensor::from_vector(dest, {s}), k_cache, v_cache);
-      Tensor gq = gpu_test::to_gpu(q0, dtype), gk = gpu_test::to_gpu(k0, dtype);
+      ops::qkv_norm_rope_cache_write(gpu_test::representable(qkv, dtype), gpu_test::representable(wq, dtype),
+                                     gpu_test::representable(wk, dtype), 1e-6f, cos, sin,
+                                     Tensor::from_vector(dest, {s}), q, k, v, k_cache, v_cache);
+      Tensor gq = Tensor::empty({s, hq, d}, dtype, gpu_test::gpu());
+      Tensor gk = Tensor::empty({s, hkv, d}, dtype, gpu_test::gpu()), gv = Tensor::empty({s, hkv, d}, dtype, gpu_test::gpu());
       Tensor gk_cache = gpu_test::to_gpu(cache0, dtype), gv_cache = gpu_test::to_gpu(cache0, dtype);
-      ops::qk_norm_rope_cache_write(gq, gk, gpu_test::to_gpu(v, dtype), gpu_test::to_gpu(wq, dtype),
-                                    gpu_test::to_gpu(wk, dtype), 1e-6f, cos.to(gpu_test::gpu()),
-                                    sin.to(gpu_test::gpu()), Tensor::from_vector(dest, {s}).to(gpu_test::gpu()),
-                                    gk_cache, gv_cache);
-      EXPECT_TRUE(gpu_test::close_to(gq, q, gpu_test::rtol_for(dtype))) << dtype_name(dtype) << " q, d " << d;
-      EXPECT_TRUE(gpu_test::close_to(gk, k, gpu_test::rtol_for(dtype))) << dtype_name(dtype) << " k, d " << d;
-      EXPECT_TRUE(gpu_test::close_to(gk_cache, k_cache, gpu_test::rtol_for(dtype))) << dtype_name(dtype) << " d " << d;
-      EXPECT_TRUE(gpu_test::close_to(gv_cache, v_cache, gpu_test::rtol_for(dtype))) << dtype_name(dtype) << " d " << d;
+      ops::qkv_norm_rope_cache_write(gpu_test::to_gpu(qkv, dtype), gpu_test::to_gpu(wq, dtype),
+                                     gpu_test::to_gpu(wk, dtype), 1e-6f, cos.to(gpu_test::gpu()),
+                                     sin.to(gpu_test::gpu()), Tensor::from_vector(dest, {s}).to(gpu_test::gpu()), gq,
+                                     gk, gv, gk_cache, gv_cache);
+      const double rtol = gpu_test::rtol_for(dtype);
+      EXPECT_TRUE(gpu_test::close_to(gq, q, rtol)) << dtype_name(dtype) << " q, d " << d;
+      EXPECT_TRUE(gpu_test::close_to(gk, k, rtol)) << dtype_name(dtype) << " k, d " << d;
+      EXPECT_TRUE(gpu_test::close_to(gv, v, rtol)) << dtype_name(dtype) << " v, d " << d;
+      EXPECT_TRUE(gpu_test::close_to(gk_cache, k_cache, rtol)) << dtype_name(dtype) << " k_cache, d " << d;
+      EXPECT_TRUE(gpu_test::close_to(gv_cache, v_cache, rtol)) << dtype_name(dtype) << " v_cache, d " << d;
     }
   }
 }

@@ -1,5 +1,5 @@
 // Unit tests of generation: the KV-cache path against full recomputation (dense and MoE, batched prompts of
-// different lengths), the KV-cache ops (attention_kv_cache, kv_cache_write, qk_norm_rope_cache_write) and argmax_rows
+// different lengths), the KV-cache ops (attention_kv_cache, kv_cache_write, qkv_norm_rope_cache_write) and argmax_rows
 // against naive
 // computations, and the sampling rules.
 #include <gtest/gtest.h>
@@ -245,14 +245,14 @@ TEST(OpsKvCacheWrite, WritesEachRowToItsFlatCacheRow) {
   EXPECT_THROW(ops::kv_cache_write(rows, Tensor::from_vector(std::vector<int32_t>{0, -1, 1}, {3}), cache), Error);
 }
 
-// Qwen3's attention inputs by hand: each head normalised (RMS over its D values, times the weight), rotated with the
-// half-split layout at its token's angles, q and k in place, k and v into their cache rows.
-TEST(OpsQkNormRopeCacheWrite, NormalisesRotatesAndWritesTheCache) {
+// Qwen3's attention inputs by hand, from the packed projections (each token's query heads, key heads, value heads):
+// each query and key head normalised (RMS over its D values, times the weight) and rotated with the half-split layout
+// at its token's angles, into q and k; the values into v; k and v also into their cache rows.
+TEST(OpsQkvNormRopeCacheWrite, NormalisesRotatesAndWritesTheCache) {
   std::mt19937 rng(11);
-  const int64_t s = 3, hq = 4, hkv = 2, d = 6, half = d / 2, batch = 2, cache_len = 5;
+  const int64_t s = 3, hq = 4, hkv = 2, d = 6, half = d / 2, batch = 2, cache_len = 5, heads = hq + 2 * hkv;
   const float eps = 1e-6f;
-  const Tensor q0 = test_ops::random_f32({s, hq, d}, rng), k0 = test_ops::random_f32({s, hkv, d}, rng);
-  const Tensor v = test_ops::random_f32({s, hkv, d}, rng);
+  const Tensor qkv = test_ops::random_f32({s, heads * d}, rng);
   const Tensor wq = test_ops::random_f32({d}, rng), wk = test_ops::random_f32({d}, rng);
   Tensor cos = Tensor::empty({s, d}, DType::F32), sin = Tensor::empty({s, d}, DType::F32);
   for (int64_t t = 0; t < s; ++t)
@@ -262,14 +262,16 @@ TEST(OpsQkNormRopeCacheWrite, NormalisesRotatesAndWritesTheCache) {
       sin.data<float>()[t * d + i] = static_cast<float>(std::sin(angle));
     }
   const std::vector<int32_t> dest = {7, 0, 3};
-  Tensor q = q0.clone(), k = k0.clone();
+  Tensor q = Tensor::empty({s, hq, d}, DType::F32), k = Tensor::empty({s, hkv, d}, DType::F32);
+  Tensor v = Tensor::empty({s, hkv, d}, DType::F32);
   Tensor k_cache = Tensor::zeros({batch, cache_len, hkv, d}, DType::F32);
   Tensor v_cache = Tensor::zeros({batch, cache_len, hkv, d}, DType::F32);
-  ops::qk_norm_rope_cache_write(q, k, v, wq, wk, eps, cos, sin, Tensor::from_vector(dest, {s}), k_cache, v_cache);
+  ops::qkv_norm_rope_cache_write(qkv, wq, wk, eps, cos, sin, Tensor::from_vector(dest, {s}), q, k, v, k_cache,
+                                 v_cache);
 
-  // want[t, h, i] for one head of x0 with weight w.
-  auto expected = [&](const Tensor& x0, const Tensor& w, int64_t heads, int64_t t, int64_t h, int64_t i) {
-    const float* x = x0.data<float>() + (t * heads + h) * d;
+  // Head `h` of the packed row of token t (query heads first, then keys, then values), normalised and rotated.
+  auto expected = [&](const Tensor& w, int64_t t, int64_t h, int64_t i) {
+    const float* x = qkv.data<float>() + (t * heads + h) * d;
     double squares = 0;
     for (int64_t j = 0; j < d; ++j) squares += static_cast<double>(x[j]) * x[j];
     const double r = 1.0 / std::sqrt(squares / d + eps);
@@ -280,22 +282,45 @@ TEST(OpsQkNormRopeCacheWrite, NormalisesRotatesAndWritesTheCache) {
   for (int64_t t = 0; t < s; ++t)
     for (int64_t i = 0; i < d; ++i) {
       for (int64_t h = 0; h < hq; ++h)
-        EXPECT_NEAR(q.item_as_double((t * hq + h) * d + i), expected(q0, wq, hq, t, h, i), 1e-5)
+        EXPECT_NEAR(q.item_as_double((t * hq + h) * d + i), expected(wq, t, h, i), 1e-5)
             << "q token " << t << " head " << h << " dim " << i;
       for (int64_t h = 0; h < hkv; ++h) {
-        const double want_k = expected(k0, wk, hkv, t, h, i);
-        EXPECT_NEAR(k.item_as_double((t * hkv + h) * d + i), want_k, 1e-5) << "k token " << t << " dim " << i;
+        EXPECT_NEAR(k.item_as_double((t * hkv + h) * d + i), expected(wk, t, hq + h, i), 1e-5)
+            << "k token " << t << " head " << h << " dim " << i;
+        EXPECT_EQ(v.item_as_double((t * hkv + h) * d + i), qkv.item_as_double((t * heads + hq + hkv + h) * d + i));
         EXPECT_EQ(k_cache.item_as_double((dest[t] * hkv + h) * d + i), k.item_as_double((t * hkv + h) * d + i));
         EXPECT_EQ(v_cache.item_as_double((dest[t] * hkv + h) * d + i), v.item_as_double((t * hkv + h) * d + i));
       }
     }
   // Rows not written stay as they were.
   EXPECT_EQ(k_cache.item_as_double((1 * hkv) * d), 0.0);
-  Tensor q2 = q0.clone(), k2 = k0.clone();
-  EXPECT_THROW(ops::qk_norm_rope_cache_write(q2, k2, v, wq, wk, eps, cos, sin,
-                                             Tensor::from_vector(std::vector<int32_t>{0, 10, 1}, {s}), k_cache,
-                                             v_cache),
+  EXPECT_THROW(ops::qkv_norm_rope_cache_write(qkv, wq, wk, eps, cos, sin,
+                                              Tensor::from_vector(std::vector<int32_t>{0, 10, 1}, {s}), q, k, v,
+                                              k_cache, v_cache),
                Error);
+}
+
+// Decoding's fused q|k|v weight: the parameters keep their values and now view one tensor (no memory added), the
+// training forward gives the same logits as before, and the cached path still equals the full forward (checked with
+// the fused weights by GenerateCache.DenseMatchesFullForward, whose generator fuses them).
+TEST(GenerateCache, FusedQkvKeepsTheWeightsAndTheForward) {
+  auto model = toy_model(test::tiny_dense_config(false));
+  Parameter& q = param_named(*model, "model.layers.0.self_attn.q_proj.weight");
+  Parameter& k = param_named(*model, "model.layers.0.self_attn.k_proj.weight");
+  Parameter& v = param_named(*model, "model.layers.0.self_attn.v_proj.weight");
+  const std::vector<float> q_before = q.value.to_float_vector(), k_before = k.value.to_float_vector(),
+                           v_before = v.value.to_float_vector();
+  const std::vector<int64_t> ids = {3, 5, 7, 11, 2};
+  const std::vector<float> logits_before = full_forward_logits(*model, ids).to_float_vector();
+  model->body().fuse_for_decoding();
+  EXPECT_EQ(q.value.to_float_vector(), q_before);
+  EXPECT_EQ(k.value.to_float_vector(), k_before);
+  EXPECT_EQ(v.value.to_float_vector(), v_before);
+  const char* base = static_cast<const char*>(q.value.raw_data());
+  EXPECT_EQ(static_cast<const char*>(k.value.raw_data()), base + q.value.nbytes());
+  EXPECT_EQ(static_cast<const char*>(v.value.raw_data()), base + q.value.nbytes() + k.value.nbytes())
+      << "q, k and v should be consecutive blocks of one tensor";
+  EXPECT_EQ(full_forward_logits(*model, ids).to_float_vector(), logits_before);
 }
 
 TEST(OpsArgmaxRows, FirstGreatestValueOfEachRow) {

@@ -23,7 +23,7 @@ class RmsNorm {
   // Returns dx (dy's shape) and accumulates the weight gradient unless the weight is frozen.
   Tensor backward(Saved&& saved, const Tensor& dy) const;
 
-  // For ops that fuse the normalisation with what follows it (a cached step's qk_norm_rope_cache_write).
+  // For ops that fuse the normalisation with what follows it (a cached step's qkv_norm_rope_cache_write).
   const Tensor& weight_value() const { return weight_->value; }
   float eps() const { return eps_; }
 
