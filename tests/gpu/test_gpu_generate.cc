@@ -283,7 +283,8 @@ TEST_F(GpuGenerate, QkvNormRopeCacheWriteMatchesCpu) {
                                      gpu_test::representable(wk, dtype), 1e-6f, cos, sin,
                                      Tensor::from_vector(dest, {s}), q, k, v, k_cache, v_cache);
       Tensor gq = Tensor::empty({s, hq, d}, dtype, gpu_test::gpu());
-      Tensor gk = Tensor::empty({s, hkv, d}, dtype, gpu_test::gpu()), gv = Tensor::empty({s, hkv, d}, dtype, gpu_test::gpu());
+      Tensor gk = Tensor::empty({s, hkv, d}, dtype, gpu_test::gpu());
+      Tensor gv = Tensor::empty({s, hkv, d}, dtype, gpu_test::gpu());
       Tensor gk_cache = gpu_test::to_gpu(cache0, dtype), gv_cache = gpu_test::to_gpu(cache0, dtype);
       ops::qkv_norm_rope_cache_write(gpu_test::to_gpu(qkv, dtype), gpu_test::to_gpu(wq, dtype),
                                      gpu_test::to_gpu(wk, dtype), 1e-6f, cos.to(gpu_test::gpu()),
