@@ -420,6 +420,21 @@ TEST(TrainConfig, ValidateErrors) {
       {[](TrainConfig& c) { c.train.accelerator.ep_size = 0; }, "train.accelerator.ep_size must be >= 1"},
       {[](TrainConfig& c) { c.train.accelerator.fsdp_config.mixed_precision.reduce_dtype = "float16"; },
        "train.accelerator.fsdp_config.mixed_precision.reduce_dtype must be one of float32, bfloat16, got 'float16'"},
+      {[](TrainConfig& c) {
+         c.train.accelerator.fp8 = true;
+         c.train.device = "cpu";
+       },
+       "train.accelerator.fp8 needs a CUDA device, but train.device is cpu"},
+      {[](TrainConfig& c) {
+         c.train.accelerator.fp8 = true;
+         c.train.precision = "fp32";
+       },
+       "train.accelerator.fp8 needs bf16 compute, but it is float32 (train.precision fp32"},
+      {[](TrainConfig& c) {
+         c.train.accelerator.fp8 = true;
+         c.train.accelerator.fsdp_config.mixed_precision.param_dtype = "float32";
+       },
+       "train.accelerator.fp8 needs bf16 compute, but it is float32"},
       {[](TrainConfig& c) { c.train.checkpoint.output_dir.clear(); }, "train.checkpoint.output_dir is empty"},
       {[](TrainConfig& c) { c.train.checkpoint.save_steps = -2; }, "train.checkpoint.save_steps must be >= -1"},
       {[](TrainConfig& c) { c.train.checkpoint.save_total_limit = -2; }, "train.checkpoint.save_total_limit must be >= 0"},
