@@ -30,7 +30,8 @@ __global__ void quantize_rows_kernel(ConstFloats x, int64_t cols, uint8_t* q, fl
   amax = warp_max(amax);
   if (threadIdx.x % kWarp == 0) scratch[threadIdx.x / kWarp] = amax;
   __syncthreads();
-  amax = threadIdx.x < blockDim.x / kWarp ? scratch[threadIdx.x] : 0.0f;
+  const unsigned lane = threadIdx.x % kWarp;
+  amax = lane < blockDim.x / kWarp ? scratch[lane] : 0.0f;
   amax = warp_max(amax);  // every warp reduces the same partials, so every thread holds the row's amax
   const float scale = scale_for(amax);
   if (threadIdx.x == 0) scales[blockIdx.x] = scale;
