@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The FP8 linears (train.accelerator.fp8) train like bf16: a 40-step run of the toy model on one GPU with fp8 on
+# The FP8 linears (train.accelerator.fp8) train like bf16: an 80-step run (10 epochs of 64 random samples) of the toy model on one GPU with fp8 on
 # against the same run with it off; every step's loss agrees within REL, the two runs are not identical (the FP8
-# GEMMs ran), and the loss falls.
+# GEMMs ran), and the fp8 run's mean loss falls from the first epoch to the last.
 # usage: train_fp8.sh BIN_DIR SOURCE_DIR REL
 set -euo pipefail
 bin=$1 src=$2 rel=$3
@@ -13,7 +13,7 @@ cd "$src"
 "$bin/veomni-dummy-data" --type text --seq-len 129 --num-samples 64 --seed 13 --out "$work/data.h5" >/dev/null
 for fp8 in false true; do
   mpirun --oversubscribe --bind-to none -np 1 "$bin/veomni-train" configs/qwen3_toy.yaml \
-    --data.train_path "$work/data.h5" --data.max_seq_len 128 --train.global_batch_size 8 --train.num_train_epochs 5 \
+    --data.train_path "$work/data.h5" --data.max_seq_len 128 --train.global_batch_size 8 --train.num_train_epochs 10 \
     --train.max_steps -1 --train.optimizer.lr 2e-3 --train.device cuda --train.precision mixed \
     --train.accelerator.fp8 "$fp8" --train.checkpoint.output_dir "$work/fp8_$fp8" --train.checkpoint.save_steps -1 \
     --log-level warn
@@ -22,7 +22,7 @@ losses() { tr -d '\n ' <"$1" | sed 's/.*"loss":\[\([^]]*\)\].*/\1/' | tr ',' '\n
 paste <(losses "$work/fp8_false/log_dict.json") <(losses "$work/fp8_true/log_dict.json") | awk -v rel="$rel" '
   { b[NR] = $1; f[NR] = $2 }
   END {
-    if (NR != 40) { print "expected 40 steps, got " NR; exit 1 }
+    if (NR != 80) { print "expected 80 steps, got " NR; exit 1 }
     worst = 0; differ = 0
     for (i = 1; i <= NR; ++i) {
       d = (b[i] > f[i] ? b[i] - f[i] : f[i] - b[i]) / b[i]
@@ -33,6 +33,8 @@ paste <(losses "$work/fp8_false/log_dict.json") <(losses "$work/fp8_true/log_dic
     bad = 0
     if (worst > rel) { print "the fp8 losses left the bf16 ones"; bad = 1 }
     if (!differ) { print "fp8 on and off gave identical losses: the FP8 GEMMs did not run"; bad = 1 }
-    if (f[NR] > f[1] - 0.5) { print "the fp8 loss did not fall"; bad = 1 }
+    first = 0; last = 0
+    for (i = 1; i <= 8; ++i) { first += f[i]; last += f[NR - 8 + i] }
+    if (last >= first) { print "the fp8 loss did not fall from the first epoch to the last"; bad = 1 }
     exit bad
   }'
