@@ -4,9 +4,11 @@
 // is rounded. Plans (descriptors and the heuristic's pick) are kept per shape as in kernels/cuda/gemm.cu.
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 
 #include "kernels/cuda/fp8_cuda.h"
 #include "kernels/cuda/kernel_utils.cuh"
@@ -14,18 +16,27 @@
 namespace veomni::ops::cuda {
 namespace {
 
+// align_*: the largest power of two (up to 256) dividing each operand's address, what the kernels may assume.
 struct Fp8PlanKey {
   int64_t m, n, k;
   cudaDataType_t output_type;
   bool accumulates;
+  uint32_t align_a, align_b, align_out;
   bool operator==(const Fp8PlanKey&) const = default;
 };
+
+uint32_t alignment_of(const void* p) {
+  const auto v = reinterpret_cast<uintptr_t>(p);
+  return v == 0 ? 256u : static_cast<uint32_t>(std::min<uintptr_t>(v & (~v + 1), 256));
+}
 
 struct Fp8PlanKeyHash {
   size_t operator()(const Fp8PlanKey& key) const {
     size_t h = 1469598103934665603ull;
     for (const uint64_t v : {static_cast<uint64_t>(key.m), static_cast<uint64_t>(key.n), static_cast<uint64_t>(key.k),
-                             static_cast<uint64_t>(key.output_type) << 1 | (key.accumulates ? 1u : 0u)})
+                             static_cast<uint64_t>(key.output_type) << 1 | (key.accumulates ? 1u : 0u),
+                             static_cast<uint64_t>(key.align_a) << 32 | static_cast<uint64_t>(key.align_b) << 16 |
+                                 key.align_out})
       h = (h ^ v) * 1099511628211ull;
     return h;
   }
@@ -80,6 +91,15 @@ std::unique_ptr<Fp8Plan> make_fp8_plan(const Fp8PlanKey& key) {
   cuda_rt::cublas_workspace(&workspace_bytes);
   cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                                &workspace_bytes, sizeof workspace_bytes);
+  // cuBLASLt's A is our b, its B our a (see above).
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_a},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_out},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_out}};
+  for (const auto& [attribute, bytes] : alignments)
+    if (status == CUBLAS_STATUS_SUCCESS)
+      status = cublasLtMatmulPreferenceSetAttribute(pref, attribute, &bytes, sizeof bytes);
   cublasLtMatmulHeuristicResult_t result = {};
   int found = 0;
   if (status == CUBLAS_STATUS_SUCCESS)
@@ -103,7 +123,10 @@ void matmul_fp8_tn(const Tensor& a, const Tensor& a_scales, const Tensor& b, con
                        .n = b.dim(0),
                        .k = a.dim(1),
                        .output_type = out.dtype() == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F,
-                       .accumulates = beta != 0.0f};
+                       .accumulates = beta != 0.0f,
+                       .align_a = alignment_of(a.raw_data()),
+                       .align_b = alignment_of(b.raw_data()),
+                       .align_out = alignment_of(out.raw_data())};
   if (key.m == 0 || key.n == 0) return;
   const float alpha = 1.0f;
   size_t workspace_bytes = 0;
