@@ -1,40 +1,25 @@
 // The op API's front door for the FP8 ops (kernels/fp8_ops.h): checks each call, then runs the backend of the
 // tensors' device (kernels/cpu/fp8.cc, kernels/cuda/fp8_quantize.cu and fp8_gemm.cu).
-#include <spdlog/fmt/fmt.h>
-
-#include <string>
-
-#include "core/error.h"
 #include "kernels/cpu/fp8.h"
 #include "kernels/fp8_ops.h"
+#include "kernels/op_call.h"
 
 #if defined(VEOMNI_WITH_CUDA) && __has_include("kernels/cuda/fp8_cuda.h")
 #include "kernels/cuda/fp8_cuda.h"
 #define VEOMNI_FP8_BACKEND(op, device, ...) ((device).is_cuda() ? cuda::op(__VA_ARGS__) : cpu::op(__VA_ARGS__))
 #else
-#define VEOMNI_FP8_BACKEND(op, device, ...)                                                                      \
-  ((device).is_cuda() ? throw Error(fmt::format("ops::{}: tensors are on {} but this build has no CUDA kernels", \
-                                                #op, (device).str()))                                             \
-                      : cpu::op(__VA_ARGS__))
+#define VEOMNI_FP8_BACKEND(op, device, ...) \
+  ((device).is_cuda() ? no_cuda_kernels(#op, device) : cpu::op(__VA_ARGS__))
 #endif
 
 namespace veomni::ops {
 namespace {
 
-// The checks of one call; each failure throws veomni::Error naming the op and the argument.
-class Fp8Call {
+// The checks of one FP8 call.
+class Fp8Call : public OpCall {
  public:
-  Fp8Call(const char* op, const Tensor& first) : op_(op), device_(first.device()) {}
-  Device device() const { return device_; }
+  using OpCall::OpCall;
 
-  template <typename... Args>
-  void require(bool condition, fmt::format_string<Args...> format, Args&&... args) const {
-    if (!condition) throw Error(fmt::format("ops::{}: {}", op_, fmt::format(format, std::forward<Args>(args)...)));
-  }
-  void matrix(const Tensor& t, const char* name) const {
-    require(t.defined(), "{} is undefined", name);
-    require(t.ndim() == 2, "{} is {}, expected a matrix", name, t.describe());
-  }
   // Defined, on the call's device, of `dtype` and exactly `shape`.
   void tensor(const Tensor& t, const char* name, DType dtype, const Shape& shape) const {
     require(t.defined(), "{} is undefined", name);
@@ -42,29 +27,14 @@ class Fp8Call {
     require(t.dtype() == dtype && t.shape() == shape, "{} is {}, expected {}{}", name, t.describe(),
             dtype_name(dtype), shape_str(shape));
   }
-  // f32, or bf16 on CUDA.
-  void floats(const Tensor& t, const char* name) const {
-    on_device(t, name);
-    const bool ok = t.dtype() == DType::F32 || (device_.is_cuda() && t.dtype() == DType::BF16);
-    require(ok, "{} is {}, expected {}", name, t.describe(), device_.is_cuda() ? "f32 or bf16" : "f32");
-  }
-
- private:
-  void on_device(const Tensor& t, const char* name) const {
-    require(t.device() == device_, "{} is on {} but the call's first tensor is on {}", name, t.device().str(),
-            device_.str());
-  }
-
-  const char* op_;
-  Device device_;
 };
 
 }  // namespace
 
 void quantize_fp8_rows(const Tensor& x, Tensor& q, Tensor& scales) {
   const Fp8Call c("quantize_fp8_rows", x);
-  c.matrix(x, "x");
-  c.floats(x, "x");
+  c.rank(x, "x", 2);
+  c.float_dtype(x, "x");
   c.tensor(q, "q", DType::U8, x.shape());
   c.tensor(scales, "scales", DType::F32, {x.dim(0)});
   VEOMNI_FP8_BACKEND(quantize_fp8_rows, c.device(), x, q, scales);
@@ -72,8 +42,8 @@ void quantize_fp8_rows(const Tensor& x, Tensor& q, Tensor& scales) {
 
 void quantize_fp8_cols_transposed(const Tensor& x, Tensor& qt, Tensor& scales) {
   const Fp8Call c("quantize_fp8_cols_transposed", x);
-  c.matrix(x, "x");
-  c.floats(x, "x");
+  c.rank(x, "x", 2);
+  c.float_dtype(x, "x");
   c.tensor(qt, "qt", DType::U8, {x.dim(1), x.dim(0)});
   c.tensor(scales, "scales", DType::F32, {x.dim(1)});
   VEOMNI_FP8_BACKEND(quantize_fp8_cols_transposed, c.device(), x, qt, scales);
@@ -82,15 +52,15 @@ void quantize_fp8_cols_transposed(const Tensor& x, Tensor& qt, Tensor& scales) {
 void matmul_fp8_tn(const Tensor& a, const Tensor& a_scales, const Tensor& b, const Tensor& b_scales, Tensor& out,
                    float beta) {
   const Fp8Call c("matmul_fp8_tn", a);
-  c.matrix(a, "a");
-  c.matrix(b, "b");
+  c.rank(a, "a", 2);
+  c.rank(b, "b", 2);
   const int64_t m = a.dim(0), k = a.dim(1), n = b.dim(0);
   c.tensor(a, "a", DType::U8, {m, k});
   c.tensor(b, "b", DType::U8, {n, k});
   c.tensor(a_scales, "a_scales", DType::F32, {m});
   c.tensor(b_scales, "b_scales", DType::F32, {n});
-  c.matrix(out, "out");
-  c.floats(out, "out");
+  c.rank(out, "out", 2);
+  c.float_dtype(out, "out");
   c.require(out.shape() == Shape{m, n}, "out is {}, expected shape {}", out.describe(), shape_str({m, n}));
   if (c.device().is_cuda())
     c.require(m % 16 == 0 && n % 16 == 0 && k % 16 == 0,
