@@ -1,49 +1,34 @@
 // The op API's front door for the speech ops (talker, code2wav): checks each call, then runs the backend of the
 // tensors' device (kernels/cpu/speech_ops.cc, kernels/cuda/speech_ops.cu).
-#include <spdlog/fmt/fmt.h>
-
 #include <cmath>
 #include <string>
 
 #include "core/error.h"
 #include "kernels/cpu/ops_cpu.h"
+#include "kernels/op_call.h"
 #include "kernels/ops.h"
 
 #if defined(VEOMNI_WITH_CUDA) && __has_include("kernels/cuda/ops_cuda.h")
 #include "kernels/cuda/ops_cuda.h"
 #define VEOMNI_SPEECH_BACKEND(op, device, ...) ((device).is_cuda() ? cuda::op(__VA_ARGS__) : cpu::op(__VA_ARGS__))
 #else
-#define VEOMNI_SPEECH_BACKEND(op, device, ...)                                                                   \
-  ((device).is_cuda() ? throw Error(fmt::format("ops::{}: tensors are on {} but this build has no CUDA kernels", \
-                                                #op, (device).str()))                                             \
-                      : cpu::op(__VA_ARGS__))
+#define VEOMNI_SPEECH_BACKEND(op, device, ...) \
+  ((device).is_cuda() ? no_cuda_kernels(#op, device) : cpu::op(__VA_ARGS__))
 #endif
 
 namespace veomni::ops {
 namespace {
 
-// The checks of one call; each failure throws veomni::Error naming the op and the argument.
-class SpeechCall {
+// The checks of one speech call.
+class SpeechCall : public OpCall {
  public:
-  SpeechCall(const char* op, const Tensor& first) : op_(op), device_(first.device()) {}
-  Device device() const { return device_; }
+  using OpCall::OpCall;
 
-  template <typename... Args>
-  void require(bool condition, fmt::format_string<Args...> format, Args&&... args) const {
-    if (!condition) throw Error(fmt::format("ops::{}: {}", op_, fmt::format(format, std::forward<Args>(args)...)));
-  }
   // Defined, on the call's device, f32 (bf16 too on CUDA), of exactly `shape`.
   void floats(const Tensor& t, const char* name, const Shape& shape) const {
     require(t.defined(), "{} is undefined", name);
-    require(t.device() == device_, "{} is on {} but the call's first tensor is on {}", name, t.device().str(),
-            device_.str());
-    const bool ok = t.dtype() == DType::F32 || (device_.is_cuda() && t.dtype() == DType::BF16);
-    require(ok, "{} is {}, expected {}", name, t.describe(), device_.is_cuda() ? "f32 or bf16" : "f32");
+    float_dtype(t, name);
     require(t.shape() == shape, "{} is {}, expected shape {}", name, t.describe(), shape_str(shape));
-  }
-  void rank(const Tensor& t, const char* name, int ndim) const {
-    require(t.defined(), "{} is undefined", name);
-    require(t.ndim() == ndim, "{} is {}, expected {} dimensions", name, t.describe(), ndim);
   }
   void disjoint(const Tensor& out, const char* out_name, const Tensor& in, const char* in_name) const {
     if (!out.defined() || !in.defined() || out.numel() == 0 || in.numel() == 0) return;
@@ -51,10 +36,6 @@ class SpeechCall {
     const char* i = static_cast<const char*>(in.raw_data());
     require(!(o < i + in.nbytes() && i < o + out.nbytes()), "{} overlaps {} in memory", out_name, in_name);
   }
-
- private:
-  const char* op_;
-  Device device_;
 };
 
 }  // namespace

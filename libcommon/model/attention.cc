@@ -44,15 +44,15 @@ Tensor fold_repeated_heads(const Tensor& x, int64_t rep) {
   return out;
 }
 
-Attention::Attention(ParamStore& store, const ModelConfig& config, const std::string& prefix)
+Attention::Attention(ParamStore& store, const ModelConfig& config, const std::string& prefix, bool fp8)
     : num_heads_(config.num_attention_heads),
       num_kv_heads_(config.num_key_value_heads),
       head_dim_(config.head_dim),
       scale_(static_cast<float>(1.0 / std::sqrt(static_cast<double>(config.head_dim)))),
-      q_proj_(store, prefix + "self_attn.q_proj.weight", {config.q_size(), config.hidden_size}),
-      k_proj_(store, prefix + "self_attn.k_proj.weight", {config.kv_size(), config.hidden_size}),
-      v_proj_(store, prefix + "self_attn.v_proj.weight", {config.kv_size(), config.hidden_size}),
-      o_proj_(store, prefix + "self_attn.o_proj.weight", {config.hidden_size, config.q_size()}),
+      q_proj_(store, prefix + "self_attn.q_proj.weight", {config.q_size(), config.hidden_size}, fp8),
+      k_proj_(store, prefix + "self_attn.k_proj.weight", {config.kv_size(), config.hidden_size}, fp8),
+      v_proj_(store, prefix + "self_attn.v_proj.weight", {config.kv_size(), config.hidden_size}, fp8),
+      o_proj_(store, prefix + "self_attn.o_proj.weight", {config.hidden_size, config.q_size()}, fp8),
       q_norm_(store.add(prefix + "self_attn.q_norm.weight", {config.head_dim}), config.rms_norm_eps),
       k_norm_(store.add(prefix + "self_attn.k_norm.weight", {config.head_dim}), config.rms_norm_eps) {
   VEOMNI_CHECK(num_kv_heads_ > 0 && num_heads_ % num_kv_heads_ == 0, "{} attention heads over {} kv heads",

@@ -34,8 +34,9 @@ class Attention {
     Saved saved;
   };
 
-  // Registers `{prefix}self_attn.*` (and the projections' LoRA adapters) in the store's current group.
-  Attention(ParamStore& store, const ModelConfig& config, const std::string& prefix);
+  // Registers `{prefix}self_attn.*` (and the projections' LoRA adapters) in the store's current group. fp8: the
+  // projections' GEMMs in FP8 (model/layers/linear.h).
+  Attention(ParamStore& store, const ModelConfig& config, const std::string& prefix, bool fp8 = false);
 
   // x [S_local, hidden] (already normalised) -> [S_local, hidden]; saved is empty unless save.
   Output forward(const Tensor& x, const LayerInputs& in, bool save) const;

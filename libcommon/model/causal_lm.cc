@@ -85,7 +85,8 @@ TextBody::Impl::Impl(const ModelConfig& c, const ModelOptions& o, ParamStore* ex
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
     store.begin_group("layers." + std::to_string(i));
     layers.push_back(
-        std::make_unique<DecoderLayer>(store, config, i, options.hooks.experts, options.recompute, prefix));
+        std::make_unique<DecoderLayer>(store, config, i, options.hooks.experts, options.recompute, prefix,
+                                       options.fp8_linears));
   }
   // The heads register their projections after the final norm, in the same group (see HeadSite).
   store.begin_group("head");

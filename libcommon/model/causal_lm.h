@@ -26,6 +26,9 @@ struct ModelOptions {
   Device device = Device::cpu();
   DType compute_dtype = DType::F32;  // parameter/activation dtype for compute (bf16 on GPU mixed precision)
   bool recompute = false;            // activation recomputation per decoder layer (saves only layer inputs)
+  // The decoder layers' dense projections (q/k/v/o, gate/up/down) run their forward and input-gradient GEMMs in
+  // FP8 (model/layers/linear.h): CUDA with bf16 compute only, which the caller checks.
+  bool fp8_linears = false;
   ParallelHooks hooks;               // null members mean single process
   // Multimodal models (Qwen3-VL, the Qwen3-Omni thinker) nest the text model under other names and rotate with
   // M-RoPE; the defaults are the plain Qwen3 model's.

@@ -17,14 +17,15 @@ std::string layer_prefix(const std::string& model_prefix, int64_t index) {
 }  // namespace
 
 DecoderLayer::DecoderLayer(ParamStore& store, const ModelConfig& config, int64_t index, const ExpertHooks* experts,
-                           bool recompute, const std::string& model_prefix)
+                           bool recompute, const std::string& model_prefix, bool fp8_linears)
     : recompute_(recompute),
       input_norm_(store.add(layer_prefix(model_prefix, index) + "input_layernorm.weight", {config.hidden_size}),
                   config.rms_norm_eps),
-      attention_(store, config, layer_prefix(model_prefix, index)),
+      attention_(store, config, layer_prefix(model_prefix, index), fp8_linears),
       mlp_(config.layer_is_sparse(index) ? nullptr
                                          : std::make_unique<Mlp>(store, layer_prefix(model_prefix, index),
-                                                                 config.hidden_size, config.intermediate_size)),
+                                                                 config.hidden_size, config.intermediate_size,
+                                                                 fp8_linears)),
       moe_(config.layer_is_sparse(index)
                ? std::make_unique<MoeBlock>(store, config, layer_prefix(model_prefix, index), experts)
                : nullptr),

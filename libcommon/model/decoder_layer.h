@@ -42,9 +42,10 @@ class DecoderLayer {
     std::optional<RouterStats> router_stats;  // a sparse layer's, save or not; empty for a dense layer
   };
 
-  // Registers `{model_prefix}layers.{index}.*` in the store's current group.
+  // Registers `{model_prefix}layers.{index}.*` in the store's current group. fp8_linears: the attention and dense
+  // MLP projections run their GEMMs in FP8 (model/layers/linear.h); the experts do not.
   DecoderLayer(ParamStore& store, const ModelConfig& config, int64_t index, const ExpertHooks* experts,
-               bool recompute, const std::string& model_prefix = "model.");
+               bool recompute, const std::string& model_prefix = "model.", bool fp8_linears = false);
 
   // h [S_local, hidden] -> h + attn(...) + mlp(...); saved is empty unless save.
   Output forward(const Tensor& h, const LayerInputs& in, bool save) const;

@@ -6,10 +6,10 @@
 
 namespace veomni {
 
-Mlp::Mlp(ParamStore& store, const std::string& prefix, int64_t hidden, int64_t intermediate)
-    : gate_proj_(store, prefix + "mlp.gate_proj.weight", {intermediate, hidden}),
-      up_proj_(store, prefix + "mlp.up_proj.weight", {intermediate, hidden}),
-      down_proj_(store, prefix + "mlp.down_proj.weight", {hidden, intermediate}) {}
+Mlp::Mlp(ParamStore& store, const std::string& prefix, int64_t hidden, int64_t intermediate, bool fp8)
+    : gate_proj_(store, prefix + "mlp.gate_proj.weight", {intermediate, hidden}, fp8),
+      up_proj_(store, prefix + "mlp.up_proj.weight", {intermediate, hidden}, fp8),
+      down_proj_(store, prefix + "mlp.down_proj.weight", {hidden, intermediate}, fp8) {}
 
 void Mlp::fuse_gate_up() {
   Parameter& gate = gate_proj_.weight();

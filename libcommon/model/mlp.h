@@ -23,8 +23,8 @@ class Mlp {
   };
 
   // Registers `{prefix}mlp.{gate,up,down}_proj.weight` (each followed by its LoRA adapter, if any) in the store's
-  // current group.
-  Mlp(ParamStore& store, const std::string& prefix, int64_t hidden, int64_t intermediate);
+  // current group. fp8: the projections' GEMMs in FP8 (model/layers/linear.h).
+  Mlp(ParamStore& store, const std::string& prefix, int64_t hidden, int64_t intermediate, bool fp8 = false);
 
   // saved is empty unless save.
   Output forward(const Tensor& x, bool save) const;

@@ -52,6 +52,11 @@ ModelOptions run_model_options(const TrainConfig& config, Device device, const R
   if (device.is_cpu() && config.compute_dtype() != DType::F32)
     spdlog::info("CPU backend: computing in float32 (mixed precision applies to the CUDA backend)");
   options.recompute = config.train.gradient_checkpointing.enable;
+  options.fp8_linears = config.train.accelerator.fp8;
+  if (options.fp8_linears && (device.is_cpu() || options.compute_dtype != DType::BF16))
+    throw InputError(fmt::format("train.accelerator.fp8 needs a CUDA device with bf16 compute, but this run computes "
+                                 "in {} on {} (train.device auto found no GPU, or this build has no CUDA)",
+                                 dtype_name(options.compute_dtype), device.str()));
   options.hooks.sequence = parallel.ulysses.get();
   options.hooks.experts = parallel.expert_parallel.get();
   options.lora_config = config.model.lora_config;

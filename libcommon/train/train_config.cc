@@ -101,6 +101,7 @@ ConfigSchema<TrainConfig> build_schema() {
   VEOMNI_CONFIG_FIELD(s, train.accelerator.ulysses_size, "Ulysses sequence-parallel size; divides the world size.");
   VEOMNI_CONFIG_FIELD(s, train.accelerator.ep_size, "Expert-parallel size (MoE); divides the world size and the number of experts.");
   VEOMNI_CONFIG_FIELD(s, train.accelerator.dist_timeout, "Seconds a rank waits in one collective for its peers before the run aborts, naming the ranks that did not arrive (exit 1); 0 waits forever. The environment variable VEOMNI_COLLECTIVE_TIMEOUT overrides it.");
+  VEOMNI_CONFIG_FIELD(s, train.accelerator.fp8, "FP8 linears: the decoder layers' dense projections (q/k/v/o, gate/up/down) compute y = x W^T and dx = dy W as E4M3 GEMMs with one scale per row of each operand (per token; per weight row, per weight column for dx), f32 accumulation and bf16 output; dW, the master weights, the experts, the embeddings, the LM head, the vision and audio towers and LoRA adapters stay as they are. CUDA with bf16 compute only (mixed precision on, param_dtype bfloat16).");
   VEOMNI_CONFIG_FIELD(s, train.accelerator.fsdp_config.mixed_precision.enable, "Compute in param_dtype with float32 master weights; false computes in float32.");
   VEOMNI_CONFIG_FIELD(s, train.accelerator.fsdp_config.mixed_precision.param_dtype, "Compute dtype of parameters and activations under mixed precision.", {.choices = {"bfloat16", "float32"}});
   VEOMNI_CONFIG_FIELD(s, train.accelerator.fsdp_config.mixed_precision.reduce_dtype, "Dtype of gradient reduction under mixed precision.", {.choices = {"float32", "bfloat16"}});
@@ -178,6 +179,13 @@ void validate_accelerator_and_checkpoint(const TrainArgs& t) {
   check(a.ulysses_size >= 1, fmt::format("train.accelerator.ulysses_size must be >= 1, got {}", a.ulysses_size));
   check(a.ep_size >= 1, fmt::format("train.accelerator.ep_size must be >= 1, got {}", a.ep_size));
   check(a.dist_timeout >= 0, fmt::format("train.accelerator.dist_timeout must be >= 0 seconds, got {}", a.dist_timeout));
+  check(!a.fp8 || t.device != "cpu",
+        "train.accelerator.fp8 needs a CUDA device, but train.device is cpu (FP8 GEMMs run on Hopper GPUs only)");
+  const MixedPrecisionArgs& mp = a.fsdp_config.mixed_precision;
+  check(!a.fp8 || (t.precision != "fp32" && mp.enable && mp.param_dtype == "bfloat16"),
+        fmt::format("train.accelerator.fp8 needs bf16 compute, but it is float32 (train.precision {}, "
+                    "train.accelerator.fsdp_config.mixed_precision.enable {}, param_dtype {})",
+                    t.precision, mp.enable, mp.param_dtype));
   const CheckpointArgs& ck = t.checkpoint;
   check(!ck.output_dir.empty(), "train.checkpoint.output_dir is empty");
   check(ck.save_steps >= -1, fmt::format("train.checkpoint.save_steps must be >= -1, got {}", ck.save_steps));

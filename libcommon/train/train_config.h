@@ -76,6 +76,9 @@ struct AcceleratorArgs {
   int64_t ulysses_size = 1;  // sequence-parallel group size
   int64_t ep_size = 1;       // expert-parallel group size
   double dist_timeout = 600;  // seconds a rank waits in one collective before the run aborts; 0 waits forever
+  // The decoder layers' dense projections run their forward and input-gradient GEMMs as rowwise-scaled FP8 (E4M3);
+  // CUDA with bf16 compute only.
+  bool fp8 = false;
   FsdpArgs fsdp_config;
   bool operator==(const AcceleratorArgs&) const = default;
 };

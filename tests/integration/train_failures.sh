@@ -53,6 +53,15 @@ case "$case" in
   no_gpu)  # train.device cuda with no GPU visible (CUDA_VISIBLE_DEVICES hides them; or a build without CUDA)
     CUDA_VISIBLE_DEVICES="" RUN_DEVICE=cuda run 2 2 "train.device is cuda but (no GPU is visible|this build has no CUDA)" \
       configs/qwen3_toy.yaml "${common[@]}" --train.checkpoint.output_dir "$work/run" ;;
+  fp8_on_cpu)  # FP8 linears are CUDA-only: refused from the config when train.device is cpu
+    run 1 2 "train\.accelerator\.fp8 needs a CUDA device, but train\.device is cpu" configs/qwen3_toy.yaml \
+      "${common[@]}" --train.accelerator.fp8 true --train.checkpoint.output_dir "$work/run" ;;
+  fp8_auto_without_gpu)  # ... and when train.device auto finds no GPU, once the device is known
+    CUDA_VISIBLE_DEVICES="" RUN_DEVICE=auto run 1 2 "train\.accelerator\.fp8 needs a CUDA device with bf16 compute, but this run computes in f32 on cpu" \
+      configs/qwen3_toy.yaml "${common[@]}" --train.accelerator.fp8 true --train.checkpoint.output_dir "$work/run" ;;
+  fp8_fp32)  # ... and with float32 compute
+    RUN_DEVICE=auto run 1 2 "train\.accelerator\.fp8 needs bf16 compute, but it is float32" configs/qwen3_toy.yaml \
+      "${common[@]}" --train.accelerator.fp8 true --train.precision fp32 --train.checkpoint.output_dir "$work/run" ;;
   memory_scaling)  # parameters + gradients + optimizer state per rank fall as 1/N (up to shard padding)
     for np in 1 2 4; do
       mpirun --oversubscribe -np "$np" "$bin/veomni-train" configs/qwen3_toy.yaml "${common[@]}" --train.max_steps 1 \

@@ -170,9 +170,10 @@ TEST(TrainConfig, LoadsEveryKeyFixture) {
   const auto values = schema.values(c);
   for (size_t i = 0; i < values.size(); ++i)
     // adamw is the only optimizer, sft the only objective this version trains (the others are refused);
-    // data.datasets excludes data.train_path (the Datasets tests load it).
+    // data.datasets excludes data.train_path (the Datasets tests load it); train.accelerator.fp8 needs CUDA with bf16
+    // compute, and the fixture trains on the CPU in fp32 (ValidateErrors checks the refusal).
     if (schema.fields()[i].key != "train.optimizer.type" && schema.fields()[i].key != "train.objective" &&
-        schema.fields()[i].key != "data.datasets") {
+        schema.fields()[i].key != "data.datasets" && schema.fields()[i].key != "train.accelerator.fp8") {
       EXPECT_NE(values[i], defaults[i]) << schema.fields()[i].key;
     }
 }
@@ -342,7 +343,8 @@ TEST(TrainConfig, ToYamlListsEveryKeyBySection) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("    betas: [0.9, 0.95]\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("  accelerator:\n    ulysses_size: 1\n    ep_size: 1\n    dist_timeout: 600.0\n    fsdp_config:\n"
+  EXPECT_NE(text.find("  accelerator:\n    ulysses_size: 1\n    ep_size: 1\n    dist_timeout: 600.0\n    fp8: false\n"
+                      "    fsdp_config:\n"
                       "      mixed_precision:\n"
                       "        enable: true\n"),
             std::string::npos)
@@ -420,6 +422,21 @@ TEST(TrainConfig, ValidateErrors) {
       {[](TrainConfig& c) { c.train.accelerator.ep_size = 0; }, "train.accelerator.ep_size must be >= 1"},
       {[](TrainConfig& c) { c.train.accelerator.fsdp_config.mixed_precision.reduce_dtype = "float16"; },
        "train.accelerator.fsdp_config.mixed_precision.reduce_dtype must be one of float32, bfloat16, got 'float16'"},
+      {[](TrainConfig& c) {
+         c.train.accelerator.fp8 = true;
+         c.train.device = "cpu";
+       },
+       "train.accelerator.fp8 needs a CUDA device, but train.device is cpu"},
+      {[](TrainConfig& c) {
+         c.train.accelerator.fp8 = true;
+         c.train.precision = "fp32";
+       },
+       "train.accelerator.fp8 needs bf16 compute, but it is float32 (train.precision fp32"},
+      {[](TrainConfig& c) {
+         c.train.accelerator.fp8 = true;
+         c.train.accelerator.fsdp_config.mixed_precision.param_dtype = "float32";
+       },
+       "train.accelerator.fp8 needs bf16 compute, but it is float32"},
       {[](TrainConfig& c) { c.train.checkpoint.output_dir.clear(); }, "train.checkpoint.output_dir is empty"},
       {[](TrainConfig& c) { c.train.checkpoint.save_steps = -2; }, "train.checkpoint.save_steps must be >= -1"},
       {[](TrainConfig& c) { c.train.checkpoint.save_total_limit = -2; }, "train.checkpoint.save_total_limit must be >= 0"},

@@ -1,5 +1,6 @@
 // Bias-free linear layer y = x W^T over a Parameter (with its LoRA adapter when it has one); forward returns the
-// input that the gradients need.
+// input that the gradients need. With fp8 on, y = x W^T and dx = dy W run as rowwise-scaled E4M3 GEMMs where
+// model/layers/fp8_linear.h applies (CUDA, bf16); dW = dy^T x and the adapter stay in the compute dtype.
 #pragma once
 #include <string>
 
@@ -23,7 +24,7 @@ class Linear {
   explicit Linear(Parameter* weight, LoraAdapter adapter = {}) : weight_(weight), adapter_(adapter) {}
   // Registers `name` of `shape` [out, in] in the store's current group, and its adapter right after it when the
   // store's LoRA settings target its module.
-  Linear(ParamStore& store, const std::string& name, const Shape& shape);
+  Linear(ParamStore& store, const std::string& name, const Shape& shape, bool fp8 = false);
 
   // x [N, in] -> [N, out]; saved is empty unless save.
   Output forward(const Tensor& x, bool save) const;
@@ -40,9 +41,12 @@ class Linear {
 
  private:
   void parameter_grads(Saved saved, const Tensor& dy, Tensor& dx) const;
+  // dx (+)= dy W (beta 0 or 1), through FP8 when it applies.
+  void input_grad(const Tensor& dy, Tensor& dx, float beta) const;
 
   Parameter* weight_;
   LoraAdapter adapter_;
+  bool fp8_ = false;
 };
 
 }  // namespace veomni
