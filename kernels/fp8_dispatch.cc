@@ -1,11 +1,11 @@
 // The op API's front door for the FP8 ops (kernels/fp8_ops.h): checks each call, then runs the backend of the
 // tensors' device (kernels/cpu/fp8.cc, kernels/cuda/fp8_quantize.cu and fp8_gemm.cu).
-#include "kernels/cpu/fp8.h"
+#include "kernels/cpu/ops_cpu.h"
 #include "kernels/fp8_ops.h"
 #include "kernels/op_call.h"
 
-#if defined(VEOMNI_WITH_CUDA) && __has_include("kernels/cuda/fp8_cuda.h")
-#include "kernels/cuda/fp8_cuda.h"
+#if defined(VEOMNI_WITH_CUDA) && __has_include("kernels/cuda/ops_cuda.h")
+#include "kernels/cuda/ops_cuda.h"
 #define VEOMNI_FP8_BACKEND(op, device, ...) ((device).is_cuda() ? cuda::op(__VA_ARGS__) : cpu::op(__VA_ARGS__))
 #else
 #define VEOMNI_FP8_BACKEND(op, device, ...) \

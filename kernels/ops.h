@@ -9,8 +9,9 @@
 // - All tensors of one call live on one device; an op throws veomni::Error on a shape/dtype/device mismatch.
 //
 // Adding an op: its signature and documentation go once into kernels/op_list.h (kernels/decode_op_list.h for an op
-// of decoding), which this header and both backends (kernels/cpu/ops_cpu.h, kernels/cuda/ops_cuda.h) expand; its
-// checks and routing into kernels/dispatch.cc (speech ops: kernels/speech_dispatch.cc); its kernels into
+// of decoding, kernels/fp8_op_list.h for an FP8 op), which this header (decode_ops.h, fp8_ops.h) and both backends
+// (kernels/cpu/ops_cpu.h, kernels/cuda/ops_cuda.h) expand; its checks and routing into kernels/dispatch.cc (speech
+// ops: kernels/speech_dispatch.cc, FP8 ops: kernels/fp8_dispatch.cc); its kernels into
 // veomni::ops::cpu (kernels/cpu/<family>.cc) and veomni::ops::cuda (kernels/cuda/<family>.cu).
 #pragma once
 #include <cstdint>

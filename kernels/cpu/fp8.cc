@@ -1,6 +1,6 @@
 // CPU FP8 ops: the E4M3 conversions done by hand (round to nearest even, saturation, subnormals), rowwise and
 // columnwise quantization, and the scaled TN GEMM over the dequantized operands in f32.
-#include "kernels/cpu/fp8.h"
+#include "kernels/cpu/ops_cpu.h"
 
 #include <algorithm>
 #include <cmath>

@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "kernels/cuda/fp8_cuda.h"
+#include "kernels/cuda/ops_cuda.h"
 #include "kernels/cuda/kernel_utils.cuh"
 
 namespace veomni::ops::cuda {

@@ -4,7 +4,7 @@
 // so the bytes equal the CPU reference's.
 #include <cuda_fp8.h>
 
-#include "kernels/cuda/fp8_cuda.h"
+#include "kernels/cuda/ops_cuda.h"
 #include "kernels/cuda/kernel_utils.cuh"
 #include "kernels/fp8_ops.h"
 

@@ -1,5 +1,5 @@
-// The CUDA backend of the op API: every op of kernels/op_list.h and kernels/decode_op_list.h with the CPU backend's
-// signatures, for tensors on Device::cuda(), one .cu file per op family. kernels/dispatch.cc (and
+// The CUDA backend of the op API: every op of kernels/op_list.h, kernels/decode_op_list.h and kernels/fp8_op_list.h
+// with the CPU backend's signatures, for tensors on Device::cuda(), one .cu file per op family. kernels/dispatch.cc (and
 // kernels/speech_dispatch.cc) check shapes, dtypes and devices before calling them. Activations and weights may be
 // f32 or bf16, each tensor independently (sums in fp32 or wider); statistics, tables and states stay f32.
 // Every op is queued on cuda_rt::stream(); only those that return host data (sum, sum_squares, moe_permute's
@@ -18,6 +18,8 @@ namespace veomni::ops::cuda {
 #define VEOMNI_OP(return_type, name, params) return_type name params;
 #define VEOMNI_CUDA_ONLY_OP(return_type, name, params) return_type name params;
 #include "kernels/decode_op_list.h"
+#define VEOMNI_OP(return_type, name, params) return_type name params;
+#include "kernels/fp8_op_list.h"
 
 // Settings of the backend, not ops.
 
