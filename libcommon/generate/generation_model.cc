@@ -59,13 +59,35 @@ GenerationModel multimodal_language_model(const std::string& dir, Device device)
   const ThinkerConfig thinker = load_thinker_config(dir);
   GenerationModel out;
   out.config = thinker.text;
-  out.model_type = thinker.model_type + " (its language model: text prompts only)";
+  out.model_type = thinker.model_type;
   ModelOptions options;
   options.param_prefix = thinker.text_prefix;
   options.lm_head_name = thinker.lm_head_name;
   options.mrope_section = thinker.mrope_section;
   out.model = empty_model(out.config, device, options);
   out.mrope = true;
+  return out;
+}
+
+// The media encoders of a multimodal directory over the loaded language model: the towers' tensors read, the token
+// embedding shared; the other language-model parameters stay unmaterialised (no second copy).
+std::unique_ptr<MultimodalLM> media_encoders(const std::string& dir, CausalLM& language_model, Device device) {
+  const ThinkerConfig thinker = load_thinker_config(dir);
+  MultimodalOptions options;
+  options.lm.device = device;
+  options.lm.compute_dtype = device.is_cuda() ? DType::BF16 : DType::F32;
+  options.lm.materialize = false;
+  auto out = std::make_unique<MultimodalLM>(thinker, options);
+  const std::string embedding = thinker.text_prefix + "embed_tokens.weight";
+  const HfCheckpointSource source(dir);
+  for (const std::unique_ptr<Parameter>& param : out->params().all()) {
+    const Parameter* text = language_model.params().find(param->name);
+    if (text != nullptr) {
+      if (param->name == embedding) param->value = text->value;
+      continue;
+    }
+    param->value = read_hf_parameter(source, *param, options.lm.compute_dtype).to(device);
+  }
   return out;
 }
 
@@ -84,6 +106,10 @@ GenerationModel load_hf_directory(const std::string& dir, Device device) {
   VEOMNI_INPUT_CHECK(source.contains(lm_head) || out.config.tie_word_embeddings,
                      "{}: no {}: not a causal LM (a reward or value model has no LM head)", dir, lm_head);
   load_hf_weights(out.model->params(), source);
+  if (out.mrope) {
+    out.multimodal = media_encoders(dir, *out.model, device);
+    out.multimodal_type = out.multimodal->config().model_type;
+  }
   out.source = "HF directory " + dir;
   out.tokenizer_dir = dir;
   out.eos_token_ids = directory_eos_ids(dir, out.config);

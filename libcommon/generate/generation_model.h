@@ -9,6 +9,7 @@
 #include "core/tensor.h"
 #include "model/causal_lm.h"
 #include "model/model_config.h"
+#include "model/thinker/multimodal_lm.h"
 
 namespace veomni {
 
@@ -20,12 +21,17 @@ struct GenerationModel {
   std::string tokenizer_dir;           // where tokenizer.json is looked for ("" when the model names none)
   std::vector<int64_t> eos_token_ids;  // generation_config.json's eos_token_id, else config.json's
   bool mrope = false;                  // a multimodal model's language model: M-RoPE positions
+  // A multimodal HF directory's media side, for prompts with media (generate/media_prompt.h): its vision tower and
+  // audio encoder loaded, its token embedding shared with `model`; the rest of its language model is left
+  // unmaterialised (the language model runs in `model`). Null for a text model or a checkpoint.
+  std::unique_ptr<MultimodalLM> multimodal;
+  std::string multimodal_type;  // config.json's model_type of a multimodal directory (qwen3_vl, qwen3_omni_moe, ...)
 };
 
 // `path`: a HuggingFace directory (config.json + safetensors, as veomni-ckpt-merge writes it), or what veomni-score
 // --checkpoint takes (global_step_N, a checkpoints directory naming `latest`, a run directory). Compute in f32 on the
 // CPU, bf16 on a GPU. A multimodal directory (Qwen3-VL, Qwen3-VL-MoE, the Qwen3-Omni thinker) loads its language
-// model only, for text-only prompts. InputError for a missing path, a reward/value model, a multimodal or
+// model and its media encoders (`multimodal`). InputError for a missing path, a reward/value model, a multimodal or
 // adapter-only checkpoint.
 GenerationModel load_generation_model(const std::string& path, Device device);
 
