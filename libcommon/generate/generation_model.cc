@@ -71,11 +71,12 @@ GenerationModel multimodal_language_model(const std::string& dir, Device device)
 
 // The media encoders of a multimodal directory over the loaded language model: the towers' tensors read, the token
 // embedding shared; the other language-model parameters stay unmaterialised (no second copy).
-std::unique_ptr<MultimodalLM> media_encoders(const std::string& dir, CausalLM& language_model, Device device) {
+std::unique_ptr<MultimodalLM> media_encoders(const std::string& dir, CausalLM& language_model) {
   const ThinkerConfig thinker = load_thinker_config(dir);
+  const HeadSite site = language_model.body().head_site();
   MultimodalOptions options;
-  options.lm.device = device;
-  options.lm.compute_dtype = device.is_cuda() ? DType::BF16 : DType::F32;
+  options.lm.device = site.device;
+  options.lm.compute_dtype = site.compute_dtype;
   options.lm.materialize = false;
   auto out = std::make_unique<MultimodalLM>(thinker, options);
   const std::string embedding = thinker.text_prefix + "embed_tokens.weight";
@@ -86,7 +87,7 @@ std::unique_ptr<MultimodalLM> media_encoders(const std::string& dir, CausalLM& l
       if (param->name == embedding) param->value = text->value;
       continue;
     }
-    param->value = read_hf_parameter(source, *param, options.lm.compute_dtype).to(device);
+    param->value = read_hf_parameter(source, *param, options.lm.compute_dtype).to(site.device);
   }
   return out;
 }
@@ -106,10 +107,8 @@ GenerationModel load_hf_directory(const std::string& dir, Device device) {
   VEOMNI_INPUT_CHECK(source.contains(lm_head) || out.config.tie_word_embeddings,
                      "{}: no {}: not a causal LM (a reward or value model has no LM head)", dir, lm_head);
   load_hf_weights(out.model->params(), source);
-  if (out.mrope) {
-    out.multimodal = media_encoders(dir, *out.model, device);
-    out.multimodal_type = out.multimodal->config().model_type;
-  }
+  if (out.mrope) out.multimodal_type = load_thinker_config(dir).model_type;
+  out.hf_directory = dir;
   out.source = "HF directory " + dir;
   out.tokenizer_dir = dir;
   out.eos_token_ids = directory_eos_ids(dir, out.config);
@@ -141,6 +140,15 @@ GenerationModel load_checkpoint(const std::string& path, Device device) {
 }
 
 }  // namespace
+
+void load_media_encoders(GenerationModel& model) {
+  if (model.multimodal) return;
+  VEOMNI_INPUT_CHECK(!model.multimodal_type.empty(),
+                     "the model ({}, {}) has no media encoders: image, video and audio need a Qwen3-VL, "
+                     "Qwen3-VL-MoE or Qwen3-Omni HF directory",
+                     model.model_type, model.source);
+  model.multimodal = media_encoders(model.hf_directory, *model.model);
+}
 
 GenerationModel load_generation_model(const std::string& path, Device device) {
   VEOMNI_INPUT_CHECK(fs::is_directory(path),

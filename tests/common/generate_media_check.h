@@ -70,7 +70,7 @@ inline void expect_cached_generation_matches_full_forward(const std::string& fam
   for (const auto& p : reference.params().all()) weights.read_into(p->name, p->value);
 
   GenerationModel loaded = load_generation_model(dir, Device::cpu());
-  ASSERT_TRUE(loaded.multimodal != nullptr);
+  load_media_encoders(loaded);
   std::vector<std::vector<int64_t>> prompts;
   for (size_t i = 0; i < samples.size(); ++i)
     prompts.push_back(samples[i] ? sample_prompt_ids(*samples[i], "prompt") : texts[i]);

@@ -8,13 +8,16 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "data/audio_length.h"
 #include "data/constants.h"
+#include "core/error.h"
 #include "data/mrope_positions.h"
+#include "generate/prompt_file.h"
 #include "tests/common/generate_media_check.h"
 #include "tests/common/scratch_dir.h"
 
@@ -121,6 +124,7 @@ TEST_F(GenerateMedia, PixelsChangeTheFirstLogits) {
   std::filesystem::copy_file(fixture + "/config.json", dir + "/config.json");
   std::filesystem::copy_file(fixture + "/weights.safetensors", dir + "/model.safetensors");
   GenerationModel loaded = load_generation_model(dir, Device::cpu());
+  load_media_encoders(loaded);
   auto first_logits = [&](int64_t seed) {
     const Sample sample = synthetic_sample(false, VisionGrid{1, 4, 4}, 0, {5, 17, 30}, {92, 6}, seed);
     GenerateOptions options;
@@ -140,6 +144,24 @@ TEST_F(GenerateMedia, PixelsChangeTheFirstLogits) {
   float largest = 0;
   for (size_t v = 0; v < a.size(); ++v) largest = std::max(largest, std::abs(a[v] - b[v]));
   EXPECT_GT(largest, 1e-3f);
+}
+
+// A text model has no media encoders; a prompt file's records know their media and where their paths resolve.
+TEST_F(GenerateMedia, TextModelHasNoEncodersAndRecordsKnowTheirMediaDirectory) {
+  GenerationModel text = load_generation_model(std::string(VEOMNI_FIXTURES_DIR) + "/hf/qwen3_toy/model", Device::cpu());
+  EXPECT_THROW(load_media_encoders(text), InputError);
+  std::filesystem::create_directories(path("p"));
+  std::ofstream(path("p/prompts.jsonl"))
+      << R"({"messages": [{"role": "user", "content": "hi"}]})" << "\n"
+      << R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}]}]})" << "\n"
+      << R"({"messages": [{"role": "user", "content": [{"type": "audio", "audio": "a.wav"}]}]})" << "\n"
+      << R"({"input_ids": [1, 2]})" << "\n";
+  const std::vector<PromptRecord> records = read_prompt_file(path("p/prompts.jsonl"));
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_EQ(std::vector<bool>({records[0].has_media(), records[1].has_media(), records[2].has_media(),
+                               records[3].has_media()}),
+            std::vector<bool>({false, false, true, false}));
+  EXPECT_EQ(records[2].media_dir, path("p"));
 }
 
 }  // namespace

@@ -74,7 +74,7 @@ TEST(GenerateMediaFixture, DISABLED_VlImageGreedyIdsMatchTransformers) {
       << path << " is absent: make it with scripts/make_generate_media_fixture.py (torch + transformers)";
   const nlohmann::json fixture = read_json_file(path);
   GenerationModel loaded = load_generation_model(dir + "/model", Device::cpu());
-  ASSERT_TRUE(loaded.multimodal != nullptr);
+  load_media_encoders(loaded);
   const VisionConfig& vision = loaded.multimodal->config().vision;
   std::vector<std::optional<Sample>> samples;
   std::vector<std::vector<int64_t>> prompts;

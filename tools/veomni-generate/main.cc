@@ -174,7 +174,7 @@ int generate_main(int argc, char** argv) {
 
   const std::vector<veomni::PromptRecord> records = veomni::read_prompt_file(flags.prompts_path);
   const veomni::Device device = generation_device(flags.device);
-  const veomni::GenerationModel loaded = veomni::load_generation_model(flags.model_dir, device);
+  veomni::GenerationModel loaded = veomni::load_generation_model(flags.model_dir, device);
   spdlog::info("model: {} from {}, device {}", loaded.model_type, loaded.source, device.str());
   veomni::PromptText text(loaded.tokenizer_dir, flags.chat_template);
   std::vector<std::optional<veomni::Sample>> media =

@@ -18,7 +18,7 @@ namespace {
 
 // The checks that do not need the media library.
 void check_media_prompt(const PromptRecord& record, const GenerationModel& model, const std::string& chat_template) {
-  VEOMNI_INPUT_CHECK(model.multimodal != nullptr,
+  VEOMNI_INPUT_CHECK(!model.multimodal_type.empty(),
                      "{}: the conversation has image, video or audio parts, but the model ({}, {}) takes text only "
                      "(hint: media parts need a Qwen3-VL, Qwen3-VL-MoE or Qwen3-Omni HF directory)",
                      record.location, model.model_type, model.source);
@@ -37,7 +37,7 @@ void check_media_prompt(const PromptRecord& record, const GenerationModel& model
 #ifdef VEOMNI_HAVE_MEDIA
 
 std::vector<std::optional<Sample>> encode_media_prompts(const std::vector<PromptRecord>& records,
-                                                        const GenerationModel& model, const std::string& model_dir,
+                                                        GenerationModel& model, const std::string& model_dir,
                                                         const std::string& chat_template) {
   std::vector<std::optional<Sample>> samples(records.size());
   std::optional<Tokenizer> tokenizer;
@@ -47,6 +47,7 @@ std::vector<std::optional<Sample>> encode_media_prompts(const std::vector<Prompt
     if (!record.has_media()) continue;
     check_media_prompt(record, model, chat_template);
     if (!encoder) {
+      load_media_encoders(model);
       // veomni-preprocess multimodal's processor settings: the model directory's preprocessor_config.json, else the
       // family's defaults.
       const MultimodalModel family = multimodal_model_from_name(
@@ -69,7 +70,7 @@ std::vector<std::optional<Sample>> encode_media_prompts(const std::vector<Prompt
 #else
 
 std::vector<std::optional<Sample>> encode_media_prompts(const std::vector<PromptRecord>& records,
-                                                        const GenerationModel& model, const std::string& /*model_dir*/,
+                                                        GenerationModel& model, const std::string& /*model_dir*/,
                                                         const std::string& chat_template) {
   for (const PromptRecord& record : records) {
     if (!record.has_media()) continue;
