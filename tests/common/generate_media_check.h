@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +24,23 @@ namespace veomni::testing {
 
 // The toys' special ids (their config.json).
 constexpr int64_t kToyVisionStart = 248, kToyVisionEnd = 249, kToyAudioStart = 252, kToyAudioEnd = 253;
+
+// A thinker toy (tests/fixtures/thinker/models/<family>) as an HF directory `dir`: the fixture keeps its weights as
+// weights.safetensors, an HF directory names them model.safetensors.
+inline void make_toy_hf_directory(const std::string& family, const std::string& dir) {
+  const std::string fixture = std::string(VEOMNI_FIXTURES_DIR) + "/thinker/models/" + family;
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(fixture + "/config.json", dir + "/config.json");
+  std::filesystem::copy_file(fixture + "/weights.safetensors", dir + "/model.safetensors");
+}
+
+// The whole multimodal model of such a directory (the training forward, the reference of generation).
+inline std::unique_ptr<MultimodalLM> load_reference_model(const std::string& dir) {
+  auto reference = std::make_unique<MultimodalLM>(load_thinker_config(dir), MultimodalOptions{});
+  SafetensorsReader weights(dir + "/model.safetensors");
+  for (const auto& p : reference->params().all()) weights.read_into(p->name, p->value);
+  return reference;
+}
 
 // The sample with `generated` appended: their positions continue after the prompt's largest, in every stream.
 inline Sample extended_sample(const Sample& prompt, const std::vector<int64_t>& generated) {
@@ -60,15 +78,9 @@ inline void expect_cached_generation_matches_full_forward(const std::string& fam
                                                           const std::vector<std::optional<Sample>>& samples,
                                                           const std::vector<std::vector<int64_t>>& texts,
                                                           int64_t new_tokens) {
-  const std::string fixture = std::string(VEOMNI_FIXTURES_DIR) + "/thinker/models/" + family;
-  std::filesystem::create_directories(dir);
-  std::filesystem::copy_file(fixture + "/config.json", dir + "/config.json");
-  std::filesystem::copy_file(fixture + "/weights.safetensors", dir + "/model.safetensors");
-  const ThinkerConfig config = load_thinker_config(dir);
-  MultimodalLM reference(config, MultimodalOptions{});
-  SafetensorsReader weights(dir + "/model.safetensors");
-  for (const auto& p : reference.params().all()) weights.read_into(p->name, p->value);
-
+  make_toy_hf_directory(family, dir);
+  const std::unique_ptr<MultimodalLM> reference = load_reference_model(dir);
+  const ThinkerConfig& config = reference->config();
   GenerationModel loaded = load_generation_model(dir, Device::cpu());
   load_media_encoders(loaded);
   std::vector<std::vector<int64_t>> prompts;
@@ -102,7 +114,7 @@ inline void expect_cached_generation_matches_full_forward(const std::string& fam
       const Sample sequence = extended_sample(prompt, greedy);
       const MultimodalBatch batch = collate_multimodal({{&sequence, family}}, collate);
       Tensor logits;
-      reference.forward(batch, false, &logits);
+      reference->forward(batch, false, &logits);
       const int64_t vocab = logits.dim(1);
       const float* last = logits.data<float>() + (logits.dim(0) - 1) * vocab;
       ASSERT_GT(seen[static_cast<int64_t>(i)].size(), static_cast<size_t>(step)) << family << " prompt " << i;

@@ -118,11 +118,8 @@ TEST_F(GenerateMedia, Qwen3OmniThinkerImageAndAudioPromptsMatchNoCacheLoop) {
 
 // The media reach the logits: the same image prompt with other pixels (or as plain ids) generates otherwise.
 TEST_F(GenerateMedia, PixelsChangeTheFirstLogits) {
-  const std::string fixture = std::string(VEOMNI_FIXTURES_DIR) + "/thinker/models/qwen3_vl_toy";
   const std::string dir = path("model");
-  std::filesystem::create_directories(dir);
-  std::filesystem::copy_file(fixture + "/config.json", dir + "/config.json");
-  std::filesystem::copy_file(fixture + "/weights.safetensors", dir + "/model.safetensors");
+  veomni::testing::make_toy_hf_directory("qwen3_vl_toy", dir);
   GenerationModel loaded = load_generation_model(dir, Device::cpu());
   load_media_encoders(loaded);
   auto first_logits = [&](int64_t seed) {
