@@ -59,13 +59,36 @@ GenerationModel multimodal_language_model(const std::string& dir, Device device)
   const ThinkerConfig thinker = load_thinker_config(dir);
   GenerationModel out;
   out.config = thinker.text;
-  out.model_type = thinker.model_type + " (its language model: text prompts only)";
+  out.model_type = thinker.model_type;
   ModelOptions options;
   options.param_prefix = thinker.text_prefix;
   options.lm_head_name = thinker.lm_head_name;
   options.mrope_section = thinker.mrope_section;
   out.model = empty_model(out.config, device, options);
   out.mrope = true;
+  return out;
+}
+
+// The media encoders of a multimodal directory over the loaded language model: the towers' tensors read, the token
+// embedding shared; the other language-model parameters stay unmaterialised (no second copy).
+std::unique_ptr<MultimodalLM> media_encoders(const std::string& dir, CausalLM& language_model) {
+  const ThinkerConfig thinker = load_thinker_config(dir);
+  const HeadSite site = language_model.body().head_site();
+  MultimodalOptions options;
+  options.lm.device = site.device;
+  options.lm.compute_dtype = site.compute_dtype;
+  options.lm.materialize = false;
+  auto out = std::make_unique<MultimodalLM>(thinker, options);
+  const std::string embedding = thinker.text_prefix + "embed_tokens.weight";
+  const HfCheckpointSource source(dir);
+  for (const std::unique_ptr<Parameter>& param : out->params().all()) {
+    const Parameter* text = language_model.params().find(param->name);
+    if (text != nullptr) {
+      if (param->name == embedding) param->value = text->value;
+      continue;
+    }
+    param->value = read_hf_parameter(source, *param, options.lm.compute_dtype).to(site.device);
+  }
   return out;
 }
 
@@ -84,6 +107,8 @@ GenerationModel load_hf_directory(const std::string& dir, Device device) {
   VEOMNI_INPUT_CHECK(source.contains(lm_head) || out.config.tie_word_embeddings,
                      "{}: no {}: not a causal LM (a reward or value model has no LM head)", dir, lm_head);
   load_hf_weights(out.model->params(), source);
+  if (out.mrope) out.multimodal_type = load_thinker_config(dir).model_type;
+  out.hf_directory = dir;
   out.source = "HF directory " + dir;
   out.tokenizer_dir = dir;
   out.eos_token_ids = directory_eos_ids(dir, out.config);
@@ -115,6 +140,15 @@ GenerationModel load_checkpoint(const std::string& path, Device device) {
 }
 
 }  // namespace
+
+void load_media_encoders(GenerationModel& model) {
+  if (model.multimodal) return;
+  VEOMNI_INPUT_CHECK(!model.multimodal_type.empty(),
+                     "the model ({}, {}) has no media encoders: image, video and audio need a Qwen3-VL, "
+                     "Qwen3-VL-MoE or Qwen3-Omni HF directory",
+                     model.model_type, model.source);
+  model.multimodal = media_encoders(model.hf_directory, *model.model);
+}
 
 GenerationModel load_generation_model(const std::string& path, Device device) {
   VEOMNI_INPUT_CHECK(fs::is_directory(path),

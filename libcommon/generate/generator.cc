@@ -54,11 +54,25 @@ bool has_sparse_layer(const ModelConfig& config) {
 struct Running {
   std::vector<int64_t> tokens;  // prompt, then generated
   int64_t prompt_tokens = 0;
+  int64_t position_offset = 0;  // a token's position minus its row (non-zero after a multimodal prefill)
   RandomStream random;
   bool done = false;
 };
 
+// A builder's inputs cover the batch's packed prompt tokens.
+void check_prefill_inputs(const PrefillInputs& in, int64_t tokens, int64_t batch) {
+  VEOMNI_CHECK(in.embeds.ndim() == 2 && in.embeds.dim(0) == tokens && in.positions.shape() == (Shape{3, tokens}) &&
+                   static_cast<int64_t>(in.next_positions.size()) == batch,
+               "prefill inputs {} / {} / {} next positions for {} tokens of {} prompts", in.embeds.describe(),
+               in.positions.describe(), in.next_positions.size(), tokens, batch);
+}
+
 }  // namespace
+
+void Generator::set_prefill_builder(PrefillBuilder builder) {
+  VEOMNI_CHECK(options_.mrope_positions, "a prefill builder needs an M-RoPE model");
+  prefill_builder_ = std::move(builder);
+}
 
 Generator::Generator(CausalLM& model, GenerateOptions options) : model_(model), options_(std::move(options)) {
   validate_sampling_options(options_.sampling);
@@ -73,7 +87,7 @@ std::vector<Generation> Generator::generate(const std::vector<std::vector<int64_
   int64_t longest = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     VEOMNI_CHECK(!prompts[i].empty(), "prompt {} is empty", first_index + static_cast<int64_t>(i));
-    running.push_back({prompts[i], static_cast<int64_t>(prompts[i].size()),
+    running.push_back({prompts[i], static_cast<int64_t>(prompts[i].size()), 0,
                        RandomStream(options_.sampling.seed, static_cast<uint64_t>(first_index) + i), false});
     longest = std::max(longest, static_cast<int64_t>(prompts[i].size()));
   }
@@ -112,16 +126,19 @@ std::vector<Generation> Generator::generate(const std::vector<std::vector<int64_
       append(seq, choose_token(std::vector<float>(row, row + vocab), seq.tokens, options_.sampling, seq.random));
     }
   };
-  // The prefill's forward over the packed prompts, then the logits of the hidden states of the rows `last` (each
-  // prompt's last token).
-  auto prefill_logits = [&](const std::vector<int64_t>& ids, const std::vector<int64_t>& positions,
-                            const std::vector<int64_t>& last, CachedStep& step) {
-    const StepTables tables = upload_step_tables(ids, positions, last, options_.mrope_positions, site.device);
-    const Tensor hidden =
-        model_.body().forward_cached(model_.body().embed_tokens(tables.ids), tables.positions, step, cache);
-    Tensor picked = Tensor::empty({tables.last.numel(), hidden.dim(1)}, hidden.dtype(), hidden.device());
-    ops::embedding_forward(tables.last, hidden, picked);
+  // The logits of the hidden states' rows `last` (one per sequence).
+  auto logits_at = [&](const Tensor& hidden, const Tensor& last) {
+    Tensor picked = Tensor::empty({last.numel(), hidden.dim(1)}, hidden.dtype(), hidden.device());
+    ops::embedding_forward(last, hidden, picked);
     return model_.head().logits(picked);
+  };
+  // One forward over the step's tokens, then the logits of its rows `last`.
+  auto step_logits = [&](const std::vector<int64_t>& ids, const std::vector<int64_t>& positions,
+                         const std::vector<int64_t>& last, CachedStep& step) {
+    const StepTables tables = upload_step_tables(ids, positions, last, options_.mrope_positions, site.device);
+    return logits_at(
+        model_.body().forward_cached(model_.body().embed_tokens(tables.ids), tables.positions, step, cache),
+        tables.last);
   };
 
   // Prefill: every prompt packed, positions 0.. per prompt, written to cache rows 0...
@@ -140,7 +157,20 @@ std::vector<Generation> Generator::generate(const std::vector<std::vector<int64_
       rows.push_back(b);
       last.push_back(static_cast<int64_t>(ids.size()) - 1);
     }
-    choose(rows, prefill_logits(ids, positions, last, step), Tensor());
+    if (prefill_builder_) {  // the builder's embeddings and positions (media), decoding after its next positions
+      PrefillInputs in = prefill_builder_(prompts, first_index);
+      check_prefill_inputs(in, static_cast<int64_t>(ids.size()), batch);
+      for (int64_t b = 0; b < batch; ++b) {
+        Running& seq = running[static_cast<size_t>(b)];
+        seq.position_offset = in.next_positions[static_cast<size_t>(b)] - seq.prompt_tokens;
+      }
+      const Tensor last_rows = ops::upload(Tensor::from_vector(last, {batch}), site.device);
+      choose(rows,
+             logits_at(model_.body().forward_cached(in.embeds, in.positions, step, cache, in.after_layer), last_rows),
+             Tensor());
+    } else {
+      choose(rows, step_logits(ids, positions, last, step), Tensor());
+    }
   }
   const double prefill_s = seconds_since(prefill_start);
 
@@ -157,7 +187,7 @@ std::vector<Generation> Generator::generate(const std::vector<std::vector<int64_
       if (seq.done) continue;
       const int64_t row = static_cast<int64_t>(seq.tokens.size()) - 1;
       step.ids.push_back(seq.tokens.back());
-      step.positions.push_back(row);
+      step.positions.push_back(row + seq.position_offset);
       step.slots.push_back(static_cast<int32_t>(b));
       step.cache_rows.push_back(static_cast<int32_t>(row));
       rows.push_back(b);

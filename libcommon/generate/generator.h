@@ -24,6 +24,17 @@ struct GenerateOptions {
   bool cuda_graphs = true;
 };
 
+// The prefill of a batch whose input embeddings are not only its token ids' (a multimodal model's prompts with media:
+// generate/media_prompt.h), from the batch's prompts (the ids the generator was given) and the index of its first.
+struct PrefillInputs {
+  Tensor embeds;     // [S, hidden]: the prompts packed in order, on the model's device in its compute dtype
+  Tensor positions;  // [3, S] M-RoPE positions
+  TextBody::LayerCallback after_layer;   // run on each decoder layer's output (deepstack); may be empty
+  std::vector<int64_t> next_positions;  // per prompt: the position of its first generated token
+};
+using PrefillBuilder =
+    std::function<PrefillInputs(const std::vector<std::vector<int64_t>>& prompts, int64_t first_index)>;
+
 // What one prompt produced.
 struct Generation {
   std::vector<int64_t> token_ids;  // the new tokens (a final stop token included)
@@ -49,11 +60,15 @@ class Generator {
   // the batch's prompt rows[i] (tests compare them with a full forward).
   using LogitsObserver = std::function<void(const std::vector<int64_t>& rows, const Tensor& logits)>;
   void set_logits_observer(LogitsObserver observer) { observer_ = std::move(observer); }
+  // Prefills every batch through `builder` (M-RoPE models only); decoding then continues each sequence's positions
+  // from its next_positions, the three streams equal.
+  void set_prefill_builder(PrefillBuilder builder);
 
  private:
   CausalLM& model_;
   GenerateOptions options_;
   LogitsObserver observer_;
+  PrefillBuilder prefill_builder_;
 };
 
 }  // namespace veomni

@@ -1,6 +1,7 @@
 // Parsing and checking the prompt JSONL of veomni-generate.
 #include "generate/prompt_file.h"
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -54,11 +55,24 @@ std::vector<PromptRecord> read_prompt_records(std::istream& in, const std::strin
   return records;
 }
 
+bool PromptRecord::has_media() const {
+  if (!is_conversation()) return false;
+  for (const auto& message : messages) {
+    if (!message.is_object() || !message.contains("content") || !message["content"].is_array()) continue;
+    for (const auto& part : message["content"])
+      if (part.is_object() && part.contains("type") && part["type"].is_string() && part["type"] != "text") return true;
+  }
+  return false;
+}
+
 std::vector<PromptRecord> read_prompt_file(const std::string& path) {
   if (path == "-") return read_prompt_records(std::cin, "<stdin>");
   std::ifstream in(path);
   VEOMNI_INPUT_CHECK(in.good(), "--prompts {}: cannot open the file", path);
-  return read_prompt_records(in, path);
+  std::vector<PromptRecord> records = read_prompt_records(in, path);
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  for (PromptRecord& record : records) record.media_dir = dir;
+  return records;
 }
 
 void check_prompt_ids(const std::vector<int64_t>& ids, int64_t vocab, int64_t max_positions,

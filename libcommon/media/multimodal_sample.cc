@@ -145,7 +145,8 @@ MultimodalEncoder::MultimodalEncoder(const Tokenizer& tokenizer, MultimodalMedia
     : chat_(tokenizer), config_(std::move(config)), system_prompt_(std::move(system_prompt)) {}
 
 EncodedMultimodal MultimodalEncoder::encode(const nlohmann::json& record, const std::string& media_dir,
-                                            const ModelRendering* rendering) const {
+                                            const ModelRendering* rendering, bool generation_prompt) const {
+  VEOMNI_CHECK(!(rendering && generation_prompt), "a generation prompt is opened by ChatML encoding only");
   const std::vector<MultimodalMessage> messages =
       parse_multimodal_record(record, config_.model, media_dir, system_prompt_);
   EncodedMultimodal out;
@@ -170,7 +171,8 @@ EncodedMultimodal MultimodalEncoder::encode(const nlohmann::json& record, const 
     }
   }
   const MultimodalTokens tokens =
-      rendering ? chat_.encode_rendering(rendering->text, rendering->spans, extents) : chat_.encode(messages, extents);
+      rendering ? chat_.encode_rendering(rendering->text, rendering->spans, extents)
+                : chat_.encode(messages, extents, generation_prompt);
   out.length = tokens.size();
   for (uint8_t t : tokens.trained) out.trained += t;
   out.sample = build_multimodal_sample(tokens, media, chat_.ids(), config_);

@@ -41,9 +41,10 @@ class MultimodalEncoder {
                     std::optional<std::string> system_prompt = {});
 
   // Relative media paths are resolved against media_dir. With `rendering` (the record through the model's chat
-  // template) the tokens come from MultimodalTemplate::encode_rendering instead of our ChatML.
+  // template) the tokens come from MultimodalTemplate::encode_rendering instead of our ChatML. generation_prompt
+  // opens the assistant's turn after the ChatML messages (a prompt for veomni-generate; not with a rendering).
   EncodedMultimodal encode(const nlohmann::json& record, const std::string& media_dir,
-                           const ModelRendering* rendering = nullptr) const;
+                           const ModelRendering* rendering = nullptr, bool generation_prompt = false) const;
 
   const MultimodalTemplate& chat() const { return chat_; }
   const MultimodalMediaConfig& config() const { return config_; }

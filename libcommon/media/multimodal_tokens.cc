@@ -188,7 +188,7 @@ MultimodalTemplate::MultimodalTemplate(const Tokenizer& tokenizer)
     : tokenizer_(tokenizer), ids_(multimodal_token_ids(tokenizer)) {}
 
 MultimodalTokens MultimodalTemplate::encode(const std::vector<MultimodalMessage>& messages,
-                                            const std::vector<MediaExtent>& media) const {
+                                            const std::vector<MediaExtent>& media, bool generation_prompt) const {
   MultimodalTokens out;
   LayoutBuilder layout(tokenizer_, out);
   size_t next_media = 0;
@@ -214,6 +214,11 @@ MultimodalTokens MultimodalTemplate::encode(const std::vector<MultimodalMessage>
     layout.special(ids_.newline, false);
   }
   VEOMNI_CHECK(next_media == media.size(), "{} media parts but {} extents", next_media, media.size());
+  if (generation_prompt) {
+    layout.special(ids_.im_start, false);
+    layout.begin_message("assistant", false);
+    layout.flush();
+  }
   return out;
 }
 

@@ -53,9 +53,10 @@ class MultimodalTemplate {
   // when outer_markers), audio as <|audio_start|> pad×tokens <|audio_end|>. Each run of text between special
   // tokens is tokenized whole, as HF tokenizes the expanded prompt.
   // Trained: assistant content tokens except media pads, and the assistant's <|im_end|>. InputError when the media
-  // count differs from the media parts or a text part holds a media marker token.
-  MultimodalTokens encode(const std::vector<MultimodalMessage>& messages,
-                          const std::vector<MediaExtent>& media) const;
+  // count differs from the media parts or a text part holds a media marker token. With generation_prompt the
+  // assistant's turn is opened after the messages (<|im_start|> "assistant\n", untrained), as a prompt to generate from.
+  MultimodalTokens encode(const std::vector<MultimodalMessage>& messages, const std::vector<MediaExtent>& media,
+                          bool generation_prompt = false) const;
 
   // The same layout from a model template's rendering (--chat-template model): each media block the template
   // renders (<|vision_start|><|image_pad|><|vision_end|>, the same with <|video_pad|>, and

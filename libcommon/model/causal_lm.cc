@@ -239,7 +239,7 @@ void TextBody::Impl::embed_tokens_backward(const Tensor& ids, const Tensor& d_em
 }
 
 Tensor TextBody::forward_cached(const Tensor& inputs_embeds, const Tensor& position_ids, CachedStep& step,
-                                KvCache& cache) {
+                                KvCache& cache, const LayerCallback& after_layer) {
   const ModelOptions& options = impl_->options;
   VEOMNI_CHECK(!options.hooks.params && !options.hooks.sequence && !options.hooks.experts,
                "cached inference runs in one process without parallel hooks");
@@ -253,8 +253,10 @@ Tensor TextBody::forward_cached(const Tensor& inputs_embeds, const Tensor& posit
   ops::rope_tables(position_ids.device() == options.device ? position_ids : position_ids.to(options.device), head_dim, impl_->config.rope_theta, options.mrope_section,
                    step.cos, step.sin);
   Tensor h = inputs_embeds;
-  for (size_t i = 0; i < impl_->layers.size(); ++i)
+  for (size_t i = 0; i < impl_->layers.size(); ++i) {
     h = impl_->layers[i]->forward_cached(h, step, cache.k[i], cache.v[i]);
+    if (after_layer) after_layer(i, h);
+  }
   return h;
 }
 

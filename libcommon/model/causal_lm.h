@@ -102,8 +102,10 @@ class TextBody final : public ModelBody {
   // Inference over a KV cache (model/kv_cache.h), in one process without parallel hooks: the hidden states
   // [S, hidden] (before model.norm) of a cached step's tokens, given their embeddings [S, hidden] (compute dtype)
   // and positions (i64 [S], or [3, S] under M-RoPE, continuing each sequence's earlier positions). Fills step's RoPE
-  // tables and writes the step's keys and values into the cache.
-  Tensor forward_cached(const Tensor& inputs_embeds, const Tensor& position_ids, CachedStep& step, KvCache& cache);
+  // tables and writes the step's keys and values into the cache. after_layer, when set, runs on each decoder layer's
+  // output (a multimodal prefill adds its deepstack features there, as forward_embeds does).
+  Tensor forward_cached(const Tensor& inputs_embeds, const Tensor& position_ids, CachedStep& step, KvCache& cache,
+                        const LayerCallback& after_layer = {});
   // Fuses the weights that forward_cached runs as one GEMM (DecoderLayer::fuse_for_decoding); the parameters keep
   // their values and the training path is unchanged. Once, after the weights are loaded.
   void fuse_for_decoding();

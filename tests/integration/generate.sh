@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # veomni-generate end to end on the CPU: token-id prompts on the HF toy (batching, sampling seeds, stop tokens),
 # chat prompts through the Qwen3 tokenizer on a 151,936-vocabulary toy trained one step (from its checkpoint and from
-# its merged HF directory, with ChatML and with the model's template), bad inputs exit 2 and write nothing.
-# usage: generate.sh BIN_DIR SOURCE_DIR CASE   (CASE: ids | text | bad_inputs)
+# its merged HF directory, with ChatML and with the model's template), bad inputs exit 2 and write nothing (media
+# parts included: on a text model, a missing or corrupt image, resolved against the prompt file's directory).
+# usage: generate.sh BIN_DIR SOURCE_DIR CASE   (CASE: ids | text | bad_inputs | media_bad_inputs)
 set -euo pipefail
 bin=$1 src=$2 case=$3
 work=$(mktemp -d "${TMPDIR:-/tmp}/veomni-generate-XXXXXX")
@@ -79,6 +80,45 @@ text)
       [ "$(field model.jsonl $i prompt_tokens)" = "$(field hf.jsonl $i prompt_tokens)" ] || fail "model template line $i"
     done
   fi
+  ;;
+media_bad_inputs)
+  # A media part on a text-only model needs neither the tokenizer nor the media library.
+  mkdir p
+  printf '%s\n' '{"input_ids": [1, 2]}' \
+    '{"messages": [{"role": "user", "content": [{"type": "image", "image": "cat.png"}, {"type": "text", "text": "?"}]}]}' \
+    >p/text_model.jsonl
+  expect_exit 2 --model "$toy" --prompts p/text_model.jsonl --out o.jsonl
+  expect_in err "p/text_model.jsonl:2: the conversation has image, video or audio parts"
+  expect_in err "takes text only"
+  tokenizer=$src/.cache/tokenizers/qwen3
+  if ! "$bin/veomni-preprocess" multimodal --help >/dev/null 2>&1 || [ ! -f "$tokenizer/tokenizer.json" ]; then
+    echo "skipped the media-file cases: no media library in this build or no $tokenizer/tokenizer.json"
+    [ ! -e o.jsonl ] || fail "an output file was written"
+    exit 77
+  fi
+  # The Qwen3-VL toy with the Qwen3 tokenizer: its media are read before any id is checked against its vocabulary.
+  cp -r "$src/tests/fixtures/generate/qwen3_vl_toy/model" vl
+  cp "$tokenizer/tokenizer.json" vl/
+  # Media paths resolve against the prompt file's directory: p/missing.png, p/broken.png.
+  printf 'not an image\n' >p/broken.png
+  printf '%s\n' '{"input_ids": [1, 2]}' \
+    '{"messages": [{"role": "user", "content": [{"type": "image", "image": "missing.png"}]}]}' >p/missing.jsonl
+  printf '%s\n' '{"messages": [{"role": "user", "content": [{"type": "image", "image": "broken.png"}]}]}' >p/broken.jsonl
+  printf '%s\n' '{"messages": [{"role": "user", "content": [{"type": "image", "image": "broken.png"}]}]}' >broken.jsonl
+  expect_exit 2 --model vl --prompts p/missing.jsonl --out o.jsonl
+  expect_in err "p/missing.jsonl:2: message 0 part 0 (image)"
+  expect_in err "p/missing.png"
+  expect_exit 2 --model vl --prompts p/broken.jsonl --out o.jsonl
+  expect_in err "p/broken.jsonl:1: message 0 part 0 (image)"
+  expect_in err "p/broken.png"
+  # The same part from a prompt file elsewhere names another file, which is missing.
+  expect_exit 2 --model vl --prompts broken.jsonl --out o.jsonl
+  expect_in err "broken.jsonl:1"
+  grep -qF "p/broken.png" err && fail "the path did not resolve against the prompt file's directory"
+  # Media prompts are rendered with ChatML.
+  expect_exit 2 --model vl --prompts p/broken.jsonl --out o.jsonl --chat-template model
+  expect_in err "p/broken.jsonl:1: a conversation with media parts is rendered with ChatML"
+  [ ! -e o.jsonl ] || fail "an output file was written"
   ;;
 bad_inputs)
   printf '%s\n' '{"input_ids": [5, 6]}' '{"input_ids": [5, 6' >broken.jsonl

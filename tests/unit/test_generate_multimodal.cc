@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "io/safetensors.h"
 #include "model/thinker/multimodal_lm.h"
 #include "model/thinker/thinker_config.h"
+#include "tests/common/generate_media_check.h"
 #include "tests/common/scratch_dir.h"
 
 using namespace veomni;
@@ -24,17 +26,9 @@ namespace {
 class GenerateMultimodal : public veomni::testing::ScratchDir {
  protected:
   void expect_text_generation_matches_forward(const std::string& family) {
-    const std::string fixture = std::string(VEOMNI_FIXTURES_DIR) + "/thinker/models/" + family;
-    // The fixture keeps its weights as weights.safetensors; an HF directory names them model.safetensors.
     const std::string dir = path("model");
-    std::filesystem::create_directories(dir);
-    std::filesystem::copy_file(fixture + "/config.json", dir + "/config.json");
-    std::filesystem::copy_file(fixture + "/weights.safetensors", dir + "/model.safetensors");
-
-    const ThinkerConfig config = load_thinker_config(dir);
-    MultimodalLM reference(config, MultimodalOptions{});
-    SafetensorsReader weights(dir + "/model.safetensors");
-    for (const auto& p : reference.params().all()) weights.read_into(p->name, p->value);
+    veomni::testing::make_toy_hf_directory(family, dir);
+    const std::unique_ptr<MultimodalLM> reference = veomni::testing::load_reference_model(dir);
 
     GenerationModel loaded = load_generation_model(dir, Device::cpu());
     ASSERT_TRUE(loaded.mrope);
@@ -65,7 +59,7 @@ class GenerateMultimodal : public veomni::testing::ScratchDir {
       batch.text.position_ids = Tensor::from_vector(positions, {3, n});
       batch.text.cu_seqlens = {0, static_cast<int32_t>(n)};
       Tensor full;
-      reference.forward(batch, false, &full);
+      reference->forward(batch, false, &full);
       const int64_t vocab = full.dim(1);
       ASSERT_EQ(seen[static_cast<int64_t>(i)].size(), out[i].token_ids.size());
       for (size_t t = 0; t < out[i].token_ids.size(); ++t) {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,11 +21,13 @@
 #include "core/tool.h"
 #include "generate/generation_model.h"
 #include "generate/generator.h"
+#include "generate/media_prompt.h"
 #include "generate/omni_speaker.h"
 #include "generate/prompt_file.h"
 #include "generate/speech_stages.h"
 #include "io/atomic_file.h"
 #include "kernels/backend.h"
+#include "media_prompts.h"
 #include "prompt_text.h"
 #include "speech_output.h"
 #include "tools/cli.h"
@@ -49,13 +52,17 @@ veomni::Device generation_device(const std::string& want) {
   return veomni::Device::cuda(0);
 }
 
-// Every prompt's token ids, in input order: input_ids as given, conversations through the chat template.
+// Every prompt's token ids, in input order: input_ids as given, conversations with media from their samples, other
+// conversations through the chat template.
 std::vector<std::vector<int64_t>> prompt_ids(const std::vector<veomni::PromptRecord>& records,
+                                             const std::vector<std::optional<veomni::Sample>>& media,
                                              veomni::PromptText& text, const veomni::ModelConfig& config) {
   std::vector<std::vector<int64_t>> prompts;
-  for (const veomni::PromptRecord& record : records) {
-    prompts.push_back(record.is_conversation() ? text.encode_conversation(record.messages, record.location)
-                                               : record.input_ids);
+  for (size_t i = 0; i < records.size(); ++i) {
+    const veomni::PromptRecord& record = records[i];
+    if (media[i]) prompts.push_back(veomni::sample_prompt_ids(*media[i], record.location));
+    else if (record.is_conversation()) prompts.push_back(text.encode_conversation(record.messages, record.location));
+    else prompts.push_back(record.input_ids);
     veomni::check_prompt_ids(prompts.back(), config.vocab_size, config.max_position_embeddings, record.location);
   }
   return prompts;
@@ -123,7 +130,8 @@ int generate_main(int argc, char** argv) {
                  "checkpoint (global_step_N, or a run or checkpoints directory naming `latest`)")
       ->required();
   app.add_option("--prompts", flags.prompts_path,
-                 "JSONL prompts, - for stdin: {\"messages\": [...]} or {\"input_ids\": [...]} per line")
+                 "JSONL prompts, - for stdin: {\"messages\": [...]} or {\"input_ids\": [...]} per line; a message's "
+                 "content may hold image, video and audio parts (Qwen3-VL, Qwen3-Omni; paths relative to the file)")
       ->required();
   app.add_option("--out", flags.out_path, "JSONL output, written atomically; - for stdout (default)");
   app.add_option("--chat-template", flags.chat_template,
@@ -171,10 +179,13 @@ int generate_main(int argc, char** argv) {
 
   const std::vector<veomni::PromptRecord> records = veomni::read_prompt_file(flags.prompts_path);
   const veomni::Device device = generation_device(flags.device);
-  const veomni::GenerationModel loaded = veomni::load_generation_model(flags.model_dir, device);
+  veomni::GenerationModel loaded = veomni::load_generation_model(flags.model_dir, device);
   spdlog::info("model: {} from {}, device {}", loaded.model_type, loaded.source, device.str());
   veomni::PromptText text(loaded.tokenizer_dir, flags.chat_template);
-  const std::vector<std::vector<int64_t>> prompts = prompt_ids(records, text, loaded.config);
+  std::vector<std::optional<veomni::Sample>> media =
+      veomni::encode_media_prompts(records, loaded, flags.model_dir, flags.chat_template);
+  const bool any_media = std::any_of(media.begin(), media.end(), [](const auto& m) { return m.has_value(); });
+  const std::vector<std::vector<int64_t>> prompts = prompt_ids(records, media, text, loaded.config);
 
   flags.generate.stop_token_ids = loaded.eos_token_ids;
   flags.generate.mrope_positions = loaded.mrope;
@@ -185,12 +196,16 @@ int generate_main(int argc, char** argv) {
   }
   std::unique_ptr<veomni::OmniSpeaker> speaker;
   if (stages.runs("talker")) {
+    VEOMNI_INPUT_CHECK(!any_media, "--audio-out / the talker stage speaks replies to text prompts only, and {} has "
+                                   "prompts with media parts", flags.prompts_path);
     speaker = std::make_unique<veomni::OmniSpeaker>(flags.model_dir, stages);
     // transformers' generate(return_audio=True) stops the thinker at <|im_end|>.
     flags.generate.stop_token_ids.push_back(speaker->ids().im_end);
     spdlog::info("speaking: stages {}, speaker {}", fmt::join(stages.stages, ", "), stages.speaker);
   }
   veomni::Generator generator(*loaded.model, flags.generate);
+  // Media prompts prefill through the model's encoders, every batch of them (text prompts beside them included).
+  if (any_media) generator.set_prefill_builder(veomni::MultimodalPrefill(loaded.multimodal->body(), std::move(media)));
   std::vector<veomni::OmniSpeaker::Speech> speech;
   std::string jsonl;
   int64_t prompt_tokens = 0, new_tokens = 0;

@@ -2,6 +2,7 @@
 // multimodal LM: that body with the LM head.
 #include "model/thinker/multimodal_lm.h"
 
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -109,6 +110,9 @@ struct MultimodalBody::Impl {
 
   Impl(const ThinkerConfig& c, const MultimodalOptions& o);
   BodyOutput forward(const MultimodalBatch& batch, bool save);
+  // The LM's input embeddings: token embeddings with the encoders' outputs written over the media rows; where they
+  // went into saved, the deepstack features of this batch's visual rows into *deepstack.
+  Tensor embed(const MultimodalBatch& batch, bool save, MultimodalBodySaved& saved, std::vector<Tensor>& deepstack);
   void backward(std::unique_ptr<BodySaved> saved, Tensor d_hidden, float aux_grad_scale);
   // The merged visual rows of this batch; their deepstack features into *deepstack, the tower's saved values into
   // saved.vision.
@@ -188,8 +192,8 @@ Tensor MultimodalBody::Impl::encode_visual(const MultimodalBatch& batch, int64_t
   return gather_rows(out.merged, saved.visual_sources);
 }
 
-BodyOutput MultimodalBody::Impl::forward(const MultimodalBatch& batch, bool save) {
-  auto saved = std::make_unique<MultimodalBodySaved>();
+Tensor MultimodalBody::Impl::embed(const MultimodalBatch& batch, bool save, MultimodalBodySaved& saved,
+                                   std::vector<Tensor>& deepstack) {
   const Batch& text = batch.text;
   VEOMNI_INPUT_CHECK(text.input_ids.defined() && text.input_ids.ndim() == 1,
                      "batch input_ids must be an i64 [S] tensor, got {}", text.input_ids.describe());
@@ -228,44 +232,49 @@ BodyOutput MultimodalBody::Impl::forward(const MultimodalBatch& batch, bool save
   append_sources(visual_src, 0, batch.image_row_begin, n_image);
   append_sources(visual_src, image_rows, batch.video_row_begin, n_video);
   append_sources(audio_src, 0, batch.audio_row_begin, n_audio);
-  saved->visual_positions = positions_tensor(visual, device);
-  saved->audio_positions = positions_tensor(audio_pos, device);
-  saved->media_positions = positions_tensor(media, device);
-  saved->visual_sources = positions_tensor(visual_src, device);
-  saved->audio_sources = positions_tensor(audio_src, device);
-  saved->visual_rows = image_rows + video_rows;
+  saved.visual_positions = positions_tensor(visual, device);
+  saved.audio_positions = positions_tensor(audio_pos, device);
+  saved.media_positions = positions_tensor(media, device);
+  saved.visual_sources = positions_tensor(visual_src, device);
+  saved.audio_sources = positions_tensor(audio_src, device);
+  saved.visual_rows = image_rows + video_rows;
 
   Tensor ids = text.input_ids.to(device);
   Tensor h = lm->embed_tokens(ids);
-  zero_rows(h, saved->media_positions);
+  zero_rows(h, saved.media_positions);
   // Every encoder runs on every micro-batch, with or without media (an empty pass joins the parameter groups'
   // collectives with no work): ranks stay in step under FSDP whatever their data holds.
-  saved->vision_ran = true;
-  saved->vision_trains = save && vision_trains();
-  std::vector<Tensor> deepstack;  // the features added after the first layers (this batch's visual rows)
-  add_rows(h, saved->visual_positions,
-           encode_visual(batch, image_rows, video_rows, saved->vision_trains, *saved, deepstack));
+  saved.vision_ran = true;
+  saved.vision_trains = save && vision_trains();
+  add_rows(h, saved.visual_positions,
+           encode_visual(batch, image_rows, video_rows, saved.vision_trains, saved, deepstack));
   if (audio) {
-    saved->audio_ran = true;
-    saved->audio_trains = save && audio_trains();
+    saved.audio_ran = true;
+    saved.audio_trains = save && audio_trains();
     const Tensor features = batch.audio_feature_lengths.empty()
                                 ? Tensor::empty({0, config.audio.num_mel_bins}, DType::F32)
                                 : batch.input_features;
     AudioEncoder::Output out = audio->forward(features, batch.audio_feature_lengths,
-                                              saved->audio_trains);
-    saved->audio = std::move(out.saved);
-    add_rows(h, saved->audio_positions, gather_rows(out.out, saved->audio_sources));
+                                              saved.audio_trains);
+    saved.audio = std::move(out.saved);
+    add_rows(h, saved.audio_positions, gather_rows(out.out, saved.audio_sources));
   }
+  saved.input_ids = ids;
+  return h;
+}
 
+BodyOutput MultimodalBody::Impl::forward(const MultimodalBatch& batch, bool save) {
+  auto saved = std::make_unique<MultimodalBodySaved>();
+  std::vector<Tensor> deepstack;  // the features added after the first layers (this batch's visual rows)
+  const Tensor h = embed(batch, save, *saved, deepstack);
   const Tensor& visual_positions = saved->visual_positions;
   auto add_deepstack = [&](size_t layer, Tensor& hidden) {
     if (layer < deepstack.size()) add_rows(hidden, visual_positions, deepstack[layer]);
   };
-  BodyOutput out = lm->forward_embeds(text, h, add_deepstack, save);
+  BodyOutput out = lm->forward_embeds(batch.text, h, add_deepstack, save);
   deepstack.clear();  // the features are inputs of additions only: backward needs none of them
   if (save) {
     saved->text = std::move(out.saved);
-    saved->input_ids = ids;
     out.saved = std::move(saved);
   }
   return out;
@@ -344,6 +353,17 @@ void MultimodalBody::set_param_hooks(ParamHooks* hooks) {
 }
 
 BodyOutput MultimodalBody::forward(const MultimodalBatch& batch, bool save) { return impl_->forward(batch, save); }
+
+MultimodalBody::InputEmbeds MultimodalBody::input_embeds(const MultimodalBatch& batch) {
+  MultimodalBodySaved saved;
+  auto deepstack = std::make_shared<std::vector<Tensor>>();
+  InputEmbeds out;
+  out.embeds = impl_->embed(batch, false, saved, *deepstack);
+  out.after_layer = [deepstack, positions = saved.visual_positions](size_t layer, Tensor& h) {
+    if (layer < deepstack->size()) add_rows(h, positions, (*deepstack)[layer]);
+  };
+  return out;
+}
 
 void MultimodalBody::backward(std::unique_ptr<BodySaved> saved, Tensor d_hidden, float aux_grad_scale) {
   impl_->backward(std::move(saved), std::move(d_hidden), aux_grad_scale);

@@ -70,6 +70,14 @@ class MultimodalBody final : public ModelBody {
   // encoders' (VisionTower::Saved, AudioEncoder::Saved; empty for a frozen encoder): the body and its encoders keep
   // nothing of the micro-batch.
   BodyOutput forward(const MultimodalBatch& batch, bool save) override;
+  // Inference over a whole-row batch, keeping nothing: the input embeddings forward builds (media rows written over
+  // the token embeddings) and the callback that adds the deepstack features after the first decoder layers, for
+  // TextBody::forward_cached.
+  struct InputEmbeds {
+    Tensor embeds;
+    TextBody::LayerCallback after_layer;
+  };
+  InputEmbeds input_embeds(const MultimodalBatch& batch);
   // Through the text body into the encoders that are not frozen, consuming saved (the encoders' Saved included).
   // The embedding table gets no gradient from the media rows.
   void backward(std::unique_ptr<BodySaved> saved, Tensor d_hidden, float aux_grad_scale) override;
