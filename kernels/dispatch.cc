@@ -942,6 +942,17 @@ void check_cache_rows(const Call& c, const Tensor& cache_rows, int64_t batch, in
   }
 }
 
+// dest i32 [s]: the flat cache rows a step's rows go to, each in [0, cache_rows) when the host can see them (CUDA
+// kernels skip a row outside instead: they cannot report it without waiting for the device).
+void check_dest_rows(const Call& c, const Tensor& dest, int64_t s, int64_t cache_rows) {
+  c.index(dest, "dest", DType::I32, {s});
+  if (!dest.device().is_cpu()) return;
+  const int32_t* flat = dest.data<int32_t>();
+  for (int64_t i = 0; i < s; ++i)
+    c.require(flat[i] >= 0 && flat[i] < cache_rows, "dest[{}] = {} is outside the cache's {} rows", i, flat[i],
+              cache_rows);
+}
+
 }  // namespace
 
 Tensor upload(const Tensor& host, Device device) {
@@ -1002,13 +1013,7 @@ void kv_cache_write(const Tensor& rows, const Tensor& dest, Tensor& cache) {
   const int64_t s = rows.dim(0);
   c.floats(rows, "rows", {s, hkv, d});
   c.require(rows.dtype() == cache.dtype(), "rows are {} but the cache is {}", rows.describe(), cache.describe());
-  c.index(dest, "dest", DType::I32, {s});
-  if (dest.device().is_cpu()) {
-    const int32_t* flat = dest.data<int32_t>();
-    for (int64_t i = 0; i < s; ++i)
-      c.require(flat[i] >= 0 && flat[i] < batch * cache_len, "dest[{}] = {} is outside the cache's {} rows", i,
-                flat[i], batch * cache_len);
-  }
+  check_dest_rows(c, dest, s, batch * cache_len);
   c.disjoint(cache, "cache", rows, "rows");
   VEOMNI_ROUTE(kv_cache_write, c.device(), rows, dest, cache);
 }
@@ -1036,13 +1041,7 @@ void qkv_norm_rope_cache_write(const Tensor& qkv, const Tensor& q_norm, const Te
   c.require(eps >= 0.0f, "eps {} is negative", eps);
   c.f32(cos, "cos", {s, d});
   c.f32(sin, "sin", {s, d});
-  c.index(dest, "dest", DType::I32, {s});
-  if (dest.device().is_cpu()) {
-    const int32_t* flat = dest.data<int32_t>();
-    for (int64_t i = 0; i < s; ++i)
-      c.require(flat[i] >= 0 && flat[i] < batch * cache_len, "dest[{}] = {} is outside the cache's {} rows", i,
-                flat[i], batch * cache_len);
-  }
+  check_dest_rows(c, dest, s, batch * cache_len);
   const std::initializer_list<std::pair<const Tensor*, const char*>> outs = {
       {&q, "q"}, {&k, "k"}, {&v, "v"}, {&k_cache, "k_cache"}, {&v_cache, "v_cache"}};
   for (const auto& [out, name] : outs) c.disjoint(*out, name, qkv, "qkv");
