@@ -1,11 +1,10 @@
 // Qwen3 attention forward and backward; Ulysses all-to-alls plug in through SequenceHooks around the core.
 #include "model/attention.h"
 
-#include "core/device.h"
-
 #include <cmath>
 #include <vector>
 
+#include "core/device.h"
 #include "kernels/decode_ops.h"
 #include "kernels/ops.h"
 #include "model/layers/common.h"
