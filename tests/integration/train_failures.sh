@@ -58,7 +58,8 @@ case "$case" in
       "${common[@]}" --train.accelerator.fp8 true --train.checkpoint.output_dir "$work/run" ;;
   fp8_auto_without_gpu)  # ... and when train.device auto finds no GPU, once the device is known
     CUDA_VISIBLE_DEVICES="" RUN_DEVICE=auto run 1 2 "train\.accelerator\.fp8 needs a CUDA device with bf16 compute, but this run computes in f32 on cpu" \
-      configs/qwen3_toy.yaml "${common[@]}" --train.accelerator.fp8 true --train.checkpoint.output_dir "$work/run" ;;
+      configs/qwen3_toy.yaml "${common[@]}" --train.accelerator.fp8 true \
+      --train.accelerator.fsdp_config.mixed_precision.enable true --train.checkpoint.output_dir "$work/run" ;;
   fp8_fp32)  # ... and with float32 compute
     RUN_DEVICE=auto run 1 2 "train\.accelerator\.fp8 needs bf16 compute, but it is float32" configs/qwen3_toy.yaml \
       "${common[@]}" --train.accelerator.fp8 true --train.precision fp32 --train.checkpoint.output_dir "$work/run" ;;
