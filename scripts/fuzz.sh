@@ -52,7 +52,8 @@ launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 # -O1 and line tables only: faster to build, still fast to run, and stacks name file:line.
 CC=clang CXX=clang++ cmake -S "$veomni_root" -B "$build_dir" -G Ninja -DVEOMNI_FUZZ=ON -DVEOMNI_BUILD_TESTS=OFF \
-  -DVEOMNI_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+  -DVEOMNI_CUDA=OFF -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DVEOMNI_FUZZ_SECONDS="$fuzz_seconds" \
   -DVEOMNI_FUZZ_RSS_LIMIT_MB="$rss_limit_mb" "${launcher[@]}" >/dev/null
 if [ "$mode" = list ]; then

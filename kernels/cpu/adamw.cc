@@ -60,7 +60,7 @@ void update(int64_t n, const Factors& f, float grad_scale, float* __restrict p, 
   });
 }
 
-constexpr int64_t kChunk = 1 << 14;
+constexpr int64_t kAdamwChunk = 1 << 14;
 
 // Elements [begin, begin + len) of one slot, dispatched on its dtypes.
 void update_range(const AdamWTensors& s, const Factors& f, float grad_scale, int64_t begin, int64_t len) {
@@ -107,11 +107,11 @@ void adamw_step_multi(const std::vector<AdamWTensors>& slots, double lr, double 
   std::vector<Piece> pieces;
   for (const AdamWTensors& s : slots) {
     const Factors f = adamw_factors(lr, beta1, beta2, eps, s.weight_decay, step);
-    for (int64_t begin = 0; begin < s.param->numel(); begin += kChunk) pieces.push_back({&s, f, begin});
+    for (int64_t begin = 0; begin < s.param->numel(); begin += kAdamwChunk) pieces.push_back({&s, f, begin});
   }
-  parallel_for(static_cast<int64_t>(pieces.size()), 12 * kChunk, [&](int64_t k) {
+  parallel_for(static_cast<int64_t>(pieces.size()), 12 * kAdamwChunk, [&](int64_t k) {
     const Piece& piece = pieces[static_cast<size_t>(k)];
-    const int64_t len = std::min(kChunk, piece.slot->param->numel() - piece.begin);
+    const int64_t len = std::min(kAdamwChunk, piece.slot->param->numel() - piece.begin);
     update_range(*piece.slot, piece.factors, grad_scale, piece.begin, len);
   });
 }

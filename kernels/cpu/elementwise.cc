@@ -13,16 +13,16 @@
 namespace veomni::ops::cpu {
 namespace {
 
-constexpr int64_t kChunk = 1 << 14;
+constexpr int64_t kElementwiseChunk = 1 << 14;
 
-int64_t chunk_count(int64_t n) { return (n + kChunk - 1) / kChunk; }
+int64_t chunk_count(int64_t n) { return (n + kElementwiseChunk - 1) / kElementwiseChunk; }
 
-// body(begin, len) over [0, n) in chunks of kChunk, in parallel.
+// body(begin, len) over [0, n) in chunks of kElementwiseChunk, in parallel.
 template <typename Body>
 void for_chunks(int64_t n, int64_t work_per_element, const Body& body) {
-  parallel_for(chunk_count(n), work_per_element * kChunk, [&](int64_t c) {
-    const int64_t begin = c * kChunk;
-    body(begin, std::min(kChunk, n - begin));
+  parallel_for(chunk_count(n), work_per_element * kElementwiseChunk, [&](int64_t c) {
+    const int64_t begin = c * kElementwiseChunk;
+    body(begin, std::min(kElementwiseChunk, n - begin));
   });
 }
 
@@ -43,7 +43,7 @@ double reduce(const Tensor& x, const ChunkSum& chunk_sum) {
   const float* p = x.data<float>();
   std::vector<double> partial(static_cast<size_t>(chunk_count(n)));
   for_chunks(n, 2, [&](int64_t begin, int64_t len) {
-    partial[static_cast<size_t>(begin / kChunk)] = chunk_sum(len, p + begin);
+    partial[static_cast<size_t>(begin / kElementwiseChunk)] = chunk_sum(len, p + begin);
   });
   double total = 0.0;
   for (double v : partial) total += v;

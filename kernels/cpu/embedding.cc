@@ -12,7 +12,7 @@
 namespace veomni::ops::cpu {
 namespace {
 
-constexpr int64_t kColumnBlock = 256;
+constexpr int64_t kEmbeddingColumnBlock = 256;
 constexpr const char* kIdsHint = "token ids must be below the model's vocab_size (was the data tokenized for it?)";
 
 }  // namespace
@@ -36,10 +36,10 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable) {
   const int64_t* id = ids.data<int64_t>();
   const float* d = dout.data<float>();
   float* t = dtable.data<float>();
-  const int64_t n_blocks = (hidden + kColumnBlock - 1) / kColumnBlock;
-  parallel_for(n_blocks, n * kColumnBlock, [&](int64_t blk) {
-    const int64_t c0 = blk * kColumnBlock;
-    const int64_t width = std::min(kColumnBlock, hidden - c0);
+  const int64_t n_blocks = (hidden + kEmbeddingColumnBlock - 1) / kEmbeddingColumnBlock;
+  parallel_for(n_blocks, n * kEmbeddingColumnBlock, [&](int64_t blk) {
+    const int64_t c0 = blk * kEmbeddingColumnBlock;
+    const int64_t width = std::min(kEmbeddingColumnBlock, hidden - c0);
     for (int64_t i = 0; i < n; ++i) axpy(width, 1.0f, d + i * hidden + c0, t + id[i] * hidden + c0);
   });
 }

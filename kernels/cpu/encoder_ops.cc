@@ -13,7 +13,7 @@ namespace veomni::ops::cpu {
 namespace {
 
 // Columns per task of a column-sum pass: each task owns its columns and sums over all rows in order.
-constexpr int64_t kColumnBlock = 64;
+constexpr int64_t kEncoderColumnBlock = 64;
 
 constexpr double kSqrtHalf = 0.70710678118654752440;     // 1/sqrt(2)
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1/sqrt(2 pi)
@@ -24,11 +24,11 @@ constexpr int64_t kGeluWork = 40;  // one erf or tanh and a few flops
 // sums[c - c0] for c in [c0, c1) = sum over rows of term(row, c), rows in order; then finish(c, sum).
 template <typename Term, typename Finish>
 void column_sums(int64_t rows, int64_t cols, int64_t work_per_term, const Term& term, const Finish& finish) {
-  const int64_t n_blocks = (cols + kColumnBlock - 1) / kColumnBlock;
-  parallel_for(n_blocks, work_per_term * rows * kColumnBlock, [&](int64_t blk) {
-    const int64_t c0 = blk * kColumnBlock;
-    const int64_t c1 = std::min(cols, c0 + kColumnBlock);
-    double sums[kColumnBlock] = {};
+  const int64_t n_blocks = (cols + kEncoderColumnBlock - 1) / kEncoderColumnBlock;
+  parallel_for(n_blocks, work_per_term * rows * kEncoderColumnBlock, [&](int64_t blk) {
+    const int64_t c0 = blk * kEncoderColumnBlock;
+    const int64_t c1 = std::min(cols, c0 + kEncoderColumnBlock);
+    double sums[kEncoderColumnBlock] = {};
     for (int64_t row = 0; row < rows; ++row)
       for (int64_t c = c0; c < c1; ++c) sums[c - c0] += term(row, c);
     for (int64_t c = c0; c < c1; ++c) finish(c, sums[c - c0]);

@@ -12,7 +12,7 @@ namespace veomni::ops::cpu {
 namespace {
 
 // The launch shape of kernels/cuda/multi_tensor.cu and kernel_utils.cuh (tests on a GPU check that they agree).
-constexpr int64_t kChunk = int64_t{1} << 14;  // kMultiTensorChunk
+constexpr int64_t kSumChunk = int64_t{1} << 14;  // kMultiTensorChunk
 constexpr size_t kChunkThreads = 256;         // chunk_squares' block
 constexpr size_t kPartialThreads = 1024;      // sum_of_partials' block
 constexpr size_t kWarp = 32;
@@ -69,12 +69,12 @@ double sum_squares_multi_gpu_order(const std::vector<const Tensor*>& xs) {
   std::vector<Chunk> chunks;
   for (const Tensor* t : xs) {
     const int64_t n = t->numel();
-    for (int64_t begin = 0; begin < n; begin += kChunk)
-      chunks.push_back({t->data<float>(), begin, std::min(begin + kChunk, n)});
+    for (int64_t begin = 0; begin < n; begin += kSumChunk)
+      chunks.push_back({t->data<float>(), begin, std::min(begin + kSumChunk, n)});
   }
   if (chunks.empty()) return 0.0;
   std::vector<double> partial(chunks.size());
-  parallel_for(static_cast<int64_t>(chunks.size()), 2 * kChunk, [&](int64_t c) {
+  parallel_for(static_cast<int64_t>(chunks.size()), 2 * kSumChunk, [&](int64_t c) {
     const Chunk& k = chunks[static_cast<size_t>(c)];
     partial[static_cast<size_t>(c)] = chunk_squares(k.x, k.begin, k.end);
   });

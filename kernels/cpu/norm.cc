@@ -12,7 +12,7 @@ namespace veomni::ops::cpu {
 namespace {
 
 // Columns per dweight task: each task owns its columns and sums over all rows in order.
-constexpr int64_t kColumnBlock = 64;
+constexpr int64_t kNormColumnBlock = 64;
 
 void normalise_row(int64_t d, const float* __restrict x, const float* __restrict w, float r, float* __restrict y) {
   // Same rounding steps as HF's Qwen3RMSNorm: (x * rstd) first, then the weight.
@@ -62,11 +62,11 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
   if (!dweight.defined()) return;  // a frozen weight
   float* dwp = dweight.data<float>();
   // dweight[i] += sum_n dy[n,i] * x[n,i] * rstd[n]: parallel over column blocks so no two threads share a sum.
-  const int64_t n_blocks = (d + kColumnBlock - 1) / kColumnBlock;
-  parallel_for(n_blocks, 3 * n * kColumnBlock, [&](int64_t blk) {
-    const int64_t c0 = blk * kColumnBlock;
-    const int64_t c1 = std::min(d, c0 + kColumnBlock);
-    double sums[kColumnBlock] = {};
+  const int64_t n_blocks = (d + kNormColumnBlock - 1) / kNormColumnBlock;
+  parallel_for(n_blocks, 3 * n * kNormColumnBlock, [&](int64_t blk) {
+    const int64_t c0 = blk * kNormColumnBlock;
+    const int64_t c1 = std::min(d, c0 + kNormColumnBlock);
+    double sums[kNormColumnBlock] = {};
     for (int64_t row = 0; row < n; ++row) {
       const float* dyr = dyp + row * d;
       const float* xr = xp + row * d;

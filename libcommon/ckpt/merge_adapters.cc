@@ -35,7 +35,7 @@ std::map<std::string, Tensor> adapter_tensors(const AdapterCheckpoint& ck) {
   return adapters;
 }
 
-const char* hf_dtype_name(DType dtype) { return dtype == DType::BF16 ? "bfloat16" : "float32"; }
+const char* merged_hf_dtype_name(DType dtype) { return dtype == DType::BF16 ? "bfloat16" : "float32"; }
 
 // The base's weight of `param` plus the deltas of the adapters on it (f32, full), or the checkpoint's own tensor.
 Tensor merged_parameter(const Parameter& param, const WeightSource& base, const AdapterCheckpoint& ck,
@@ -104,11 +104,11 @@ MergeSummary merge_adapter_checkpoint_to_hf(const std::string& checkpoint, const
   StagedDirectory staged(out_dir, options.overwrite);
   if (multimodal) {
     nlohmann::ordered_json config = nlohmann::ordered_json::parse(ck.hf_config_json);
-    config["dtype"] = hf_dtype_name(options.dtype);
+    config["dtype"] = merged_hf_dtype_name(options.dtype);
     write_json_file(staged.file("config.json"), config);
   } else {
     ModelConfig config = ck.model_config;
-    config.dtype = hf_dtype_name(options.dtype);
+    config.dtype = merged_hf_dtype_name(options.dtype);
     save_model_config(config, staged.file("config.json"), ck.head);
     summary.architecture = hf_architecture(config.model_type, ck.head);
   }

@@ -26,9 +26,11 @@ namespace veomni {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr size_t kBadExamples = 5;
+constexpr size_t kBadPairExamples = 5;
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+double pair_seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
 
 // Ids and target flags of one side written at `at` of the pair's buffers, positions restarting at 0.
 void put_side(const LabeledTokens& side, int64_t at, int64_t* ids, int64_t* labels, int64_t* positions) {
@@ -54,7 +56,7 @@ void count_bad(const std::string& location, const std::string& error, bool skip_
                PreferencePreprocessSummary& summary) {
   const std::string reason = quoted_excerpt(error, 1000);
   if (!skip_bad) throw InputError(fmt::format("{}: {} (--skip-bad counts and skips such records)", location, reason));
-  if (summary.bad_examples.size() < kBadExamples) {
+  if (summary.bad_examples.size() < kBadPairExamples) {
     summary.bad_examples.push_back(location + ": " + reason);
     spdlog::warn("skipped {}: {}", location, reason);
   }
@@ -188,9 +190,9 @@ PreferencePreprocessSummary preprocess_preference(const PreferencePreprocessOpti
   summary.input_bytes = reader.bytes_read();
   VEOMNI_INPUT_CHECK(summary.pairs > 0, "no pair to write: {} record(s) read, {} bad, {} too long", summary.records,
                      summary.bad, summary.dropped_too_long);
-  spdlog::info("encoded {} records in {:.1f} s; writing {}", summary.records, seconds_since(start), options.out);
+  spdlog::info("encoded {} records in {:.1f} s; writing {}", summary.records, pair_seconds_since(start), options.out);
   write_dataset(options, tokenizer, pairs, summary);
-  summary.seconds = seconds_since(start);
+  summary.seconds = pair_seconds_since(start);
   return summary;
 }
 

@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/rng.h"
 
 namespace veomni {
 
@@ -22,12 +23,6 @@ void validate_sampling_options(const SamplingOptions& o) {
 
 namespace {
 
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 // Token ids by descending logit, ties to the lower id.
 std::vector<int64_t> ranked_ids(std::span<const float> logits) {

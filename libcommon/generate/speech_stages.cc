@@ -16,7 +16,7 @@ namespace {
 #define VEOMNI_STAGE_FIELD(schema, path, ...) \
   schema.add(#path, [](auto& c) -> auto& { return c.path; }, __VA_ARGS__)
 
-ConfigSchema<SpeechStages> build_schema() {
+ConfigSchema<SpeechStages> speech_stage_schema() {
   ConfigSchema<SpeechStages> s;
   const ConfigFieldOptions devices{.choices = {"cpu", "cuda"}};
   VEOMNI_STAGE_FIELD(s, stages, "The stages that run, in order: [thinker] (text only), [thinker, talker] (codec codes in the output lines), [thinker, talker, code2wav] (WAV files under --audio-out).");
@@ -47,7 +47,7 @@ ConfigSchema<SpeechStages> build_schema() {
 #undef VEOMNI_STAGE_FIELD
 
 const ConfigSchema<SpeechStages>& schema() {
-  static const ConfigSchema<SpeechStages> s = build_schema();
+  static const ConfigSchema<SpeechStages> s = speech_stage_schema();
   return s;
 }
 

@@ -8,12 +8,7 @@ namespace veomni::h5 {
 
 namespace {
 
-Object own(hid_t id, const std::string& where, const std::string& what) {
-  if (id < 0) detail::throw_error(where, what);
-  return Object(id, where);
-}
-
-std::vector<hsize_t> to_hsize(const Shape& shape) { return std::vector<hsize_t>(shape.begin(), shape.end()); }
+std::vector<hsize_t> block_dims(const Shape& shape) { return std::vector<hsize_t>(shape.begin(), shape.end()); }
 
 // The file dataspace with the block [offset, offset + count) selected, plus the matching memory dataspace.
 struct Selection {
@@ -29,12 +24,12 @@ Selection select_block(const Dataset& dataset, const Shape& offset, const Shape&
     if (offset[axis] < 0 || count[axis] < 0 || offset[axis] + count[axis] > extent[axis])
       throw InputError(fmt::format("{}: block at {} of {} lies outside the dataset's extent {}", dataset.where(),
                                    shape_str(offset), shape_str(count), shape_str(extent)));
-  Selection selection{own(H5Dget_space(dataset.id()), dataset.where(), "cannot read the dataspace"), Object()};
-  const std::vector<hsize_t> start = to_hsize(offset), block = to_hsize(count);
+  Selection selection{detail::own(H5Dget_space(dataset.id()), dataset.where(), "cannot read the dataspace"), Object()};
+  const std::vector<hsize_t> start = block_dims(offset), block = block_dims(count);
   if (H5Sselect_hyperslab(selection.file_space.id(), H5S_SELECT_SET, start.data(), nullptr, block.data(), nullptr) < 0)
     detail::throw_error(dataset.where(), "cannot select a block");
-  selection.memory_space = own(H5Screate_simple(static_cast<int>(block.size()), block.data(), nullptr), dataset.where(),
-                               "cannot create the memory dataspace");
+  selection.memory_space = detail::own(H5Screate_simple(static_cast<int>(block.size()), block.data(), nullptr),
+                                       dataset.where(), "cannot create the memory dataspace");
   return selection;
 }
 
@@ -45,7 +40,7 @@ struct StoredType {
 };
 
 StoredType stored_type(const Dataset& dataset) {
-  Object type = own(H5Dget_type(dataset.id()), dataset.where(), "cannot read the element type");
+  Object type = detail::own(H5Dget_type(dataset.id()), dataset.where(), "cannot read the element type");
   const H5T_class_t type_class = H5Tget_class(type.id());
   return {type_class, H5Tget_size(type.id()), type_class == H5T_INTEGER ? H5Tget_sign(type.id()) : H5T_SGN_ERROR};
 }
@@ -60,7 +55,7 @@ void check_readable_storage(const Dataset& dataset) {
   const StoredType type = stored_type(dataset);
   if ((type.type_class != H5T_INTEGER && type.type_class != H5T_FLOAT) || type.size == 0 || type.size > 8)
     throw InputError(fmt::format("{}: stores {} elements, not numbers", dataset.where(), dataset.stored_type_name()));
-  Object plist = own(H5Dget_create_plist(dataset.id()), dataset.where(), "cannot read the creation properties");
+  Object plist = detail::own(H5Dget_create_plist(dataset.id()), dataset.where(), "cannot read the creation properties");
   if (H5Pget_layout(plist.id()) == H5D_CHUNKED) {
     uint64_t bytes = type.size;
     for (int64_t extent : dataset.chunk())
@@ -89,7 +84,7 @@ void check_readable_storage(const Dataset& dataset) {
 
 Shape Dataset::shape() const {
   auto guard = detail::lock();
-  Object space = own(H5Dget_space(id_), where_, "cannot read the dataspace");
+  Object space = detail::own(H5Dget_space(id_), where_, "cannot read the dataspace");
   const int rank = H5Sget_simple_extent_ndims(space.id());
   if (rank < 0) detail::throw_error(where_, "cannot read the rank");
   std::vector<hsize_t> dims(static_cast<size_t>(rank));
@@ -100,7 +95,7 @@ Shape Dataset::shape() const {
 
 Shape Dataset::chunk() const {
   auto guard = detail::lock();
-  Object plist = own(H5Dget_create_plist(id_), where_, "cannot read the creation properties");
+  Object plist = detail::own(H5Dget_create_plist(id_), where_, "cannot read the creation properties");
   if (H5Pget_layout(plist.id()) != H5D_CHUNKED) return {};
   std::vector<hsize_t> dims(32);
   const int rank = H5Pget_chunk(plist.id(), static_cast<int>(dims.size()), dims.data());
@@ -136,7 +131,7 @@ std::string Dataset::stored_type_name() const {
 
 void Dataset::resize(const Shape& shape) {
   auto guard = detail::lock();
-  const std::vector<hsize_t> dims = to_hsize(shape);
+  const std::vector<hsize_t> dims = block_dims(shape);
   if (H5Dset_extent(id_, dims.data()) < 0)
     detail::throw_write_error(id_, where_, fmt::format("cannot resize to {}", shape_str(shape)));
 }

@@ -142,4 +142,9 @@ hid_t file_type(DType dtype) {
   VEOMNI_CHECK(false, "unknown dtype {}", static_cast<int>(dtype));
 }
 
+Object own(hid_t id, const std::string& where, const std::string& what) {
+  if (id < 0) detail::throw_error(where, what);
+  return Object(id, where);
+}
+
 }  // namespace veomni::h5::detail

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "io/hdf5_object.h"
 
 namespace veomni::h5::detail {
 
@@ -20,6 +21,8 @@ std::unique_lock<std::recursive_mutex> lock();
 // Throws InputError "<where>: <what>: <HDF5's own explanation>" and clears HDF5's error stack (reading: the file
 // is bad input).
 [[noreturn]] void throw_error(const std::string& where, const std::string& what);
+// Takes ownership of identifier `id` returned by an HDF5 call, or throws as throw_error when the call failed (id < 0).
+Object own(hid_t id, const std::string& where, const std::string& what);
 // HDF5's explanation of the failure on its error stack ("... : No space left on device"), clearing the stack;
 // `system_errno` receives the failed system call's errno when the stack names one (else 0).
 std::string describe_error_stack(int* system_errno = nullptr);

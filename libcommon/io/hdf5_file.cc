@@ -18,11 +18,6 @@ std::string member_where(const std::string& where, const std::string& name) {
   return is_file_root ? fmt::format("{}:/{}", where, name) : fmt::format("{}/{}", where, name);
 }
 
-Object own(hid_t id, const std::string& where, const std::string& what) {
-  if (id < 0) detail::throw_error(where, what);
-  return Object(id, where);
-}
-
 herr_t collect_member(hid_t, const char* name, const H5L_info_t*, void* names) {
   static_cast<std::vector<std::string>*>(names)->emplace_back(name);
   return 0;
@@ -43,7 +38,8 @@ hid_t open_member(const Group& group, const std::string& name, H5I_type_t expect
   const std::string where = member_where(group.where(), name);
   if (!group.contains(name)) throw InputError(fmt::format("{}: missing {} '{}'", group.where(), kind, name));
   check_member_before_open(group, name, where);
-  Object object = own(H5Oopen(group.id(), name.c_str(), H5P_DEFAULT), where, fmt::format("cannot open {}", kind));
+  Object object =
+      detail::own(H5Oopen(group.id(), name.c_str(), H5P_DEFAULT), where, fmt::format("cannot open {}", kind));
   if (H5Iget_type(object.id()) != expected) throw InputError(fmt::format("{}: expected a {}", where, kind));
   return object.release();
 }
@@ -56,7 +52,7 @@ std::vector<hsize_t> to_hsize(const Shape& shape) {
 }
 
 Object creation_properties(const DatasetLayout& layout, const std::string& where) {
-  Object plist = own(H5Pcreate(H5P_DATASET_CREATE), where, "cannot create dataset properties");
+  Object plist = detail::own(H5Pcreate(H5P_DATASET_CREATE), where, "cannot create dataset properties");
   // No modification times in object headers: the same content gives the same file bytes.
   if (H5Pset_obj_track_times(plist.id(), false) < 0) detail::throw_error(where, "cannot set dataset properties");
   if (layout.chunk.empty()) return plist;
@@ -98,7 +94,7 @@ Group Group::group(const std::string& name) const {
 Group Group::create_group(const std::string& name) {
   const std::string where = member_where(where_, name);
   auto guard = detail::lock();
-  Object plist = own(H5Pcreate(H5P_GROUP_CREATE), where, "cannot create group properties");
+  Object plist = detail::own(H5Pcreate(H5P_GROUP_CREATE), where, "cannot create group properties");
   if (H5Pset_obj_track_times(plist.id(), false) < 0) detail::throw_error(where, "cannot set group properties");
   const hid_t id = H5Gcreate2(id_, name.c_str(), H5P_DEFAULT, plist.id(), H5P_DEFAULT);
   if (id < 0) detail::throw_write_error(id_, where, "cannot create group");
@@ -116,8 +112,8 @@ Dataset Group::create_dataset(const std::string& name, const DatasetLayout& layo
   const std::vector<hsize_t> dims = to_hsize(layout.shape);
   const std::vector<hsize_t> max_dims = to_hsize(layout.max_shape.empty() ? layout.shape : layout.max_shape);
   VEOMNI_CHECK(dims.size() == max_dims.size(), "{}: shape and max_shape ranks differ", where);
-  Object space = own(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), max_dims.data()), where,
-                     "cannot create the dataspace");
+  Object space = detail::own(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), max_dims.data()), where,
+                             "cannot create the dataspace");
   Object plist = creation_properties(layout, where);
   const hid_t id =
       H5Dcreate2(id_, name.c_str(), detail::file_type(layout.dtype), space.id(), H5P_DEFAULT, plist.id(), H5P_DEFAULT);
@@ -127,7 +123,7 @@ Dataset Group::create_dataset(const std::string& name, const DatasetLayout& layo
 
 File File::create(const std::string& path) {
   auto guard = detail::lock();
-  Object plist = own(H5Pcreate(H5P_FILE_CREATE), path, "cannot create file properties");
+  Object plist = detail::own(H5Pcreate(H5P_FILE_CREATE), path, "cannot create file properties");
   if (H5Pset_obj_track_times(plist.id(), false) < 0) detail::throw_error(path, "cannot set file properties");
   std::error_code ignored;
   const bool existed = std::filesystem::exists(path, ignored);

@@ -39,12 +39,6 @@ herr_t close_id(hid_t id) {
   }
 }
 
-// A short-lived identifier inside this file (attribute, its type and space).
-Object own(hid_t id, const std::string& where, const std::string& what) {
-  if (id < 0) detail::throw_error(where, what);
-  return Object(id, where);
-}
-
 std::string attribute_where(const std::string& where, const std::string& name) {
   return fmt::format("{} attribute '{}'", where, name);
 }
@@ -56,9 +50,9 @@ Object open_attribute(const Object& object, const std::string& name, H5T_class_t
   if (exists < 0) detail::throw_error(where, "cannot look up the attribute");
   if (exists == 0) throw InputError(fmt::format("{}: missing", where));
   Object attribute =
-      own(H5Aopen_by_name(object.id(), ".", name.c_str(), H5P_DEFAULT, H5P_DEFAULT), where, "cannot open");
-  Object type = own(H5Aget_type(attribute.id()), where, "cannot read the type");
-  Object space = own(H5Aget_space(attribute.id()), where, "cannot read the shape");
+      detail::own(H5Aopen_by_name(object.id(), ".", name.c_str(), H5P_DEFAULT, H5P_DEFAULT), where, "cannot open");
+  Object type = detail::own(H5Aget_type(attribute.id()), where, "cannot read the type");
+  Object space = detail::own(H5Aget_space(attribute.id()), where, "cannot read the shape");
   if (H5Tget_class(type.id()) != expected_class || H5Sget_simple_extent_npoints(space.id()) != 1)
     throw InputError(fmt::format("{}: expected a scalar {}", where, kind));
   return attribute;
@@ -70,7 +64,7 @@ void write_attribute(const Object& object, const std::string& name, hid_t type, 
   const htri_t exists = H5Aexists_by_name(object.id(), ".", name.c_str(), H5P_DEFAULT);
   if (exists > 0 && H5Adelete_by_name(object.id(), ".", name.c_str(), H5P_DEFAULT) < 0)
     detail::throw_write_error(object.id(), where, "cannot replace the attribute");
-  Object space = own(H5Screate(H5S_SCALAR), where, "cannot create a scalar space");
+  Object space = detail::own(H5Screate(H5S_SCALAR), where, "cannot create a scalar space");
   const hid_t created =
       H5Acreate_by_name(object.id(), ".", name.c_str(), type, space.id(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   if (created < 0) detail::throw_write_error(object.id(), where, "cannot create");
@@ -156,7 +150,7 @@ void Object::set_float_attribute(const std::string& name, double value) {
 void Object::set_string_attribute(const std::string& name, const std::string& value) {
   auto guard = detail::lock();
   // Fixed-length, NUL-terminated: reading it back never needs HDF5's variable-length (global heap) reader.
-  Object type = own(H5Tcopy(H5T_C_S1), where_, "cannot create a string type");
+  Object type = detail::own(H5Tcopy(H5T_C_S1), where_, "cannot create a string type");
   if (H5Tset_size(type.id(), value.size() + 1) < 0 || H5Tset_strpad(type.id(), H5T_STR_NULLTERM) < 0 ||
       H5Tset_cset(type.id(), H5T_CSET_UTF8) < 0)
     detail::throw_error(attribute_where(where_, name), "cannot create a string type");
@@ -185,7 +179,7 @@ std::string Object::string_attribute(const std::string& name) const {
   const std::string where = attribute_where(where_, name);
   auto guard = detail::lock();
   Object attribute = open_attribute(*this, name, H5T_STRING, "string");
-  Object type = own(H5Aget_type(attribute.id()), where, "cannot read the type");
+  Object type = detail::own(H5Aget_type(attribute.id()), where, "cannot read the type");
   const htri_t variable = H5Tis_variable_str(type.id());
   if (variable < 0) detail::throw_error(where, "cannot read the type");
   // Older veomni wrote variable-length strings; HDF5's own reader of those is unsafe on damaged files.

@@ -15,8 +15,6 @@ namespace {
 constexpr uint64_t kObjectHeaderPrefixBytes = 16;
 constexpr uint64_t kMessageHeaderBytes = 8;
 constexpr unsigned kLayoutMessage = 0x0008;
-constexpr unsigned kAttributeMessage = 0x000C;
-constexpr unsigned kSharedMessageFlag = 0x02;
 constexpr unsigned kContinuationMessage = 0x0010;
 constexpr unsigned kSymbolTableMessage = 0x0011;
 constexpr unsigned kChunkedLayout = 2;
@@ -36,8 +34,6 @@ void check_chunk_extents(const HeaderMessage& layout, size_t at, unsigned axes, 
       throw InputError(fmt::format("{}: the dataset's chunks are 0 elements long along axis {} (a damaged file?)",
                                    where, axis));
 }
-
-uint64_t align8(uint64_t n) { return (n + 7) & ~uint64_t{7}; }
 
 void check_layout_message(const HeaderMessage& message, const RawFile& file) {
   const std::string& where = file.where();

@@ -11,6 +11,11 @@
 
 namespace veomni::h5::detail {
 
+// Message types and padding of the HDF5 file format specification.
+inline constexpr unsigned kAttributeMessage = 0x000C;
+inline constexpr unsigned kSharedMessageFlag = 0x02;
+inline uint64_t align8(uint64_t n) { return (n + 7) & ~uint64_t{7}; }
+
 // Little-endian unsigned integer of `width` bytes at `at` (callers have checked the bounds).
 uint64_t decode_le(const uint8_t* at, size_t width);
 

@@ -14,14 +14,10 @@ namespace veomni::h5::detail {
 
 namespace {
 
-constexpr unsigned kAttributeMessage = 0x000C;
-constexpr unsigned kSharedMessageFlag = 0x02;
 constexpr int kVariableLengthClass = 9;
 constexpr int kVariableLengthStringType = 1;
 // HDF5 writes collections of 4 KiB and more; a string attribute's collection far beyond that is not ours.
 constexpr uint64_t kMaxHeapCollectionBytes = 16ull << 20;
-
-uint64_t align8(uint64_t n) { return (n + 7) & ~uint64_t{7}; }
 
 // Where the string lives: its length, and object `index` of the global heap collection at `collection`.
 struct HeapReference {

@@ -67,7 +67,7 @@ constexpr SizeUnit kSizeUnits[] = {{"", 1},
                                    {"GIB", uint64_t{1} << 30},
                                    {"TIB", uint64_t{1} << 40}};
 
-std::string trim(std::string_view s) {
+std::string trim_size_text(std::string_view s) {
   const size_t b = s.find_first_not_of(" \t");
   const size_t e = s.find_last_not_of(" \t");
   return b == std::string_view::npos ? std::string() : std::string(s.substr(b, e - b + 1));
@@ -105,10 +105,10 @@ std::string hf_shard_file_name(size_t index, size_t count) {
 }
 
 uint64_t parse_byte_size(std::string_view text) {
-  const std::string s = trim(text);
+  const std::string s = trim_size_text(text);
   const size_t number_end = std::min(s.find_first_not_of("0123456789."), s.size());
   const std::string number = s.substr(0, number_end);
-  const uint64_t unit = unit_bytes(trim(std::string_view(s).substr(number_end)));
+  const uint64_t unit = unit_bytes(trim_size_text(std::string_view(s).substr(number_end)));
   const std::optional<uint64_t> bytes = unit == 0 || number.empty() ? std::nullopt : scale(number, unit);
   VEOMNI_INPUT_CHECK(bytes && *bytes > 0,
                      "invalid size '{}': expected a positive number of bytes with an optional unit B, KB, MB, GB, TB "

@@ -65,4 +65,8 @@ InputError JsonKeys::wrong(const char* key, const char* expected, const json& va
                                 quoted_excerpt(value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))));
 }
 
+void require_positive_key(int64_t value, const char* key, const std::string& source) {
+  VEOMNI_INPUT_CHECK(value > 0, "{}: key '{}' must be positive, got {}", source, key, value);
+}
+
 }  // namespace veomni

@@ -31,4 +31,7 @@ class JsonKeys {
   std::string source_;
 };
 
+// InputError "<source>: key '<key>' must be positive, got <value>" unless value > 0.
+void require_positive_key(int64_t value, const char* key, const std::string& source);
+
 }  // namespace veomni

@@ -35,7 +35,7 @@ constexpr DTypeName kDTypeNames[] = {{DType::F32, "F32"}, {DType::BF16, "BF16"},
                                      {DType::I32, "I32"}, {DType::I64, "I64"},   {DType::U8, "U8"},
                                      {DType::Bool, "BOOL"}};
 
-std::string errno_text() { return std::strerror(errno); }
+std::string safetensors_errno_text() { return std::strerror(errno); }
 
 uint64_t checked_nbytes(const std::string& path, const std::string& name, const Shape& shape, DType dtype) {
   uint64_t bytes = dtype_size(dtype);
@@ -141,10 +141,10 @@ DType dtype_from_safetensors_name(std::string_view name) {
 
 SafetensorsReader::SafetensorsReader(std::string path) : path_(std::move(path)) {
   fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) throw InputError(fmt::format("cannot open '{}': {}", path_, errno_text()));
+  if (fd_ < 0) throw InputError(fmt::format("cannot open '{}': {}", path_, safetensors_errno_text()));
   try {
     struct stat st {};
-    if (::fstat(fd_, &st) != 0) throw InputError(fmt::format("cannot stat '{}': {}", path_, errno_text()));
+    if (::fstat(fd_, &st) != 0) throw InputError(fmt::format("cannot stat '{}': {}", path_, safetensors_errno_text()));
     VEOMNI_INPUT_CHECK(S_ISREG(st.st_mode), "'{}' is not a regular file", path_);
     const uint64_t file_bytes = static_cast<uint64_t>(st.st_size);
     VEOMNI_INPUT_CHECK(file_bytes >= 8, "{}: not a safetensors file: {} bytes, too short for the 8-byte header length",
@@ -196,7 +196,7 @@ void SafetensorsReader::read_bytes(uint64_t offset, void* destination, uint64_t 
   while (bytes > 0) {
     const ssize_t n = ::pread(fd_, out, bytes, static_cast<off_t>(offset));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw InputError(fmt::format("{}: cannot read {}: {}", path_, what, errno_text()));
+    if (n < 0) throw InputError(fmt::format("{}: cannot read {}: {}", path_, what, safetensors_errno_text()));
     VEOMNI_INPUT_CHECK(n > 0, "{}: file ended while reading {} (was it truncated after it was opened?)", path_, what);
     out += n;
     offset += static_cast<uint64_t>(n);

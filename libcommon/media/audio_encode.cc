@@ -49,7 +49,7 @@ sf_count_t buffer_write(const void* source, sf_count_t count, void* user) {
 
 sf_count_t buffer_tell(void* user) { return static_cast<GrowingBuffer*>(user)->position; }
 
-struct SndfileCloser {
+struct SndfileWriterCloser {
   void operator()(SNDFILE* file) const { sf_close(file); }
 };
 
@@ -64,7 +64,7 @@ std::string encode_wav(std::span<const float> samples, int rate) {
   info.channels = 1;
   info.format = SF_FORMAT_WAV | SF_FORMAT_PCM_16;
   {
-    std::unique_ptr<SNDFILE, SndfileCloser> file(sf_open_virtual(&io, SFM_WRITE, &info, &buffer));
+    std::unique_ptr<SNDFILE, SndfileWriterCloser> file(sf_open_virtual(&io, SFM_WRITE, &info, &buffer));
     VEOMNI_CHECK(file != nullptr, "libsndfile cannot open a WAV writer: {}", sf_strerror(nullptr));
     sf_command(file.get(), SFC_SET_CLIPPING, nullptr, SF_TRUE);  // beyond [-1, 1] saturates instead of wrapping
     const auto frames = static_cast<sf_count_t>(samples.size());

@@ -10,13 +10,9 @@ namespace {
 
 enum class ExpertKind { None, GateUp, Down };
 
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 ExpertKind expert_kind(const std::string& name) {
-  if (ends_with(name, ".experts.gate_up_proj")) return ExpertKind::GateUp;
-  if (ends_with(name, ".experts.down_proj")) return ExpertKind::Down;
+  if (name.ends_with(".experts.gate_up_proj")) return ExpertKind::GateUp;
+  if (name.ends_with(".experts.down_proj")) return ExpertKind::Down;
   return ExpertKind::None;
 }
 

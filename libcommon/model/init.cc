@@ -8,18 +8,10 @@
 
 namespace veomni {
 
-namespace {
-
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-}  // namespace
-
 InitSpec hf_init_spec(const std::string& name, const ModelConfig& config) {
-  if (ends_with(name, "norm.weight")) return InitSpec{InitSpec::Kind::Ones, 0.0};
+  if (name.ends_with("norm.weight")) return InitSpec{InitSpec::Kind::Ones, 0.0};
   // HF's _init_weights zeroes a Linear's bias (the value head's score.bias, started from a causal LM).
-  if (ends_with(name, ".bias")) return InitSpec{InitSpec::Kind::Zeros, 0.0};
+  if (name.ends_with(".bias")) return InitSpec{InitSpec::Kind::Zeros, 0.0};
   return InitSpec{InitSpec::Kind::Normal, config.initializer_range};
 }
 

@@ -9,10 +9,6 @@ namespace veomni {
 
 namespace {
 
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 const char* kOneLabelHint =
     "hint: a reward or value model has num_labels 1: \"id2label\": {\"0\": \"LABEL_0\"}, \"label2id\": "
     "{\"LABEL_0\": 0}";
@@ -74,8 +70,8 @@ ModelHead hf_head_of_architectures(const nlohmann::json& config, ModelHead fallb
   for (const nlohmann::json& name : config["architectures"]) {
     if (!name.is_string()) continue;
     const std::string text = name.get<std::string>();
-    if (ends_with(text, "ForSequenceClassification")) return ModelHead::SequenceReward;
-    if (ends_with(text, "ForTokenClassification")) return ModelHead::TokenValue;
+    if (text.ends_with("ForSequenceClassification")) return ModelHead::SequenceReward;
+    if (text.ends_with("ForTokenClassification")) return ModelHead::TokenValue;
   }
   return ModelHead::LanguageModel;
 }

@@ -13,14 +13,14 @@ namespace {
 // Every piece starts 256 bytes into an f32 buffer (aligned vector loads on the host, aligned copies on the bus).
 constexpr int64_t kPieceAlign = 64;
 
-int64_t aligned(int64_t n) { return (n + kPieceAlign - 1) / kPieceAlign * kPieceAlign; }
+int64_t piece_aligned(int64_t n) { return (n + kPieceAlign - 1) / kPieceAlign * kPieceAlign; }
 
 backend::PinnedHostRange pin(const Tensor& host) { return {host.raw_data(), host.nbytes()}; }
 
 }  // namespace
 
 OffloadStream::OffloadStream(Device compute_device, DType compute_dtype, int64_t chunk_elements)
-    : compute_device_(compute_device), compute_dtype_(compute_dtype), chunk_elements_(aligned(chunk_elements)) {
+    : compute_device_(compute_device), compute_dtype_(compute_dtype), chunk_elements_(piece_aligned(chunk_elements)) {
   VEOMNI_CHECK(chunk_elements > 0, "offload chunks of {} elements", chunk_elements);
   for (Slot& slot : slots_) {
     slot.grads = Tensor::empty({chunk_elements_}, DType::F32, Device::cpu());
@@ -73,7 +73,7 @@ std::vector<OffloadStream::Chunk> OffloadStream::split(const std::vector<Item>& 
       chunk.pieces.push_back({i, begin, length, nullptr});
       chunk.offsets.push_back(used);
       chunk.any_grad = chunk.any_grad || item.grad != nullptr;
-      used = aligned(used + length);
+      used = piece_aligned(used + length);
       begin += length;
     }
   }

@@ -12,15 +12,10 @@ namespace veomni {
 
 namespace {
 
-std::string lower(std::string text) {
+std::string lowercase(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return text;
-}
-
-bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // The dotted name's components.
@@ -37,11 +32,11 @@ std::vector<std::string> components(const std::string& name) {
 
 // "RMSNorm" matches "RMSNorm" and "Qwen3RMSNorm"; not "LayerNorm" or "Norm".
 bool names_module_type(const std::string& entry, const std::string& type) {
-  return entry == type || (starts_with(entry, "Qwen") && ends_with(entry, type));
+  return entry == type || (entry.starts_with("Qwen") && entry.ends_with(type));
 }
 
 bool names_parameter(const std::string& entry, const std::string& hf_name) {
-  return lower(hf_name).find(lower(entry)) != std::string::npos;
+  return lowercase(hf_name).find(lowercase(entry)) != std::string::npos;
 }
 
 }  // namespace
@@ -51,13 +46,13 @@ std::string module_type_of(const std::string& hf_name) {
   // A stacked expert tensor is the experts module's own parameter (no ".weight").
   if (parts.size() >= 2 && parts[parts.size() - 2] == "experts") return "Experts";
   const std::string module = parts.size() >= 2 ? parts[parts.size() - 2] : "";
-  const bool tower = starts_with(hf_name, "visual.") || starts_with(hf_name, "audio_tower.") ||
+  const bool tower = hf_name.starts_with("visual.") || hf_name.starts_with("audio_tower.") ||
                      hf_name.find(".visual.") != std::string::npos ||
                      hf_name.find(".audio_tower.") != std::string::npos;
-  if (module.find("norm") != std::string::npos || starts_with(module, "ln_")) return tower ? "LayerNorm" : "RMSNorm";
+  if (module.find("norm") != std::string::npos || module.starts_with("ln_")) return tower ? "LayerNorm" : "RMSNorm";
   if (module == "embed_tokens" || module == "pos_embed") return "Embedding";
   if (hf_name.find("patch_embed.proj.") != std::string::npos) return "Conv3d";
-  if (starts_with(module, "conv2d")) return "Conv2d";
+  if (module.starts_with("conv2d")) return "Conv2d";
   return "Linear";
 }
 

@@ -16,14 +16,15 @@ namespace {
 // Element alignment of each shard in the compute buffer (256 bytes in bf16, as NCCL likes its buffers).
 constexpr int64_t kOffloadAlign = 128;
 
-int64_t aligned(int64_t n) { return (n + kOffloadAlign - 1) / kOffloadAlign * kOffloadAlign; }
+int64_t offload_aligned(int64_t n) { return (n + kOffloadAlign - 1) / kOffloadAlign * kOffloadAlign; }
 
 }  // namespace
 
 void Fsdp::build_compute_copies() {
   // Frozen shards (LoRA's base) have no master: their compute-dtype slices stay the gathers' source, untouched.
   std::vector<int64_t> offsets{0};
-  for (const ParamShard& s : shards_) offsets.push_back(offsets.back() + (s.frozen() ? 0 : aligned(s.shard_numel)));
+  for (const ParamShard& s : shards_)
+    offsets.push_back(offsets.back() + (s.frozen() ? 0 : offload_aligned(s.shard_numel)));
   compute_flat_ = Tensor::empty({offsets.back()}, compute_dtype_, compute_device_);
   for (size_t i = 0; i < shards_.size(); ++i)
     if (!shards_[i].frozen()) shards_[i].compute = compute_flat_.slice(offsets[i], offsets[i] + shards_[i].shard_numel);

@@ -54,7 +54,7 @@ void check_not_under_a_file(const fs::path& dir) {
   }
 }
 
-std::string host_name() {
+std::string lock_host_name() {
   char host[256] = {};
   if (::gethostname(host, sizeof(host) - 1) != 0) return "unknown-host";
   return host;
@@ -72,7 +72,7 @@ std::string read_holder(int fd) {
 }
 
 void write_holder(int fd, const std::string& path) {
-  const std::string text = "host " + host_name() + "\npid " + std::to_string(::getpid()) + "\n";
+  const std::string text = "host " + lock_host_name() + "\npid " + std::to_string(::getpid()) + "\n";
   const bool ok = ::ftruncate(fd, 0) == 0 && ::pwrite(fd, text.data(), text.size(), 0) ==
                                                  static_cast<ssize_t>(text.size());
   if (!ok) throw Error(fmt::format("{}: cannot record this run's host and pid: {}", path, std::strerror(errno)));

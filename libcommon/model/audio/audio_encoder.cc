@@ -19,10 +19,6 @@ namespace veomni {
 
 namespace {
 
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 bool is_layer_norm(const std::string& name) {
   return name.find("layer_norm.") != std::string::npos || name.find("ln_post.") != std::string::npos;
 }
@@ -251,7 +247,7 @@ void AudioEncoder::init_weights(uint64_t seed) {
     if (!p->takes_start_values()) continue;
     if (is_lora_param_name(p->name)) {
       init_parameter(*p, lora_init_spec(*p), seed);
-    } else if (ends_with(p->name, ".bias")) {
+    } else if (p->name.ends_with(".bias")) {
       init_parameter(*p, InitSpec{InitSpec::Kind::Zeros, 0.0}, seed);
     } else if (is_layer_norm(p->name)) {
       init_parameter(*p, InitSpec{InitSpec::Kind::Ones, 0.0}, seed);

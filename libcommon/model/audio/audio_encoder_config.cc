@@ -15,22 +15,17 @@ namespace {
 
 using nlohmann::json;
 
-
-void check_positive(int64_t value, const char* key, const std::string& source) {
-  VEOMNI_INPUT_CHECK(value > 0, "{}: key '{}' must be positive, got {}", source, key, value);
-}
-
 }  // namespace
 
 void validate_audio_encoder_config(const AudioEncoderConfig& c, const std::string& source) {
-  check_positive(c.num_mel_bins, "num_mel_bins", source);
-  check_positive(c.d_model, "d_model", source);
-  check_positive(c.encoder_layers, "encoder_layers", source);
-  check_positive(c.encoder_attention_heads, "encoder_attention_heads", source);
-  check_positive(c.encoder_ffn_dim, "encoder_ffn_dim", source);
-  check_positive(c.max_source_positions, "max_source_positions", source);
-  check_positive(c.downsample_hidden_size, "downsample_hidden_size", source);
-  check_positive(c.output_dim, "output_dim", source);
+  require_positive_key(c.num_mel_bins, "num_mel_bins", source);
+  require_positive_key(c.d_model, "d_model", source);
+  require_positive_key(c.encoder_layers, "encoder_layers", source);
+  require_positive_key(c.encoder_attention_heads, "encoder_attention_heads", source);
+  require_positive_key(c.encoder_ffn_dim, "encoder_ffn_dim", source);
+  require_positive_key(c.max_source_positions, "max_source_positions", source);
+  require_positive_key(c.downsample_hidden_size, "downsample_hidden_size", source);
+  require_positive_key(c.output_dim, "output_dim", source);
   VEOMNI_INPUT_CHECK(c.d_model % c.encoder_attention_heads == 0,
                      "{}: key 'd_model' ({}) is not a multiple of encoder_attention_heads ({})", source, c.d_model,
                      c.encoder_attention_heads);

@@ -12,10 +12,6 @@ namespace veomni {
 
 namespace {
 
-void check_positive(int64_t value, const char* key, const std::string& source) {
-  VEOMNI_INPUT_CHECK(value > 0, "{}: key '{}' must be positive, got {}", source, key, value);
-}
-
 double rope_theta_of(const nlohmann::json& object, const JsonKeys& keys, double fallback) {
   if (keys.has("rope_theta")) return keys.number("rope_theta", fallback);
   if (object.contains("rope_parameters") && object["rope_parameters"].is_object())
@@ -41,15 +37,15 @@ int64_t Code2WavConfig::waveform_samples(int64_t frames) const {
 }
 
 void validate_code2wav_config(const Code2WavConfig& c, const std::string& source) {
-  check_positive(c.codebook_size, "codebook_size", source);
-  check_positive(c.hidden_size, "hidden_size", source);
-  check_positive(c.num_attention_heads, "num_attention_heads", source);
-  check_positive(c.num_key_value_heads, "num_key_value_heads", source);
-  check_positive(c.sliding_window, "sliding_window", source);
-  check_positive(c.intermediate_size, "intermediate_size", source);
-  check_positive(c.num_hidden_layers, "num_hidden_layers", source);
-  check_positive(c.num_quantizers, "num_quantizers", source);
-  check_positive(c.decoder_dim, "decoder_dim", source);
+  require_positive_key(c.codebook_size, "codebook_size", source);
+  require_positive_key(c.hidden_size, "hidden_size", source);
+  require_positive_key(c.num_attention_heads, "num_attention_heads", source);
+  require_positive_key(c.num_key_value_heads, "num_key_value_heads", source);
+  require_positive_key(c.sliding_window, "sliding_window", source);
+  require_positive_key(c.intermediate_size, "intermediate_size", source);
+  require_positive_key(c.num_hidden_layers, "num_hidden_layers", source);
+  require_positive_key(c.num_quantizers, "num_quantizers", source);
+  require_positive_key(c.decoder_dim, "decoder_dim", source);
   VEOMNI_INPUT_CHECK(c.hidden_size % c.num_attention_heads == 0 && c.head_dim() % 2 == 0,
                      "{}: key 'hidden_size' ({}) must be an even multiple of num_attention_heads ({})", source,
                      c.hidden_size, c.num_attention_heads);
@@ -59,8 +55,8 @@ void validate_code2wav_config(const Code2WavConfig& c, const std::string& source
   VEOMNI_INPUT_CHECK(c.hidden_act == "silu", "{}: key 'hidden_act': \"{}\" is not supported (\"silu\")", source,
                      c.hidden_act);
   VEOMNI_INPUT_CHECK(!c.upsample_rates.empty(), "{}: key 'upsample_rates' is empty", source);
-  for (int64_t r : c.upsample_rates) check_positive(r, "upsample_rates", source);
-  for (int64_t r : c.upsampling_ratios) check_positive(r, "upsampling_ratios", source);
+  for (int64_t r : c.upsample_rates) require_positive_key(r, "upsample_rates", source);
+  for (int64_t r : c.upsampling_ratios) require_positive_key(r, "upsampling_ratios", source);
   const auto blocks = static_cast<int64_t>(c.upsample_rates.size());
   VEOMNI_INPUT_CHECK(blocks < 62 && c.decoder_dim % (int64_t{1} << blocks) == 0,
                      "{}: key 'decoder_dim' ({}) must be divisible by 2^{} (one halving per upsample_rates entry)",

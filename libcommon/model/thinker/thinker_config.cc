@@ -19,7 +19,7 @@ namespace {
 using nlohmann::json;
 
 // A nested object that must be present (InputError naming the source and the key).
-const json& object_at(const json& parent, const char* key, const std::string& source) {
+const json& thinker_object_at(const json& parent, const char* key, const std::string& source) {
   return JsonKeys(parent, source).object(key);
 }
 
@@ -80,19 +80,19 @@ ThinkerConfig thinker_config_from_json(const json& root, const std::string& sour
   ThinkerConfig c;
   c.model_type = type;
   const bool omni = type == "qwen3_omni_moe";
-  const json& parent = omni ? object_at(root, "thinker_config", source) : root;
+  const json& parent = omni ? thinker_object_at(root, "thinker_config", source) : root;
   const std::string parent_source = omni ? source + " thinker_config" : source;
-  const json& text = object_at(parent, "text_config", parent_source);
+  const json& text = thinker_object_at(parent, "text_config", parent_source);
   c.text = read_text_config(text, parent, type, parent_source);
   c.mrope_section = read_mrope_section(text, parent_source + " text_config");
-  c.vision = vision_config_from_json(object_at(parent, "vision_config", parent_source), type,
+  c.vision = vision_config_from_json(thinker_object_at(parent, "vision_config", parent_source), type,
                                      parent_source + " vision_config");
   VEOMNI_INPUT_CHECK(c.vision.out_hidden_size == c.text.hidden_size,
                      "{}: key 'vision_config.out_hidden_size': {} differs from the text hidden_size {}", parent_source,
                      c.vision.out_hidden_size, c.text.hidden_size);
   if (omni) {
     c.has_audio = true;
-    c.audio = audio_encoder_config_from_json(object_at(parent, "audio_config", parent_source),
+    c.audio = audio_encoder_config_from_json(thinker_object_at(parent, "audio_config", parent_source),
                                              parent_source + " audio_config");
     VEOMNI_INPUT_CHECK(c.audio.output_dim == c.text.hidden_size,
                        "{}: key 'audio_config.output_dim': {} differs from the text hidden_size {}", parent_source,

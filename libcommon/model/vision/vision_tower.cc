@@ -16,13 +16,9 @@ namespace veomni {
 
 namespace {
 
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 bool is_layer_norm_weight(const std::string& name) {
   for (const char* suffix : {"norm1.weight", "norm2.weight", ".norm.weight", ".ln_q.weight"})
-    if (ends_with(name, suffix)) return true;
+    if (name.ends_with(suffix)) return true;
   return false;
 }
 
@@ -333,7 +329,7 @@ void VisionTower::init_weights(uint64_t seed) {
         init_parameter(*p, lora_init_spec(*p), seed);
         continue;
       }
-      if (ends_with(p->name, ".bias")) {
+      if (p->name.ends_with(".bias")) {
         init_parameter(*p, InitSpec{InitSpec::Kind::Zeros, 0.0}, seed);
         continue;
       }
