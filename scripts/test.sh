@@ -4,13 +4,23 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/lib.sh"
+start=$SECONDS
 "$here/setup.sh"
+veomni_say "setup took $((SECONDS - start)) s"
+start=$SECONDS
 veomni_build
+veomni_say "build took $((SECONDS - start)) s"
 veomni_say "running tests"
 cd "$veomni_build_dir"
-ctest --output-on-failure --timeout 900 -j"$(nproc)" "$@"
+start=$SECONDS
+status=0
+ctest --output-on-failure --timeout 900 -j"$(nproc)" "$@" || status=$?
+veomni_say "ctest took $((SECONDS - start)) s"
+[ $status -eq 0 ] || exit $status
 # Then the readers of outside bytes are fuzzed for a bounded time in a separate clang build (VEOMNI_SKIP_FUZZ=1 skips).
 if [ "${VEOMNI_SKIP_FUZZ:-0}" != 1 ]; then
   veomni_say "fuzzing the readers (ctest label fuzz in build-fuzz)"
+  start=$SECONDS
   "$here/fuzz.sh" --ctest
+  veomni_say "fuzzing took $((SECONDS - start)) s"
 fi
