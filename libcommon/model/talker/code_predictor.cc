@@ -33,6 +33,14 @@ Tensor CodePredictor::hidden(const Tensor& embeddings) const {
   return norm_.forward(h, false).out;
 }
 
+Tensor CodePredictor::hidden_cached(const Tensor& x, int64_t start, KvCache& cache) const {
+  const CachedStep step =
+      single_sequence_step(start, x.dim(0), cache.capacity(), config_.head_dim, config_.rope_theta, x.device());
+  Tensor h = x;
+  for (size_t i = 0; i < layers_.size(); ++i) h = layers_[i]->forward_cached(h, step, cache.k[i], cache.v[i]);
+  return norm_.forward(h, false).out;
+}
+
 Tensor CodePredictor::logits(const Tensor& hidden_rows, int64_t group) const {
   VEOMNI_CHECK(group >= 0 && group < groups(), "code predictor group {} of {}", group, groups());
   return lm_heads_[static_cast<size_t>(group)].forward(hidden_rows, false).out;
@@ -56,9 +64,10 @@ CodePredictor::Prediction CodePredictor::predict(const Tensor& talker_hidden, co
                                                  const SamplingOptions& sampling, RandomStream& random) const {
   Prediction result;
   result.codec_sum = first_embedding.clone();
-  Tensor sequence = concat_rows(talker_hidden, first_embedding);
+  // The two starting rows, then one row for each group but the last: groups() + 1 cache rows.
+  KvCache cache = KvCache::allocate(config_, 1, groups() + 1, first_embedding.dtype(), first_embedding.device());
+  Tensor h = hidden_cached(concat_rows(talker_hidden, first_embedding), 0, cache);
   for (int64_t g = 0; g < groups(); ++g) {
-    const Tensor h = hidden(sequence);
     const Tensor row_logits = logits(h.slice(h.dim(0) - 1, h.dim(0)), g);
     const int64_t code =
         sampling.greedy() ? greedy_token(row_logits.select(0))
@@ -68,7 +77,7 @@ CodePredictor::Prediction CodePredictor::predict(const Tensor& talker_hidden, co
     const Tensor row = embed({code}, g);
     ops::add_(result.codec_sum, row);
     // The last group's embedding only feeds the talker; the predictor stops after predicting it.
-    if (g + 1 < groups()) sequence = concat_rows(sequence, row);
+    if (g + 1 < groups()) h = hidden_cached(row, g + 2, cache);
   }
   return result;
 }

@@ -10,6 +10,7 @@
 #include "core/tensor.h"
 #include "generate/sampling.h"
 #include "model/decoder_layer.h"
+#include "model/kv_cache.h"
 #include "model/layers/linear.h"
 #include "model/layers/rmsnorm.h"
 #include "model/param.h"
@@ -39,7 +40,7 @@ class CodePredictor {
   Tensor embed(const std::vector<int64_t>& codes, int64_t group) const;
   // Greedy prediction: talker_hidden [1, hidden] (the talker's last final-normed hidden state) and first_embedding
   // [1, hidden] (the talker's codec embedding of the first code) start the sequence; each step appends the
-  // embedding of the code just predicted (recomputed without a cache).
+  // embedding of the code just predicted, run as one row over a KV cache.
   Prediction predict(const Tensor& talker_hidden, const Tensor& first_embedding) const;
   // The same choosing each code with `sampling` (greedy at temperature 0) from `random`: transformers' talker
   // samples its code predictor with top_k 50, top_p 0.8 at temperature 1 whatever the talker's own sampling.
@@ -47,6 +48,9 @@ class CodePredictor {
                      RandomStream& random) const;
 
  private:
+  // Final-normed hidden states of rows x [S, hidden] written to `cache` from row `start` (positions start..).
+  Tensor hidden_cached(const Tensor& x, int64_t start, KvCache& cache) const;
+
   ModelConfig config_;
   std::vector<Parameter*> codec_embeddings_;
   std::vector<std::unique_ptr<DecoderLayer>> layers_;

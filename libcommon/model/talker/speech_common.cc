@@ -21,6 +21,23 @@ LayerInputs single_sequence_inputs(const Tensor& positions, int64_t head_dim, do
   return in;
 }
 
+CachedStep single_sequence_step(int64_t start, int64_t rows, int64_t capacity, int64_t head_dim, double theta,
+                                Device device) {
+  VEOMNI_CHECK(rows > 0 && start >= 0 && start + rows <= capacity, "{} rows from cache row {} in a cache of {}", rows,
+               start, capacity);
+  CachedStep step;
+  step.cu_seqlens = {0, static_cast<int32_t>(rows)};
+  step.slots = {0};
+  step.starts = {static_cast<int32_t>(start)};
+  step.upload_rows(capacity, device);
+  std::vector<int64_t> positions(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) positions[static_cast<size_t>(i)] = start + i;
+  step.cos = Tensor::empty({rows, head_dim}, DType::F32, device);
+  step.sin = Tensor::empty({rows, head_dim}, DType::F32, device);
+  ops::rope_tables(Tensor::from_vector(positions, {rows}).to(device), head_dim, theta, {}, step.cos, step.sin);
+  return step;
+}
+
 Tensor arange_positions(int64_t count) {
   std::vector<int64_t> values(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) values[static_cast<size_t>(i)] = i;

@@ -88,6 +88,17 @@ Talker::Output Talker::forward(const Tensor& embeddings, const Tensor& positions
   return out;
 }
 
+Talker::Output Talker::forward_cached(const Tensor& x, int64_t start, KvCache& cache) const {
+  const CachedStep step = single_sequence_step(start, x.dim(0), cache.capacity(), config_.text.head_dim,
+                                               config_.text.rope_theta, options_.device);
+  Tensor h = x;
+  for (size_t i = 0; i < layers_.size(); ++i) h = layers_[i]->forward_cached(h, step, cache.k[i], cache.v[i]);
+  Output out;
+  out.hidden = norm_.forward(h, false).out;
+  out.logits = codec_head_->forward(out.hidden.slice(x.dim(0) - 1, x.dim(0)), false).out;
+  return out;
+}
+
 Talker::Generation Talker::generate(const Tensor& prefill, const Tensor& trailing_text, const Tensor& tts_pad,
                                     int64_t max_new_tokens) const {
   TalkerSampling greedy;
@@ -119,12 +130,17 @@ Talker::Generation Talker::generate(const Tensor& prefill, const Tensor& trailin
                      tts_pad.describe(), hidden);
   const Tensor text = converted_to(trailing_text);
   const Tensor pad = converted_to(tts_pad).view({1, hidden});
+  VEOMNI_INPUT_CHECK(prefill.ndim() == 2 && prefill.dim(1) == hidden && prefill.dim(0) > 0,
+                     "talker: prefill embeddings are {}, expected [P > 0, {}]", prefill.describe(), hidden);
   Generation result;
-  Tensor sequence = converted_to(prefill);
+  // The last fed-back row is step max_new_tokens - 2: the prompt plus max_new_tokens - 1 rows at most.
+  KvCache cache = KvCache::allocate(config_.text, 1, prefill.dim(0) + max_new_tokens - 1, options_.compute_dtype,
+                                    options_.device);
+  int64_t length = prefill.dim(0);
+  Output out = forward_cached(converted_to(prefill), 0, cache);
   for (int64_t step = 0; step < max_new_tokens; ++step) {
-    const Output out = forward(sequence);
-    const int64_t last = sequence.dim(0) - 1;
-    const int64_t token = choose_codec_token(out.logits.select(last), result.tokens, sampling.codec, random);
+    const int64_t last = out.hidden.dim(0) - 1;
+    const int64_t token = choose_codec_token(out.logits.select(0), result.tokens, sampling.codec, random);
     result.tokens.push_back(token);
     if (token == config_.codec_eos_token_id) {
       result.reached_eos = true;
@@ -139,7 +155,8 @@ Talker::Generation Talker::generate(const Tensor& prefill, const Tensor& trailin
     ++result.frames;
     Tensor next = residual.codec_sum;
     ops::add_(next, step < text.dim(0) ? text.slice(step, step + 1) : pad);
-    sequence = concat_rows(sequence, next);
+    out = forward_cached(next, length, cache);
+    ++length;
   }
   return result;
 }

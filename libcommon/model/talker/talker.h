@@ -12,6 +12,7 @@
 #include "model/code2wav/code2wav.h"
 #include "model/layers/biased_linear.h"
 #include "model/layers/linear.h"
+#include "model/kv_cache.h"
 #include "model/layers/rmsnorm.h"
 #include "model/param.h"
 #include "model/talker/code_predictor.h"
@@ -83,7 +84,7 @@ class Talker {
   // special tokens of TalkerConfig::is_suppressed excluded) and stops at codec EOS or after max_new_tokens tokens;
   // every token fed back gets its residual codes from the code predictor, and the next input is the sum of its
   // codes' embeddings plus trailing_text[step] ([N, hidden]), or tts_pad [1, hidden] once the text is spent.
-  // Recomputes the whole sequence at each step (no KV cache).
+  // The prefill runs once into a KV cache; each step then runs its one new row.
   Generation generate(const Tensor& prefill, const Tensor& trailing_text, const Tensor& tts_pad,
                       int64_t max_new_tokens) const;
   // The same with transformers' logits processors: the repetition penalty over the generated tokens, the suppressed
@@ -94,6 +95,9 @@ class Talker {
  private:
   // x on options.device in options.compute_dtype.
   Tensor converted_to(const Tensor& x) const;
+  // One cached step: rows x [S, hidden] (converted) written to `cache` from row `start`, at positions start...
+  // hidden holds the S final-normed rows, logits the last row's only ([1, vocab]).
+  Output forward_cached(const Tensor& x, int64_t start, KvCache& cache) const;
   // One first-codebook token from a logits row [vocab]: the penalty over `generated`, the suppressed tokens out.
   int64_t choose_codec_token(const Tensor& logits_row, const std::vector<int64_t>& generated,
                              const SamplingOptions& sampling, RandomStream& random) const;

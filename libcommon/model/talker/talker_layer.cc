@@ -27,14 +27,26 @@ Tensor TalkerLayer::shared_expert(const Tensor& x) const {
   return shared_down_proj_.forward(act, false).out;
 }
 
-Tensor TalkerLayer::forward(const Tensor& h, const LayerInputs& in) const {
-  Tensor h1 = attention_.forward(input_norm_.forward(h, false).out, in, false).out;
-  ops::add_(h1, h);
+Tensor TalkerLayer::feed_forward(const Tensor& h1, const LayerInputs& in) const {
   const Tensor x = post_attention_norm_.forward(h1, false).out;
-  Tensor out = moe_.forward(x, in, false).out;
+  Tensor out = moe_.forward(x, in, false, /*with_stats=*/false).out;
   ops::sigmoid_gated_add_(out, shared_expert_gate_.forward(x, false).out, shared_expert(x));
   ops::add_(out, h1);
   return out;
+}
+
+Tensor TalkerLayer::forward(const Tensor& h, const LayerInputs& in) const {
+  Tensor h1 = attention_.forward(input_norm_.forward(h, false).out, in, false).out;
+  ops::add_(h1, h);
+  return feed_forward(h1, in);
+}
+
+Tensor TalkerLayer::forward_cached(const Tensor& h, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const {
+  Tensor h1 = attention_.forward_cached(input_norm_.forward(h, false).out, step, k_cache, v_cache);
+  ops::add_(h1, h);
+  LayerInputs in;  // one process, every row real: the MoE needs no more
+  in.real_rows = h1.dim(0);
+  return feed_forward(h1, in);
 }
 
 }  // namespace veomni

@@ -6,6 +6,7 @@
 
 #include "core/tensor.h"
 #include "model/attention.h"
+#include "model/kv_cache.h"
 #include "model/layer_inputs.h"
 #include "model/layers/linear.h"
 #include "model/layers/rmsnorm.h"
@@ -23,9 +24,13 @@ class TalkerLayer {
   TalkerLayer(ParamStore& store, const TalkerConfig& config, const std::string& prefix);
   // h [T, hidden] -> [T, hidden].
   Tensor forward(const Tensor& h, const LayerInputs& in) const;
+  // The same over this layer's KV caches (Attention::forward_cached): h [S, hidden] of one cached step.
+  Tensor forward_cached(const Tensor& h, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const;
 
  private:
   Tensor shared_expert(const Tensor& x) const;
+  // Everything after the attention: h1 is the attention output plus the residual.
+  Tensor feed_forward(const Tensor& h1, const LayerInputs& in) const;
 
   RmsNorm input_norm_;
   Attention attention_;
