@@ -6,7 +6,6 @@ if(VEOMNI_HAVE_CUDA)
   target_link_libraries(veomni_gpu_tests PRIVATE veomni_common veomni_hdf5 GTest::gtest GTest::gtest_main veomni_warnings)
   target_compile_definitions(veomni_gpu_tests PRIVATE
     VEOMNI_SOURCE_DIR="${CMAKE_SOURCE_DIR}" VEOMNI_BIN_DIR="${VEOMNI_BIN_DIR}" VEOMNI_FIXTURES_DIR="${VEOMNI_FIXTURES_DIR}")
-  set_target_properties(veomni_gpu_tests PROPERTIES UNITY_BUILD OFF)
   target_compile_options(veomni_gpu_tests PRIVATE ${VEOMNI_TEST_CXX_FLAGS})
   # The skip pattern has no closing bracket: CMake 4 writes discovered properties inside [[...]] bracket arguments.
   gtest_discover_tests(veomni_gpu_tests DISCOVERY_TIMEOUT 60 TEST_PREFIX "gpu."

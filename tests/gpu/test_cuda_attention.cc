@@ -41,13 +41,13 @@ class BackendScope {
   ops::cuda::AttentionBackend previous_;
 };
 
-struct Case {
+struct AttentionCase {
   std::vector<int32_t> cu;
   int64_t hq, hkv, d;
   bool causal;
 };
 
-std::string describe(const Case& c, DType dtype) {
+std::string describe_attention(const AttentionCase& c, DType dtype) {
   std::string lens;
   for (size_t b = 0; b + 1 < c.cu.size(); ++b) lens += (b ? "," : "") + std::to_string(c.cu[b + 1] - c.cu[b]);
   return std::string(dtype_name(dtype)) + " lens {" + lens + "} Hq " + std::to_string(c.hq) + " Hkv " +
@@ -67,30 +67,30 @@ Tensor random_tensor(const Shape& shape, uint64_t seed, float range = 1.0f) {
 }
 
 // The values a dtype can hold, as f32 on the host: the CPU reference then sees exactly the GPU's inputs.
-Tensor representable(const Tensor& t, DType dtype) {
+Tensor attention_representable(const Tensor& t, DType dtype) {
   return dtype == DType::F32 ? t : t.to_dtype(dtype).to_dtype(DType::F32);
 }
 
-Tensor to_gpu(const Tensor& host_f32, DType dtype) { return host_f32.to_dtype(dtype).to(Device::cuda(0)); }
+Tensor attention_to_gpu(const Tensor& host_f32, DType dtype) { return host_f32.to_dtype(dtype).to(Device::cuda(0)); }
 Tensor to_host_f32(const Tensor& device) { return device.to(Device::cpu()).to_dtype(DType::F32); }
 
 struct Inputs {
   Tensor q, k, v, dout;  // host f32, representable in the dtype under test
 };
 
-Inputs make_inputs(const Case& c, DType dtype, uint64_t seed) {
+Inputs make_inputs(const AttentionCase& c, DType dtype, uint64_t seed) {
   const int64_t s = c.cu.back();
-  return {representable(random_tensor({s, c.hq, c.d}, seed), dtype),
-          representable(random_tensor({s, c.hkv, c.d}, seed + 1), dtype),
-          representable(random_tensor({s, c.hkv, c.d}, seed + 2), dtype),
-          representable(random_tensor({s, c.hq, c.d}, seed + 3), dtype)};
+  return {attention_representable(random_tensor({s, c.hq, c.d}, seed), dtype),
+          attention_representable(random_tensor({s, c.hkv, c.d}, seed + 1), dtype),
+          attention_representable(random_tensor({s, c.hkv, c.d}, seed + 2), dtype),
+          attention_representable(random_tensor({s, c.hq, c.d}, seed + 3), dtype)};
 }
 
 struct Outputs {
   Tensor out, lse, dq, dk, dv;  // host f32
 };
 
-Outputs cpu_attention(const Case& c, const Inputs& in, float scale) {
+Outputs cpu_attention(const AttentionCase& c, const Inputs& in, float scale) {
   const int64_t s = c.cu.back();
   Outputs r{Tensor::empty(in.q.shape(), DType::F32), Tensor::empty({c.hq, s}, DType::F32),
             Tensor::empty(in.q.shape(), DType::F32), Tensor::empty(in.k.shape(), DType::F32),
@@ -101,9 +101,10 @@ Outputs cpu_attention(const Case& c, const Inputs& in, float scale) {
 }
 
 // Forward and backward through the op API on the GPU in `dtype`; the backward uses the GPU's own out and lse.
-Outputs gpu_attention(const Case& c, const Inputs& in, float scale, DType dtype) {
+Outputs gpu_attention(const AttentionCase& c, const Inputs& in, float scale, DType dtype) {
   const Device gpu = Device::cuda(0);
-  const Tensor q = to_gpu(in.q, dtype), k = to_gpu(in.k, dtype), v = to_gpu(in.v, dtype), dout = to_gpu(in.dout, dtype);
+  const Tensor q = attention_to_gpu(in.q, dtype), k = attention_to_gpu(in.k, dtype), v = attention_to_gpu(in.v, dtype),
+               dout = attention_to_gpu(in.dout, dtype);
   Tensor out = Tensor::empty(q.shape(), dtype, gpu), lse = Tensor::empty({c.hq, c.cu.back()}, DType::F32, gpu);
   Tensor dq = Tensor::empty(q.shape(), dtype, gpu), dk = Tensor::empty(k.shape(), dtype, gpu);
   Tensor dv = Tensor::empty(v.shape(), dtype, gpu);
@@ -114,7 +115,8 @@ Outputs gpu_attention(const Case& c, const Inputs& in, float scale, DType dtype)
 
 // max |got - want| <= rtol * max |want|, every value finite. A normwise bound: elementwise relative error means
 // nothing on the elements that cancel to ~0 (a length-1 sequence has dq = dk = 0).
-::testing::AssertionResult close_to(const std::vector<double>& got, const std::vector<double>& want, double rtol) {
+::testing::AssertionResult normwise_close_to(const std::vector<double>& got, const std::vector<double>& want,
+                                             double rtol) {
   if (got.size() != want.size())
     return ::testing::AssertionFailure() << got.size() << " values, " << want.size() << " expected";
   double scale = 0.0, worst = 0.0;
@@ -132,22 +134,22 @@ Outputs gpu_attention(const Case& c, const Inputs& in, float scale, DType dtype)
                                        << " (max error " << worst << " > " << rtol << " * max |want| " << scale << ")";
 }
 
-std::vector<double> values(const Tensor& host_f32) {
+std::vector<double> host_values(const Tensor& host_f32) {
   const float* p = host_f32.data<float>();
   return std::vector<double>(p, p + host_f32.numel());
 }
 
-void expect_matches_cpu(const Case& c, DType dtype, double rtol, uint64_t seed) {
-  SCOPED_TRACE(describe(c, dtype));
+void expect_matches_cpu(const AttentionCase& c, DType dtype, double rtol, uint64_t seed) {
+  SCOPED_TRACE(describe_attention(c, dtype));
   const Inputs in = make_inputs(c, dtype, seed);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
   const Outputs want = cpu_attention(c, in, scale);
   const Outputs got = gpu_attention(c, in, scale, dtype);
-  EXPECT_TRUE(close_to(values(got.out), values(want.out), rtol)) << "out";
-  EXPECT_TRUE(close_to(values(got.lse), values(want.lse), rtol)) << "lse";
-  EXPECT_TRUE(close_to(values(got.dq), values(want.dq), rtol)) << "dq";
-  EXPECT_TRUE(close_to(values(got.dk), values(want.dk), rtol)) << "dk";
-  EXPECT_TRUE(close_to(values(got.dv), values(want.dv), rtol)) << "dv";
+  EXPECT_TRUE(normwise_close_to(host_values(got.out), host_values(want.out), rtol)) << "out";
+  EXPECT_TRUE(normwise_close_to(host_values(got.lse), host_values(want.lse), rtol)) << "lse";
+  EXPECT_TRUE(normwise_close_to(host_values(got.dq), host_values(want.dq), rtol)) << "dq";
+  EXPECT_TRUE(normwise_close_to(host_values(got.dk), host_values(want.dk), rtol)) << "dk";
+  EXPECT_TRUE(normwise_close_to(host_values(got.dv), host_values(want.dv), rtol)) << "dv";
 }
 
 // Lengths 1, 37, 0, 70, 1, 130: single tokens, an empty sequence, sequences crossing the 32- and 64-row blocks.
@@ -207,7 +209,7 @@ namespace {
 // Double-precision attention for chosen rows and keys of a problem too long for the full CPU reference.
 class SampledReference {
  public:
-  SampledReference(const Case& c, const Inputs& in, double scale)
+  SampledReference(const AttentionCase& c, const Inputs& in, double scale)
       : c_(c),
         q_(in.q.data<float>()),
         k_(in.k.data<float>()),
@@ -281,7 +283,7 @@ class SampledReference {
     for (int64_t e = 0; e < c_.d; ++e) y[static_cast<size_t>(e)] += alpha * x[e];
   }
 
-  Case c_;
+  AttentionCase c_;
   const float *q_, *k_, *v_, *dout_;
   double scale_;
 };
@@ -294,10 +296,10 @@ void append(std::vector<double>& dst, const Tensor& host_f32, int64_t offset, in
 // Runs the GPU kernels on a long problem and checks sampled rows (out, lse, dq) and keys (dk, dv). Each quantity
 // is judged against the largest reference value over its samples: some rows are exactly zero in theory (dq of a
 // sequence's first token under causal attention) and carry only rounding noise.
-void expect_sampled_rows_match(const Case& c, DType dtype, double rtol, const std::vector<int64_t>& tokens,
+void expect_sampled_rows_match(const AttentionCase& c, DType dtype, double rtol, const std::vector<int64_t>& tokens,
                                const std::vector<int64_t>& heads, const std::vector<int64_t>& keys,
                                const std::vector<int64_t>& kv_heads) {
-  SCOPED_TRACE(describe(c, dtype));
+  SCOPED_TRACE(describe_attention(c, dtype));
   const Inputs in = make_inputs(c, dtype, 400);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
   const Outputs got = gpu_attention(c, in, scale, dtype);
@@ -315,9 +317,9 @@ void expect_sampled_rows_match(const Case& c, DType dtype, double rtol, const st
       want_lse.push_back(want.lse);
     }
   const std::string rows = "element n is sample n / D of the (token, head) pairs in order";
-  EXPECT_TRUE(close_to(got_out, want_out, rtol)) << "out; " << rows;
-  EXPECT_TRUE(close_to(got_dq, want_dq, rtol)) << "dq; " << rows;
-  EXPECT_TRUE(close_to(got_lse, want_lse, rtol)) << "lse";
+  EXPECT_TRUE(normwise_close_to(got_out, want_out, rtol)) << "out; " << rows;
+  EXPECT_TRUE(normwise_close_to(got_dq, want_dq, rtol)) << "dq; " << rows;
+  EXPECT_TRUE(normwise_close_to(got_lse, want_lse, rtol)) << "lse";
   std::vector<double> got_dk, want_dk, got_dv, want_dv;
   for (int64_t j : keys)
     for (int64_t g : kv_heads) {
@@ -327,8 +329,8 @@ void expect_sampled_rows_match(const Case& c, DType dtype, double rtol, const st
       want_dk.insert(want_dk.end(), dk.begin(), dk.end());
       want_dv.insert(want_dv.end(), dv.begin(), dv.end());
     }
-  EXPECT_TRUE(close_to(got_dk, want_dk, rtol)) << "dk; element n is sample n / D of the (key, kv head) pairs";
-  EXPECT_TRUE(close_to(got_dv, want_dv, rtol)) << "dv; element n is sample n / D of the (key, kv head) pairs";
+  EXPECT_TRUE(normwise_close_to(got_dk, want_dk, rtol)) << "dk; element n is sample n / D of the (key, kv head) pairs";
+  EXPECT_TRUE(normwise_close_to(got_dv, want_dv, rtol)) << "dv; element n is sample n / D of the (key, kv head) pairs";
 }
 
 }  // namespace
@@ -384,10 +386,11 @@ struct GpuTensors {
   Tensor q, k, v, dout, out, lse, dq, dk, dv;
 };
 
-GpuTensors gpu_tensors(const Case& c, const Inputs& in) {
+GpuTensors gpu_tensors(const AttentionCase& c, const Inputs& in) {
   const Device gpu = Device::cuda(0);
   const DType bf16 = DType::BF16;
-  GpuTensors t{to_gpu(in.q, bf16), to_gpu(in.k, bf16), to_gpu(in.v, bf16), to_gpu(in.dout, bf16), {}, {}, {}, {}, {}};
+  GpuTensors t{attention_to_gpu(in.q, bf16), attention_to_gpu(in.k, bf16), attention_to_gpu(in.v, bf16),
+               attention_to_gpu(in.dout, bf16), {}, {}, {}, {}, {}};
   t.out = Tensor::empty(t.q.shape(), bf16, gpu);
   t.lse = Tensor::empty({c.hq, c.cu.back()}, DType::F32, gpu);
   t.dq = Tensor::empty(t.q.shape(), bf16, gpu);
@@ -396,12 +399,12 @@ GpuTensors gpu_tensors(const Case& c, const Inputs& in) {
   return t;
 }
 
-Outputs to_host(const GpuTensors& t) {
+Outputs outputs_to_host(const GpuTensors& t) {
   return {to_host_f32(t.out), to_host_f32(t.lse), to_host_f32(t.dq), to_host_f32(t.dk), to_host_f32(t.dv)};
 }
 
 // Forward and backward straight through cuDNN: a refusal fails the test with cuDNN's reason.
-void run_cudnn(const Case& c, const Inputs& in, float scale, Outputs& result) {
+void run_cudnn(const AttentionCase& c, const Inputs& in, float scale, Outputs& result) {
   GpuTensors t = gpu_tensors(c, in);
   std::string why;
   ASSERT_TRUE(ops::cuda::cudnn_attention_forward(t.q, t.k, t.v, c.cu, c.causal, scale, t.out, t.lse, &why))
@@ -409,10 +412,10 @@ void run_cudnn(const Case& c, const Inputs& in, float scale, Outputs& result) {
   ASSERT_TRUE(ops::cuda::cudnn_attention_backward(t.dout, t.q, t.k, t.v, t.out, t.lse, c.cu, c.causal, scale, t.dq,
                                                   t.dk, t.dv, &why))
       << "cuDNN refused the backward: " << why;
-  result = to_host(t);
+  result = outputs_to_host(t);
 }
 
-Outputs native_attention(const Case& c, const Inputs& in, float scale) {
+Outputs native_attention(const AttentionCase& c, const Inputs& in, float scale) {
   const BackendScope native(ops::cuda::AttentionBackend::Native);
   return gpu_attention(c, in, scale, DType::BF16);
 }
@@ -421,16 +424,16 @@ Outputs native_attention(const Case& c, const Inputs& in, float scale) {
 constexpr double kLseTolerance = 1e-4;
 
 void expect_all_close(const Outputs& got, const Outputs& want, double rtol, double lse_rtol, const char* against) {
-  EXPECT_TRUE(close_to(values(got.out), values(want.out), rtol)) << "out vs " << against;
-  EXPECT_TRUE(close_to(values(got.lse), values(want.lse), lse_rtol)) << "lse vs " << against;
-  EXPECT_TRUE(close_to(values(got.dq), values(want.dq), rtol)) << "dq vs " << against;
-  EXPECT_TRUE(close_to(values(got.dk), values(want.dk), rtol)) << "dk vs " << against;
-  EXPECT_TRUE(close_to(values(got.dv), values(want.dv), rtol)) << "dv vs " << against;
+  EXPECT_TRUE(normwise_close_to(host_values(got.out), host_values(want.out), rtol)) << "out vs " << against;
+  EXPECT_TRUE(normwise_close_to(host_values(got.lse), host_values(want.lse), lse_rtol)) << "lse vs " << against;
+  EXPECT_TRUE(normwise_close_to(host_values(got.dq), host_values(want.dq), rtol)) << "dq vs " << against;
+  EXPECT_TRUE(normwise_close_to(host_values(got.dk), host_values(want.dk), rtol)) << "dk vs " << against;
+  EXPECT_TRUE(normwise_close_to(host_values(got.dv), host_values(want.dv), rtol)) << "dv vs " << against;
 }
 
 // cuDNN against the CPU fp32 reference and against our bf16 kernels on the same inputs.
-void expect_cudnn_matches(const Case& c, uint64_t seed) {
-  SCOPED_TRACE(describe(c, DType::BF16) + " through cuDNN");
+void expect_cudnn_matches(const AttentionCase& c, uint64_t seed) {
+  SCOPED_TRACE(describe_attention(c, DType::BF16) + " through cuDNN");
   const Inputs in = make_inputs(c, DType::BF16, seed);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
   Outputs got;
@@ -473,7 +476,7 @@ TEST(CudnnAttention, HeadDim64AndMultiHead) {
 // (the caching allocator hands the same block back) and the second dq must not carry the first.
 TEST(CudnnAttention, RepeatedBackwardIsStable) {
   REQUIRE_SM90();
-  const Case c{{0, 300, 1000}, 16, 8, 128, true};
+  const AttentionCase c{{0, 300, 1000}, 16, 8, 128, true};
   const Inputs in = make_inputs(c, DType::BF16, 506);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
   GpuTensors t = gpu_tensors(c, in);
@@ -484,19 +487,19 @@ TEST(CudnnAttention, RepeatedBackwardIsStable) {
     ASSERT_TRUE(ops::cuda::cudnn_attention_backward(t.dout, t.q, t.k, t.v, t.out, t.lse, c.cu, c.causal, scale, t.dq,
                                                     t.dk, t.dv, &why))
         << why;
-    runs.push_back(to_host(t));
+    runs.push_back(outputs_to_host(t));
   }
   for (int i = 1; i < 3; ++i) {
-    EXPECT_TRUE(close_to(values(runs[i].dq), values(runs[0].dq), 1e-2)) << "dq of run " << i;
-    EXPECT_TRUE(close_to(values(runs[i].dk), values(runs[0].dk), 1e-2)) << "dk of run " << i;
-    EXPECT_TRUE(close_to(values(runs[i].dv), values(runs[0].dv), 1e-2)) << "dv of run " << i;
+    EXPECT_TRUE(normwise_close_to(host_values(runs[i].dq), host_values(runs[0].dq), 1e-2)) << "dq of run " << i;
+    EXPECT_TRUE(normwise_close_to(host_values(runs[i].dk), host_values(runs[0].dk), 1e-2)) << "dk of run " << i;
+    EXPECT_TRUE(normwise_close_to(host_values(runs[i].dv), host_values(runs[0].dv), 1e-2)) << "dv of run " << i;
   }
 }
 
 // A forward of one backend and the backward of the other share out and lse: our forward, cuDNN's backward.
 TEST(CudnnAttention, BackwardTakesOurKernelsLse) {
   REQUIRE_SM90();
-  const Case c{{0, 77, 377}, 16, 8, 128, true};
+  const AttentionCase c{{0, 77, 377}, 16, 8, 128, true};
   const Inputs in = make_inputs(c, DType::BF16, 507);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
   GpuTensors t = gpu_tensors(c, in);
@@ -508,7 +511,8 @@ TEST(CudnnAttention, BackwardTakesOurKernelsLse) {
   ASSERT_TRUE(ops::cuda::cudnn_attention_backward(t.dout, t.q, t.k, t.v, t.out, t.lse, c.cu, c.causal, scale, t.dq,
                                                   t.dk, t.dv, &why))
       << why;
-  expect_all_close(to_host(t), cpu_attention(c, in, scale), kBf16Tolerance, kBf16Tolerance, "the CPU reference");
+  expect_all_close(outputs_to_host(t), cpu_attention(c, in, scale), kBf16Tolerance, kBf16Tolerance,
+                   "the CPU reference");
 }
 
 // The op API under auto (the default) on the short packed lengths of the bf16 kernels' sweep (an empty sequence,
@@ -535,7 +539,7 @@ TEST(CudnnAttention, Long32kCausalSampled) {
 // VEOMNI_ATTENTION_BACKEND=cudnn turns a case cuDNN cannot take into an error naming the reason; auto runs ours.
 TEST(CudnnAttention, ForcedBackendRefusesWithReason) {
   REQUIRE_SM90();  // elsewhere the reason is the GPU, not the head dim
-  const Case c{{0, 40}, 4, 2, 20, true};  // head_dim 20: not one cuDNN is used for
+  const AttentionCase c{{0, 40}, 4, 2, 20, true};  // head_dim 20: not one cuDNN is used for
   const Inputs in = make_inputs(c, DType::BF16, 508);
   GpuTensors t = gpu_tensors(c, in);
   std::string why;

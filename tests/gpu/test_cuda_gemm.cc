@@ -22,15 +22,15 @@ const Types kTypeMixes[] = {{DType::F32, DType::F32, DType::F32},
                             {DType::F32, DType::F32, DType::BF16},
                             {DType::BF16, DType::F32, DType::F32}};
 
-std::string describe(const Types& t) {
+std::string describe_types(const Types& t) {
   return fmt::format("a {} b {} out {}", dtype_name(t.a), dtype_name(t.b), dtype_name(t.out));
 }
 
 // Checks one matmul of op(a) [m, k] @ op(b) [k, n] on the GPU against the CPU.
 void check_matmul(int64_t m, int64_t n, int64_t k, bool ta, bool tb, const Types& types, float alpha, float beta,
                   std::mt19937& rng) {
-  SCOPED_TRACE(fmt::format("m {} n {} k {} trans {}/{} {} alpha {} beta {}", m, n, k, ta, tb, describe(types), alpha,
-                           beta));
+  SCOPED_TRACE(fmt::format("m {} n {} k {} trans {}/{} {} alpha {} beta {}", m, n, k, ta, tb, describe_types(types),
+                           alpha, beta));
   const Tensor a = representable(random_f32(ta ? Shape{k, m} : Shape{m, k}, rng), types.a);
   const Tensor b = representable(random_f32(tb ? Shape{n, k} : Shape{k, n}, rng), types.b);
   const Tensor out0 = representable(random_f32({m, n}, rng), types.out);
@@ -113,7 +113,7 @@ TEST_F(CudaGemm, GroupedMatmulMatchesCpuWithEmptyGroups) {
   const int64_t t = 30, k = 40, n = 24, g = static_cast<int64_t>(kGroups.size());
   for (const Types& types : kTypeMixes)
     for (bool trans_w : {false, true}) {
-      SCOPED_TRACE(fmt::format("{} trans_w {}", describe(types), trans_w));
+      SCOPED_TRACE(fmt::format("{} trans_w {}", describe_types(types), trans_w));
       const Tensor x = representable(random_f32({t, k}, rng), types.a);
       const Tensor w = representable(random_f32(trans_w ? Shape{g, n, k} : Shape{g, k, n}, rng), types.b);
       Tensor want = Tensor::empty({t, n}, DType::F32);
@@ -129,7 +129,7 @@ TEST_F(CudaGemm, GroupedWeightGradMatchesCpuAndAccumulates) {
   const int64_t t = 30, k = 40, n = 24, g = static_cast<int64_t>(kGroups.size());
   for (const Types& types : kTypeMixes)
     for (bool accumulate : {false, true}) {
-      SCOPED_TRACE(fmt::format("{} accumulate {}", describe(types), accumulate));
+      SCOPED_TRACE(fmt::format("{} accumulate {}", describe_types(types), accumulate));
       const Tensor dy = representable(random_f32({t, n}, rng), types.a);
       const Tensor x = representable(random_f32({t, k}, rng), types.b);
       const Tensor dw0 = representable(random_f32({g, n, k}, rng), types.out);

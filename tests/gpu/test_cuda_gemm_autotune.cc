@@ -45,7 +45,7 @@ Tensor whole_numbers(const Shape& shape, int r, std::mt19937& rng) {
   return t;
 }
 
-struct Case {
+struct GemmCase {
   const char* name;
   int64_t n, k;
   bool ta, tb;
@@ -54,7 +54,7 @@ struct Case {
   int r_inputs, r_output;  // ranges of the whole numbers (small enough for exact bf16 outputs)
 };
 
-std::string describe(const Case& c, int64_t m) {
+std::string describe_gemm_case(const GemmCase& c, int64_t m) {
   return fmt::format("{}: m {} n {} k {} trans {}/{} {}->{} alpha {} beta {}", c.name, m, c.n, c.k, c.ta, c.tb,
                      dtype_name(c.in), dtype_name(c.out), c.alpha, c.beta);
 }
@@ -64,7 +64,7 @@ std::string describe(const Case& c, int64_t m) {
 TEST_F(CudaGemmAutotune, TrialsLeaveNoTraceInTheOutput) {
   const AutotuneMode on(true);
   std::mt19937 rng(21);
-  const Case cases[] = {
+  const GemmCase cases[] = {
       {"lm_head dW += dlogits^T x", 200, 264, true, false, DType::BF16, DType::F32, 1.0f, 1.0f, 3, 50},
       {"dW += dy^T x, scaled", 136, 264, true, false, DType::BF16, DType::F32, 0.25f, 1.0f, 3, 50},
       {"x W^T accumulated into bf16", 120, 72, false, true, DType::BF16, DType::BF16, 1.0f, 1.0f, 1, 16},
@@ -72,9 +72,9 @@ TEST_F(CudaGemmAutotune, TrialsLeaveNoTraceInTheOutput) {
       {"f32 alpha/beta", 104, 264, false, true, DType::F32, DType::F32, 0.5f, -2.0f, 3, 50},
       {"overwrite (trials in place)", 112, 264, false, false, DType::BF16, DType::F32, 1.0f, 0.0f, 3, 50},
   };
-  for (const Case& c : cases) {
+  for (const GemmCase& c : cases) {
     const int64_t m = fresh_rows();
-    SCOPED_TRACE(describe(c, m));
+    SCOPED_TRACE(describe_gemm_case(c, m));
     const Tensor a = whole_numbers(c.ta ? Shape{c.k, m} : Shape{m, c.k}, c.r_inputs, rng);
     const Tensor b = whole_numbers(c.tb ? Shape{c.n, c.k} : Shape{c.k, c.n}, c.r_inputs, rng);
     Tensor want = c.beta == 0.0f ? Tensor::full<float>({m, c.n}, NAN) : whole_numbers({m, c.n}, c.r_output, rng);
@@ -100,14 +100,14 @@ TEST_F(CudaGemmAutotune, TrialsLeaveNoTraceInTheOutput) {
 // agree with the CPU; a key first met with autotuning off is timed when it is on.
 TEST_F(CudaGemmAutotune, TimedAndHeuristicPicksBothMatchTheCpu) {
   std::mt19937 rng(22);
-  const Case cases[] = {
+  const GemmCase cases[] = {
       {"q_proj x W^T", 256, 128, false, true, DType::BF16, DType::BF16, 1.0f, 0.0f, 0, 0},
       {"o_proj dx = dy W", 256, 128, false, false, DType::BF16, DType::BF16, 1.0f, 0.0f, 0, 0},
       {"dW += dy^T x", 128, 256, true, false, DType::BF16, DType::F32, 0.5f, 1.0f, 0, 0},
       {"f32 x W^T", 96, 200, false, true, DType::F32, DType::F32, 1.0f, 0.0f, 0, 0},
       {"f32 inputs into bf16", 96, 200, false, true, DType::F32, DType::BF16, -1.0f, 0.5f, 0, 0},
   };
-  for (const Case& c : cases) {
+  for (const GemmCase& c : cases) {
     const int64_t m = fresh_rows();
     const Tensor a = representable(random_f32(c.ta ? Shape{c.k, m} : Shape{m, c.k}, rng), c.in);
     const Tensor b = representable(random_f32(c.tb ? Shape{c.n, c.k} : Shape{c.k, c.n}, rng), c.in);
@@ -117,7 +117,7 @@ TEST_F(CudaGemmAutotune, TimedAndHeuristicPicksBothMatchTheCpu) {
     const Tensor a_gpu = to_gpu(a, c.in), b_gpu = to_gpu(b, c.in);
     // Off first (the key is then known untimed), then on: that call must time it.
     for (bool autotune : {false, true}) {
-      SCOPED_TRACE(describe(c, m) + (autotune ? ", autotuned" : ", heuristic's first pick"));
+      SCOPED_TRACE(describe_gemm_case(c, m) + (autotune ? ", autotuned" : ", heuristic's first pick"));
       const AutotuneMode mode(autotune);
       Tensor got = to_gpu(out0, c.out);
       const GemmAutotuneStats before = gemm_autotune_stats();

@@ -14,7 +14,7 @@ class CudaTokenLogprobs : public CudaTest {};
 
 constexpr int64_t kIgnore = -100;
 
-struct Case {
+struct LogprobCase {
   int64_t n, v;
   DType dtype;
   bool in_place = false;
@@ -22,7 +22,7 @@ struct Case {
   DType grad_dtype = DType::Bool;  // Bool: the logits' dtype
 };
 
-void check(const Case& k, std::mt19937& rng) {
+void check(const LogprobCase& k, std::mt19937& rng) {
   const DType grad_dtype = k.grad_dtype == DType::Bool ? k.dtype : k.grad_dtype;
   SCOPED_TRACE(fmt::format("n {} v {} {} in_place {} entropy {} grad {}", k.n, k.v, dtype_name(k.dtype), k.in_place,
                            k.with_entropy, dtype_name(grad_dtype)));

@@ -32,7 +32,7 @@ namespace {
 const std::string kToyConfig = std::string(VEOMNI_SOURCE_DIR) + "/configs/model_configs/qwen3_omni_moe_toy/config.json";
 
 // Small enough for many forwards: 4 conv channels, d_model 16, windows of 2 chunks (26 tokens).
-AudioEncoderConfig tiny_config() {
+AudioEncoderConfig tiny_audio_config() {
   AudioEncoderConfig c;
   c.num_mel_bins = 128;
   c.d_model = 16;
@@ -46,7 +46,7 @@ AudioEncoderConfig tiny_config() {
   return c;
 }
 
-Tensor random_tensor(const Shape& shape, uint64_t seed, double scale, double offset = 0.0) {
+Tensor random_audio_tensor(const Shape& shape, uint64_t seed, double scale, double offset = 0.0) {
   Rng rng(seed);
   Tensor t = Tensor::empty(shape, DType::F32);
   float* p = t.data<float>();
@@ -58,18 +58,18 @@ Tensor random_tensor(const Shape& shape, uint64_t seed, double scale, double off
 }
 
 // Random values everywhere (biases and LayerNorm parameters too), so that every gradient path is exercised.
-void randomize(AudioEncoder& encoder, uint64_t seed) {
+void randomize_encoder(AudioEncoder& encoder, uint64_t seed) {
   uint64_t k = seed;
   for (Parameter* p : encoder.parameters()) {
     const bool bias = p->name.size() > 5 && p->name.compare(p->name.size() - 5, 5, ".bias") == 0;
     const bool norm = p->name.find("layer_norm") != std::string::npos || p->name.find("ln_post") != std::string::npos;
     const double fan_in = p->shape.size() > 1 ? static_cast<double>(shape_numel(p->shape) / p->shape[0]) : 1.0;
     const double scale = bias ? 0.1 : norm ? 0.1 : 1.0 / std::sqrt(fan_in);
-    p->value.copy_from(random_tensor(p->shape, ++k, scale, norm && !bias ? 1.0 : 0.0));
+    p->value.copy_from(random_audio_tensor(p->shape, ++k, scale, norm && !bias ? 1.0 : 0.0));
   }
 }
 
-Tensor random_features(int64_t frames, uint64_t seed) { return random_tensor({frames, 128}, seed, 1.0); }
+Tensor random_features(int64_t frames, uint64_t seed) { return random_audio_tensor({frames, 128}, seed, 1.0); }
 
 // sum(out * weights) in f64.
 double weighted_sum(const Tensor& out, const Tensor& weights) {
@@ -173,7 +173,7 @@ TEST(AudioEncoderConfig, RejectsWhatItCannotRun) {
 // ---------------------------------------------------------------- layout
 
 TEST(AudioLayout, TokensPerClipFollowTheLengthFormula) {
-  const AudioLayout layout = audio_layout({100, 250, 800}, tiny_config());
+  const AudioLayout layout = audio_layout({100, 250, 800}, tiny_audio_config());
   EXPECT_EQ(layout.clip_tokens, (std::vector<int64_t>{13, 33, 104}));
   EXPECT_EQ(layout.chunk_frames, (std::vector<int64_t>{100, 100, 100, 50, 100, 100, 100, 100, 100, 100, 100, 100}));
   EXPECT_EQ(layout.chunk_first_frame[3], 300);
@@ -182,11 +182,11 @@ TEST(AudioLayout, TokensPerClipFollowTheLengthFormula) {
   EXPECT_EQ(layout.padded_tokens, 13);
   EXPECT_EQ(layout.num_tokens(), 150);
   for (int64_t frames = 1; frames <= 1234; ++frames)
-    ASSERT_EQ(audio_layout({frames}, tiny_config()).clip_tokens[0], audio_output_length(frames)) << frames;
+    ASSERT_EQ(audio_layout({frames}, tiny_audio_config()).clip_tokens[0], audio_output_length(frames)) << frames;
 }
 
 TEST(AudioLayout, TokensSkipThePaddingOfShortChunks) {
-  const AudioLayout layout = audio_layout({30, 60}, tiny_config());
+  const AudioLayout layout = audio_layout({30, 60}, tiny_audio_config());
   EXPECT_EQ(layout.padded_frames, 60);  // the longest chunk of the batch, not 100
   EXPECT_EQ(layout.padded_tokens, 8);
   EXPECT_EQ(layout.token_rows, (std::vector<int64_t>{0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15}));
@@ -195,19 +195,19 @@ TEST(AudioLayout, TokensSkipThePaddingOfShortChunks) {
 }
 
 TEST(AudioLayout, WindowsSplitEveryClipLikeTransformers) {
-  // tiny_config: windows of 13 * 2 = 26 tokens; 300 frames -> 39 tokens -> 26 + 13; 230 -> 13 + 13 + 4 = 30.
-  const AudioLayout layout = audio_layout({300, 230, 10}, tiny_config());
+  // tiny_audio_config: windows of 13 * 2 = 26 tokens; 300 frames -> 39 tokens -> 26 + 13; 230 -> 13 + 13 + 4 = 30.
+  const AudioLayout layout = audio_layout({300, 230, 10}, tiny_audio_config());
   EXPECT_EQ(layout.clip_tokens, (std::vector<int64_t>{39, 30, 2}));
   EXPECT_EQ(layout.cu_seqlens, (std::vector<int32_t>{0, 26, 39, 65, 69, 71}));
-  AudioEncoderConfig real = tiny_config();
+  AudioEncoderConfig real = tiny_audio_config();
   real.n_window_infer = 800;  // the released models: 104-token windows
   EXPECT_EQ(audio_layout({1000, 230}, real).cu_seqlens, (std::vector<int32_t>{0, 104, 130, 160}));
 }
 
 TEST(AudioLayout, RejectsEmptyAndNegativeClips) {
-  EXPECT_THROW(audio_layout({100, 0}, tiny_config()), InputError);
-  EXPECT_THROW(audio_layout({-5}, tiny_config()), InputError);
-  const AudioLayout none = audio_layout({}, tiny_config());
+  EXPECT_THROW(audio_layout({100, 0}, tiny_audio_config()), InputError);
+  EXPECT_THROW(audio_layout({-5}, tiny_audio_config()), InputError);
+  const AudioLayout none = audio_layout({}, tiny_audio_config());
   EXPECT_EQ(none.num_tokens(), 0);
   EXPECT_EQ(none.cu_seqlens, (std::vector<int32_t>{0}));
 }
@@ -215,7 +215,7 @@ TEST(AudioLayout, RejectsEmptyAndNegativeClips) {
 TEST(AudioLayout, PaddedChunksTransposeFramesIntoMelRows) {
   Tensor features = Tensor::empty({130, 128}, DType::F32);
   for (int64_t i = 0; i < features.numel(); ++i) features.data<float>()[i] = static_cast<float>(i);
-  const AudioLayout layout = audio_layout({130}, tiny_config());
+  const AudioLayout layout = audio_layout({130}, tiny_audio_config());
   const Tensor chunks = audio_padded_chunks(features, layout);
   ASSERT_EQ(chunks.shape(), (Shape{2, 1, 128, 100}));
   auto at = [&](int64_t c, int64_t m, int64_t t) { return chunks.data<float>()[(c * 128 + m) * 100 + t]; };
@@ -270,11 +270,11 @@ std::vector<double> direct_conv_gelu(const std::vector<double>& x, int64_t c, in
 // The im2col + per-chunk GEMM stem against direct convolutions on transformers' [chunk, 1, mel, time] input, with
 // conv_out reading (channel, mel bin) features per time step.
 TEST(AudioConvStem, MatchesDirectConvolutions) {
-  AudioEncoderConfig config = tiny_config();
+  AudioEncoderConfig config = tiny_audio_config();
   config.num_mel_bins = 20;  // bins 20 -> 10 -> 5 -> 3
   ParamStore store;
   AudioEncoder encoder(store, config);
-  randomize(encoder, 21);
+  randomize_encoder(encoder, 21);
   const std::string a = config.param_prefix;
   std::array<Parameter*, 3> weights{}, biases{};
   for (size_t i = 0; i < 3; ++i) {
@@ -284,7 +284,7 @@ TEST(AudioConvStem, MatchesDirectConvolutions) {
   Parameter& conv_out = store.at(a + "conv_out.weight");
   AudioConvStem stem(weights, biases, &conv_out);
   const int64_t chunks = 2, mel = 20, frames = 13;
-  const Tensor input = random_tensor({chunks, 1, mel, frames}, 22, 1.0);
+  const Tensor input = random_audio_tensor({chunks, 1, mel, frames}, 22, 1.0);
   const Tensor out = stem.forward(input, false).out;
   const int64_t steps = 2;  // 13 -> 7 -> 4 -> 2
   ASSERT_EQ(out.shape(), (Shape{chunks * steps, 16}));
@@ -353,7 +353,7 @@ TEST(AudioEncoder, SharesAStoreWithOtherTowers) {
   ParamStore store;
   store.begin_group("embed");
   Parameter* other = store.add("thinker.model.embed_tokens.weight", {4, 4});
-  AudioEncoder encoder(store, tiny_config());
+  AudioEncoder encoder(store, tiny_audio_config());
   EXPECT_FALSE(other->value.defined());  // the encoder materialises only its own parameters
   EXPECT_EQ(store.groups().size(), 5u);
   EXPECT_EQ(encoder.group_names().front(), "audio.conv");
@@ -363,7 +363,7 @@ TEST(AudioEncoder, SharesAStoreWithOtherTowers) {
 
 TEST(AudioEncoder, InitFollowsTransformers) {
   ParamStore store;
-  AudioEncoder encoder(store, tiny_config());
+  AudioEncoder encoder(store, tiny_audio_config());
   encoder.init_weights(3);
   for (const Parameter* p : encoder.parameters()) {
     const std::vector<float> v = p->value.to_float_vector();
@@ -385,8 +385,8 @@ TEST(AudioEncoder, InitFollowsTransformers) {
 
 TEST(AudioEncoder, OutputRowsPerClipFollowTheLengthFormula) {
   ParamStore store;
-  AudioEncoder encoder(store, tiny_config());
-  randomize(encoder, 1);
+  AudioEncoder encoder(store, tiny_audio_config());
+  randomize_encoder(encoder, 1);
   const AudioEncoder::Output result = encoder.forward(random_features(100 + 250 + 800, 2), {100, 250, 800});
   const Tensor& out = result.out;
   EXPECT_EQ(out.shape(), (Shape{13 + 33 + 104, 12}));
@@ -401,13 +401,13 @@ TEST(AudioEncoder, OutputRowsPerClipFollowTheLengthFormula) {
 // skipped).
 TEST(AudioEncoder, GradientsMatchFiniteDifferences) {
   ParamStore store;
-  AudioEncoder encoder(store, tiny_config());
-  randomize(encoder, 7);
+  AudioEncoder encoder(store, tiny_audio_config());
+  randomize_encoder(encoder, 7);
   const std::vector<int64_t> lengths = {230, 40};  // chunks 100, 100, 30 (padded), 40; two windows in clip 0
   const Tensor features = random_features(270, 8);
-  const AudioLayout layout = audio_layout(lengths, tiny_config());
+  const AudioLayout layout = audio_layout(lengths, tiny_audio_config());
   ASSERT_EQ(layout.cu_seqlens, (std::vector<int32_t>{0, 26, 30, 35}));
-  const Tensor weights = random_tensor({35, 12}, 9, 1.0 / std::sqrt(35.0 * 12.0));
+  const Tensor weights = random_audio_tensor({35, 12}, 9, 1.0 / std::sqrt(35.0 * 12.0));
 
   store.zero_grads();
   encoder.backward(std::move(encoder.forward(features, lengths).saved), weights);
@@ -446,8 +446,8 @@ TEST(AudioEncoder, GradientsMatchFiniteDifferences) {
 
 TEST(AudioEncoder, AttentionStaysInsideItsWindow) {
   ParamStore store;
-  AudioEncoder encoder(store, tiny_config());
-  randomize(encoder, 11);
+  AudioEncoder encoder(store, tiny_audio_config());
+  randomize_encoder(encoder, 11);
   // 300 frames: windows of 26 tokens (chunks 0-1) and 13 tokens (chunk 2); a second clip of 120 frames.
   const std::vector<int64_t> lengths = {300, 120};
   Tensor features = random_features(420, 12);
@@ -465,8 +465,8 @@ TEST(AudioEncoder, AttentionStaysInsideItsWindow) {
 
 TEST(AudioEncoder, BatchedClipsEqualSeparateOnesWhenThePaddingAgrees) {
   ParamStore store;
-  AudioEncoder encoder(store, tiny_config());
-  randomize(encoder, 13);
+  AudioEncoder encoder(store, tiny_audio_config());
+  randomize_encoder(encoder, 13);
   const Tensor a = random_features(150, 14), b = random_features(200, 15);
   Tensor both = Tensor::empty({350, 128}, DType::F32);
   both.slice(0, 150).copy_from(a);
@@ -490,7 +490,7 @@ TEST(AudioEncoder, BatchedClipsEqualSeparateOnesWhenThePaddingAgrees) {
 
 TEST(AudioEncoder, RejectsBadInput) {
   ParamStore store;
-  AudioEncoder encoder(store, tiny_config());
+  AudioEncoder encoder(store, tiny_audio_config());
   EXPECT_THROW(encoder.forward(random_features(100, 1), {100, 0}), InputError);
   EXPECT_THROW(encoder.forward(random_features(100, 1), {60}), InputError);
   EXPECT_THROW(encoder.forward(random_features(100, 1), {-100, 200}), InputError);
@@ -506,8 +506,8 @@ TEST(AudioEncoder, RejectsBadInput) {
 
 TEST(AudioEncoder, BackwardWithoutSavedForwardIsAnInternalError) {
   ParamStore store;
-  AudioEncoder encoder(store, tiny_config());
-  randomize(encoder, 3);
+  AudioEncoder encoder(store, tiny_audio_config());
+  randomize_encoder(encoder, 3);
   const std::vector<std::string> message{"audio encoder backward without the saved values"};
   AudioEncoder::Output unsaved = encoder.forward(random_features(100, 1), {100}, false);
   EXPECT_FALSE(unsaved.saved.kept);
@@ -531,11 +531,11 @@ TEST(AudioEncoder, BackwardWithoutSavedForwardIsAnInternalError) {
 // it returned. (Compared one backward at a time, from zero gradients: summed, the two orders differ in rounding.)
 TEST(AudioEncoder, InterleavedForwardsAndReversedBackwardsMatchSeparatePairs) {
   ParamStore store;
-  AudioEncoder encoder(store, tiny_config());
-  randomize(encoder, 5);
+  AudioEncoder encoder(store, tiny_audio_config());
+  randomize_encoder(encoder, 5);
   const std::vector<int64_t> lengths_a = {230, 40}, lengths_b = {120};
   const Tensor features_a = random_features(270, 8), features_b = random_features(120, 9);
-  const Tensor weights_a = random_tensor({35, 12}, 10, 0.1), weights_b = random_tensor({16, 12}, 11, 0.1);
+  const Tensor weights_a = random_audio_tensor({35, 12}, 10, 0.1), weights_b = random_audio_tensor({16, 12}, 11, 0.1);
   auto grads = [&] {
     std::map<std::string, std::vector<float>> g;
     for (Parameter* p : encoder.parameters()) g[p->name] = p->grad.to_float_vector();
@@ -561,7 +561,7 @@ TEST(AudioEncoder, InterleavedForwardsAndReversedBackwardsMatchSeparatePairs) {
 
 TEST(AudioEncoder, NoClipsStillPassesEveryGroup) {
   ParamStore store;
-  AudioEncoder encoder(store, tiny_config());
+  AudioEncoder encoder(store, tiny_audio_config());
   RecordingHooks hooks;
   encoder.set_param_hooks(&hooks);
   AudioEncoder::Output out = encoder.forward(Tensor::zeros({0, 128}, DType::F32), {});

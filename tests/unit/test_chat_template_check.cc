@@ -23,7 +23,7 @@ using ChatTemplateCheck = veomni::testing::ScratchDir;
 void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
 // A one-sample text dataset whose header records `chat_template` ("" writes no attribute, as older files).
-void write_dataset(const std::string& path, const std::string& chat_template) {
+void write_template_dataset(const std::string& path, const std::string& chat_template) {
   DatasetInfo info;
   info.kind = "text";
   info.producer = "test";
@@ -36,7 +36,7 @@ void write_dataset(const std::string& path, const std::string& chat_template) {
   writer.close();
 }
 
-std::string error_of(const ChatTemplateExpectation& expected, const DatasetInfo& info) {
+std::string check_error_of(const ChatTemplateExpectation& expected, const DatasetInfo& info) {
   try {
     check_dataset_chat_template(expected, "data.train_path", "a.h5", info);
   } catch (const InputError& e) {
@@ -59,8 +59,8 @@ TEST(ChatTemplateIdentity, JinjaIsTheHashOfTheSourceAndChatmlIsItsName) {
 }
 
 TEST_F(ChatTemplateCheck, TheHeaderRecordsTheTemplateAndOlderFilesReadAsUnrecorded) {
-  write_dataset(path("new.h5"), "jinja sha256:ab");
-  write_dataset(path("old.h5"), "");
+  write_template_dataset(path("new.h5"), "jinja sha256:ab");
+  write_template_dataset(path("old.h5"), "");
   EXPECT_EQ(DatasetReader(path("new.h5")).info().chat_template, "jinja sha256:ab");
   EXPECT_EQ(DatasetReader(path("old.h5")).info().chat_template, "");
   const std::vector<std::string> lines = describe_dataset(path("old.h5"));
@@ -68,8 +68,8 @@ TEST_F(ChatTemplateCheck, TheHeaderRecordsTheTemplateAndOlderFilesReadAsUnrecord
 }
 
 TEST_F(ChatTemplateCheck, DigestsFollowTheSamplesNotTheHeader) {
-  write_dataset(path("a.h5"), "chatml");
-  write_dataset(path("b.h5"), "none");
+  write_template_dataset(path("a.h5"), "chatml");
+  write_template_dataset(path("b.h5"), "none");
   const std::vector<std::string> a = describe_dataset(path("a.h5")), b = describe_dataset(path("b.h5"));
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(a.back(), b.back());  // key labels: same samples, same digest
@@ -81,21 +81,21 @@ TEST(ChatTemplateCheckRules, MatchPassesAndEveryOtherCaseNamesFileKeyAndHint) {
   const ChatTemplateExpectation none{};
   DatasetInfo info;
   info.chat_template = "chatml";
-  EXPECT_EQ(error_of(none, info), "");  // not asked: nothing checked
+  EXPECT_EQ(check_error_of(none, info), "");  // not asked: nothing checked
   const ChatTemplateExpectation chatml{"chatml", "chatml"};
-  EXPECT_EQ(error_of(chatml, info), "");
+  EXPECT_EQ(check_error_of(chatml, info), "");
   const ChatTemplateExpectation model{"model", "jinja sha256:00ff"};
-  std::string error = error_of(model, info);
+  std::string error = check_error_of(model, info);
   EXPECT_NE(error.find("a.h5 (data.train_path) was rendered with our built-in ChatML (chatml), but "
                        "data.chat_template 'model' is the Jinja template with sha256:00ff"),
             std::string::npos)
       << error;
   EXPECT_NE(error.find("--chat-template model"), std::string::npos) << error;
   info.chat_template = "";
-  EXPECT_NE(error_of(chatml, info).find("does not record the chat template"), std::string::npos);
+  EXPECT_NE(check_error_of(chatml, info).find("does not record the chat template"), std::string::npos);
   info.chat_template = "none";
   info.producer = "veomni-dummy-data";
-  EXPECT_NE(error_of(chatml, info).find("no chat template rendered (veomni-dummy-data)"), std::string::npos);
+  EXPECT_NE(check_error_of(chatml, info).find("no chat template rendered (veomni-dummy-data)"), std::string::npos);
 }
 
 TEST_F(ChatTemplateCheck, ModelResolvesBesideTheTokenizerOrTheModelConfig) {

@@ -22,10 +22,6 @@ const std::string kFixtures = VEOMNI_FIXTURES_DIR;
 
 std::string fixture_model(const std::string& name) { return kFixtures + "/hf/" + name + "/model"; }
 
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
-}
-
 // Every tensor of `a` is in `b` with identical dtype, shape and bytes, and the name sets are equal.
 void expect_same_tensors(const std::string& a, const std::string& b) {
   const HfCheckpointReader ra(a), rb(b);

@@ -1,9 +1,11 @@
 // Shared helpers of the checkpoint tests: a one-rank communicator, scratch directories, parameter lists of tiny
-// models, random full tensors, checkpoints written from full tensors for any mesh, and byte-level file damage.
+// models, random full tensors, checkpoints written from full tensors for any mesh, and byte-level file damage; also
+// the one-rank mesh and the byte and record comparisons that the FSDP and safetensors tests share.
 #pragma once
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -11,12 +13,15 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "ckpt/checkpoint_metadata.h"
 #include "ckpt/checkpoint_reader.h"
 #include "ckpt/rank_shard_file.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "dist/communicator.h"
+#include "dist/device_mesh.h"
 #include "model/causal_lm.h"
 #include "parallel/shard_spec.h"
 #include "tests/common/scratch_dir.h"
@@ -136,6 +141,40 @@ inline bool corrupt_tensor_bytes(const std::string& path, const Tensor& t) {
   bytes[at + needle.size() / 2] = static_cast<char>(bytes[at + needle.size() / 2] ^ 0x5a);
   write_bytes(path, bytes);
   return true;
+}
+
+// A single process's mesh: every communicator is the local one.
+inline DeviceMesh one_rank_mesh() {
+  DeviceMesh mesh;
+  mesh.shape = MeshShape{1, 1, 1};
+  mesh.rank = 0;
+  mesh.world = mesh.sp = mesh.ep = mesh.ep_fsdp = std::make_shared<LocalCommunicator>();
+  return mesh;
+}
+
+// Same dtype, shape and bytes.
+inline bool same_bytes(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+}
+
+// A tensor's values on the host as f32, whatever its device and dtype.
+inline std::vector<float> host_floats(const Tensor& t) {
+  Tensor host = t.to(Device::cpu());
+  if (host.dtype() != DType::F32) host = host.to_dtype(DType::F32);
+  return host.to_float_vector();
+}
+
+// Where two runs' records first differ, or "" when they are the same bits.
+inline std::string first_difference(const std::vector<std::vector<float>>& a,
+                                    const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return fmt::format("{} records against {}", a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].size() != b[i].size()) return fmt::format("record {}: {} values against {}", i, a[i].size(), b[i].size());
+    for (size_t k = 0; k < a[i].size(); ++k)
+      if (std::memcmp(&a[i][k], &b[i][k], sizeof(float)) != 0)
+        return fmt::format("record {} element {}: {:.9g} against {:.9g}", i, k, a[i][k], b[i][k]);
+  }
+  return "";
 }
 
 }  // namespace veomni::test

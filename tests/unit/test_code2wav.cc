@@ -24,7 +24,7 @@
 namespace veomni {
 namespace {
 
-Code2WavConfig tiny_config() { return speech_test::tiny_code2wav_config(); }
+Code2WavConfig tiny_code2wav() { return speech_test::tiny_code2wav_config(); }
 
 std::vector<int64_t> random_codes(int64_t frames, const Code2WavConfig& c, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -60,7 +60,7 @@ TEST(Code2WavConfig, RejectsBadValues) {
 }
 
 TEST(Code2Wav, WaveformLengthIsTheUpsamplingProductLessTheCausalTrim) {
-  const Code2WavConfig c = tiny_config();
+  const Code2WavConfig c = tiny_code2wav();
   Code2Wav model(c);
   speech_test::randomize(model.store(), 1);
   for (int64_t frames : {1, 4, 7}) {
@@ -73,7 +73,7 @@ TEST(Code2Wav, WaveformLengthIsTheUpsamplingProductLessTheCausalTrim) {
 }
 
 TEST(Code2Wav, IsCausalAPrefixOfCodesGivesAPrefixOfTheWaveform) {
-  const Code2WavConfig c = tiny_config();
+  const Code2WavConfig c = tiny_code2wav();
   Code2Wav model(c);
   speech_test::randomize(model.store(), 3);
   const std::vector<int64_t> codes = random_codes(9, c, 4);
@@ -97,7 +97,7 @@ TEST(Code2Wav, IsCausalAPrefixOfCodesGivesAPrefixOfTheWaveform) {
 }
 
 TEST(Code2Wav, ChunkedDecodeDropsEachChunksLeftContext) {
-  const Code2WavConfig c = tiny_config();
+  const Code2WavConfig c = tiny_code2wav();
   Code2Wav model(c);
   speech_test::randomize(model.store(), 8);
   const std::vector<int64_t> codes = random_codes(9, c, 9);
@@ -123,7 +123,7 @@ TEST(Code2Wav, ChunkedDecodeDropsEachChunksLeftContext) {
 }
 
 TEST(Code2Wav, RejectsCodesOutsideTheCodebookAndPartialFrames) {
-  const Code2WavConfig c = tiny_config();
+  const Code2WavConfig c = tiny_code2wav();
   Code2Wav model(c);
   testing::expect_input_error([&] { model.forward({1, 2, 10}); }, {"code 10", "frame 0", "quantizer 2"});
   testing::expect_input_error([&] { model.forward({1, 2, 3, 4}); }, {"4 codes", "num_quantizers = 3"});
@@ -133,7 +133,7 @@ TEST(Code2Wav, RejectsCodesOutsideTheCodebookAndPartialFrames) {
 class Code2WavLoad : public testing::ScratchDir {};
 
 TEST_F(Code2WavLoad, AMissingTensorNamesTheTensorAndTheFile) {
-  const Code2WavConfig c = tiny_config();
+  const Code2WavConfig c = tiny_code2wav();
   Code2Wav model(c);
   speech_test::randomize(model.store(), 5);
   std::vector<std::pair<std::string, Tensor>> tensors;

@@ -9,7 +9,7 @@
 namespace veomni {
 namespace {
 
-Tensor ids_tensor(int64_t length, int64_t first) {
+Tensor iota_ids_tensor(int64_t length, int64_t first) {
   std::vector<int64_t> v(static_cast<size_t>(length));
   std::iota(v.begin(), v.end(), first);
   return Tensor::from_vector(v, {length});
@@ -40,8 +40,8 @@ Tensor positions_tensor(int64_t length) {
 // 10 tokens: an image of grid [1, 2, 4] (8 patches, 2 merged tokens at 2-3) and one 3-frame audio clip (1 token at 5).
 Sample image_audio_sample() {
   Sample s;
-  s["input_ids"] = ids_tensor(10, 100);
-  s["labels"] = ids_tensor(10, 100);
+  s["input_ids"] = iota_ids_tensor(10, 100);
+  s["labels"] = iota_ids_tensor(10, 100);
   s["position_ids"] = positions_tensor(10);
   s["image_mask"] = mask_tensor(10, {2, 3});
   s["pixel_values"] = rows_tensor(8, 6, 0.0f);
@@ -55,8 +55,8 @@ Sample image_audio_sample() {
 // 6 tokens: a video of grid [2, 2, 2] (8 patches, 2 merged tokens at 1-2).
 Sample video_sample() {
   Sample s;
-  s["input_ids"] = ids_tensor(6, 200);
-  s["labels"] = ids_tensor(6, 200);
+  s["input_ids"] = iota_ids_tensor(6, 200);
+  s["labels"] = iota_ids_tensor(6, 200);
   s["position_ids"] = positions_tensor(6);
   s["video_mask"] = mask_tensor(6, {1, 2});
   s["pixel_values_videos"] = rows_tensor(8, 6, 10.0f);
@@ -177,7 +177,7 @@ TEST(CollatorMultimodal, IntegerPositionsForQwen3Vl) {
   EXPECT_THROW(collate_multimodal({{&f, "f"}}, o), InputError);
 }
 
-void expect_input_error(const Sample& sample, const MultimodalCollateOptions& o, const std::string& fragment) {
+void expect_collate_input_error(const Sample& sample, const MultimodalCollateOptions& o, const std::string& fragment) {
   try {
     collate_multimodal({{&sample, "data.h5 sample 7"}}, o);
     FAIL() << "expected an InputError with '" << fragment << "'";
@@ -191,35 +191,36 @@ void expect_input_error(const Sample& sample, const MultimodalCollateOptions& o,
 TEST(CollatorMultimodal, InconsistentSamplesAreInputErrorsNamingTheSample) {
   Sample s = image_audio_sample();
   s["image_mask"] = mask_tensor(10, {2, 3, 4});
-  expect_input_error(s, omni_options(), "image_mask marks 3 tokens but the image_grid_thw merged patches give 2");
+  expect_collate_input_error(s, omni_options(),
+                             "image_mask marks 3 tokens but the image_grid_thw merged patches give 2");
   s = image_audio_sample();
   s["pixel_values"] = rows_tensor(7, 6, 0.0f);
-  expect_input_error(s, omni_options(), "pixel_values has 7 rows but image_grid_thw gives 8 patches");
+  expect_collate_input_error(s, omni_options(), "pixel_values has 7 rows but image_grid_thw gives 8 patches");
   s = image_audio_sample();
   s["audio_feature_lengths"] = Tensor::from_vector<int64_t>({2}, {1});
-  expect_input_error(s, omni_options(), "input_features has 3 rows but audio_feature_lengths add up to 2");
+  expect_collate_input_error(s, omni_options(), "input_features has 3 rows but audio_feature_lengths add up to 2");
   s = image_audio_sample();
   s["audio_mask"] = mask_tensor(10, {3});
-  expect_input_error(s, omni_options(), "token 3 is marked by more than one");
+  expect_collate_input_error(s, omni_options(), "token 3 is marked by more than one");
   s = video_sample();
   s["video_grid_thw"] = Tensor::from_vector<int64_t>({1, 1, 3}, {1, 3});
   s["pixel_values_videos"] = rows_tensor(3, 6, 0.0f);
-  expect_input_error(s, omni_options(), "merge windows");
+  expect_collate_input_error(s, omni_options(), "merge windows");
   s = image_audio_sample();
   // A grid whose patch count would overflow 64 bits is refused before anything is counted or allocated.
   s["image_grid_thw"] = Tensor::from_vector<int64_t>({1, int64_t{1} << 40, int64_t{1} << 40}, {1, 3});
-  expect_input_error(s, omni_options(), "expected sizes in [1, 1048576]");
+  expect_collate_input_error(s, omni_options(), "expected sizes in [1, 1048576]");
   s = image_audio_sample();
   MultimodalCollateOptions o = omni_options();
   o.max_seq_len = 8;
-  expect_input_error(s, o, "exceed data.max_seq_len 8");
+  expect_collate_input_error(s, o, "exceed data.max_seq_len 8");
   o = omni_options();
   o.has_audio = false;
   o.position_dtype = DType::I64;
-  expect_input_error(image_audio_sample(), o, "no audio encoder");
+  expect_collate_input_error(image_audio_sample(), o, "no audio encoder");
   s = image_audio_sample();
   s["position_ids"] = positions_tensor(9);
-  expect_input_error(s, omni_options(), "position_ids");
+  expect_collate_input_error(s, omni_options(), "position_ids");
 }
 
 }  // namespace

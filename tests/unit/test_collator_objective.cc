@@ -55,7 +55,7 @@ TokenSample rollout_sample(const std::string& context) {
 
 using veomni::testing::expect_input_error;
 
-CollateOptions options(int64_t sp_size = 1) {
+CollateOptions collate_options(int64_t sp_size = 1) {
   CollateOptions o;
   o.max_seq_len = 16;
   o.sp_size = sp_size;
@@ -63,7 +63,7 @@ CollateOptions options(int64_t sp_size = 1) {
 }
 
 TEST(CollatorPreference, PairIsTwoSequencesChosenThenRejected) {
-  const PackedRow row = pack_samples({pair_sample("p.h5 sample 0"), plain_sample("p.h5 sample 1")}, options());
+  const PackedRow row = pack_samples({pair_sample("p.h5 sample 0"), plain_sample("p.h5 sample 1")}, collate_options());
   EXPECT_EQ(row.cu_seqlens, (std::vector<int32_t>{0, 4, 7, 10}));
   EXPECT_EQ(row.sequence_roles,
             (std::vector<SequenceRole>{SequenceRole::Chosen, SequenceRole::Rejected, SequenceRole::Plain}));
@@ -75,14 +75,14 @@ TEST(CollatorPreference, PairIsTwoSequencesChosenThenRejected) {
 }
 
 TEST(CollatorPreference, WithoutReferenceLogpsThereAreNoSequenceValues) {
-  const PackedRow row = pack_samples({pair_sample("a", false), pair_sample("b", false)}, options());
+  const PackedRow row = pack_samples({pair_sample("a", false), pair_sample("b", false)}, collate_options());
   EXPECT_EQ(row.cu_seqlens, (std::vector<int32_t>{0, 4, 7, 11, 14}));
   EXPECT_TRUE(row.sequence_values.empty());
 }
 
 TEST(CollatorPreference, SftBatchesCarryPlainRolesOnly) {
   TokenSample a = plain_sample("a");
-  const PackedRow row = pack_samples({a, plain_sample("b")}, options(4));
+  const PackedRow row = pack_samples({a, plain_sample("b")}, collate_options(4));
   EXPECT_EQ(row.cu_seqlens, (std::vector<int32_t>{0, 3, 6, 8}));
   EXPECT_EQ(row.sequence_roles, std::vector<SequenceRole>(3, SequenceRole::Plain));
   EXPECT_TRUE(row.token_values.empty());
@@ -91,7 +91,7 @@ TEST(CollatorPreference, SftBatchesCarryPlainRolesOnly) {
 }
 
 TEST(CollatorPreference, SpSliceOnTwoRanksKeepsTheGlobalSequences) {
-  const PackedRow row = pack_samples({pair_sample("a"), pair_sample("b")}, options(2));
+  const PackedRow row = pack_samples({pair_sample("a"), pair_sample("b")}, collate_options(2));
   ASSERT_EQ(row.input_ids.dim(0), 14);
   for (int64_t rank = 0; rank < 2; ++rank) {
     const Batch b = slice_for_sp_rank(row, 2, rank);
@@ -105,29 +105,30 @@ TEST(CollatorPreference, SpSliceOnTwoRanksKeepsTheGlobalSequences) {
 
 TEST(CollatorPreference, ErrorsNameTheSample) {
   TokenSample long_pair = pair_sample("p.h5 sample 3");
-  CollateOptions short_rows = options();
+  CollateOptions short_rows = collate_options();
   short_rows.max_seq_len = 6;
   expect_input_error([&] { pack_samples({long_pair}, short_rows); },
                      {"p.h5 sample 3: the preference pair has 7 tokens, more than data.max_seq_len 6"});
   TokenSample bad_length = pair_sample("p.h5 sample 4");
   bad_length.chosen_length = 7;
-  expect_input_error([&] { pack_samples({bad_length}, options()); },
+  expect_input_error([&] { pack_samples({bad_length}, collate_options()); },
                      {"p.h5 sample 4: chosen_length 7 is outside [1, 7)"});
   TokenSample no_restart = pair_sample("p.h5 sample 5");
   no_restart.position_ids = ids_tensor({0, 1, 2, 3, 4, 5, 6});
-  expect_input_error([&] { pack_samples({no_restart}, options()); },
+  expect_input_error([&] { pack_samples({no_restart}, collate_options()); },
                      {"p.h5 sample 5: position_ids do not restart at 0 where the rejected sequence begins"});
   TokenSample no_ref = pair_sample("p.h5 sample 6", false);
-  expect_input_error([&] { pack_samples({pair_sample("p.h5 sample 1"), no_ref}, options()); },
+  expect_input_error([&] { pack_samples({pair_sample("p.h5 sample 1"), no_ref}, collate_options()); },
                      {"p.h5 sample 6: no key 'ref_chosen_logps'"});
   TokenSample nan_ref = pair_sample("p.h5 sample 7");
   nan_ref.pair_values[kRefRejectedLogpsKey] = f32_tensor({std::numeric_limits<float>::quiet_NaN()});
-  expect_input_error([&] { pack_samples({nan_ref}, options()); },
+  expect_input_error([&] { pack_samples({nan_ref}, collate_options()); },
                      {"p.h5 sample 7: key 'ref_rejected_logps'[0] = nan is not finite"});
 }
 
 TEST(CollatorRollout, ValuesShiftWithTheLabels) {
-  const PackedRow row = pack_samples({rollout_sample("r.h5 sample 0"), rollout_sample("r.h5 sample 1")}, options());
+  const PackedRow row =
+      pack_samples({rollout_sample("r.h5 sample 0"), rollout_sample("r.h5 sample 1")}, collate_options());
   // Targets: 3 4 5 at positions 1 2 3 of each sample; value of token i+1 at target i, 0 where nothing is predicted.
   EXPECT_EQ(ints(row.target_ids), (std::vector<int64_t>{-100, 3, 4, 5, -100, -100, 3, 4, 5, -100}));
   EXPECT_EQ(floats(row.token_values.at("advantages")), (std::vector<float>{0, 21, 31, 41, 0, 0, 21, 31, 41, 0}));
@@ -137,7 +138,8 @@ TEST(CollatorRollout, ValuesShiftWithTheLabels) {
 }
 
 TEST(CollatorRollout, SpSliceOnTwoRanksSlicesValuesLikeTargets) {
-  const PackedRow row = pack_samples({rollout_sample("a"), rollout_sample("b"), rollout_sample("c")}, options(2));
+  const PackedRow row =
+      pack_samples({rollout_sample("a"), rollout_sample("b"), rollout_sample("c")}, collate_options(2));
   ASSERT_EQ(row.input_ids.dim(0), 16);  // 15 tokens padded to a multiple of 2
   std::vector<float> joined;
   std::vector<int64_t> targets;
@@ -159,7 +161,7 @@ TEST(CollatorRollout, SpSliceOnTwoRanksSlicesValuesLikeTargets) {
 }
 
 TEST(CollatorRollout, TruncationCutsValuesWithTheTokens) {
-  CollateOptions o = options();
+  CollateOptions o = collate_options();
   o.max_seq_len = 4;
   const PackedRow row = pack_samples({rollout_sample("a")}, o);
   EXPECT_EQ(floats(row.token_values.at("advantages")), (std::vector<float>{0, 21, 31, 0}));
@@ -168,15 +170,15 @@ TEST(CollatorRollout, TruncationCutsValuesWithTheTokens) {
 TEST(CollatorRollout, ErrorsNameTheSampleAndKey) {
   TokenSample short_values = rollout_sample("r.h5 sample 2");
   short_values.token_values["advantages"] = f32_tensor({1, 2, 3});
-  expect_input_error([&] { pack_samples({short_values}, options()); },
+  expect_input_error([&] { pack_samples({short_values}, collate_options()); },
                      {"r.h5 sample 2: key 'advantages' is f32[3]", "expected f32[5] like input_ids"});
   TokenSample missing = rollout_sample("r.h5 sample 3");
   missing.token_values.erase("old_log_probs");
-  expect_input_error([&] { pack_samples({rollout_sample("r.h5 sample 0"), missing}, options()); },
+  expect_input_error([&] { pack_samples({rollout_sample("r.h5 sample 0"), missing}, collate_options()); },
                      {"r.h5 sample 3: no key 'old_log_probs'"});
   TokenSample infinite = rollout_sample("r.h5 sample 4");
   infinite.token_values["advantages"].data<float>()[3] = std::numeric_limits<float>::infinity();
-  expect_input_error([&] { pack_samples({infinite}, options()); },
+  expect_input_error([&] { pack_samples({infinite}, collate_options()); },
                      {"r.h5 sample 4: key 'advantages'[3] = inf is not finite"});
 }
 

@@ -17,10 +17,12 @@ namespace {
 
 using DatasetObjectiveKeys = veomni::testing::ScratchDir;
 
-Tensor ids_tensor(const std::vector<int64_t>& v) { return Tensor::from_vector(v, {static_cast<int64_t>(v.size())}); }
-Tensor f32_tensor(const std::vector<float>& v) { return Tensor::from_vector(v, {static_cast<int64_t>(v.size())}); }
+Tensor keys_ids_tensor(const std::vector<int64_t>& v) {
+  return Tensor::from_vector(v, {static_cast<int64_t>(v.size())});
+}
+Tensor keys_f32_tensor(const std::vector<float>& v) { return Tensor::from_vector(v, {static_cast<int64_t>(v.size())}); }
 
-DatasetInfo info() {
+DatasetInfo keys_dataset_info() {
   DatasetInfo i;
   i.producer = "test";
   return i;
@@ -28,24 +30,24 @@ DatasetInfo info() {
 
 Sample rollout(int64_t length, float value = 0.5f) {
   Sample s;
-  s["input_ids"] = ids_tensor(std::vector<int64_t>(static_cast<size_t>(length), 3));
-  for (const char* key : kRolloutKeys) s[key] = f32_tensor(std::vector<float>(static_cast<size_t>(length), value));
+  s["input_ids"] = keys_ids_tensor(std::vector<int64_t>(static_cast<size_t>(length), 3));
+  for (const char* key : kRolloutKeys) s[key] = keys_f32_tensor(std::vector<float>(static_cast<size_t>(length), value));
   return s;
 }
 
 Sample pair(int64_t chosen_length) {
   Sample s;
-  s["input_ids"] = ids_tensor({1, 2, 3, 4, 5});
-  s["labels"] = ids_tensor({-100, 2, 3, -100, 5});
-  s["position_ids"] = ids_tensor({0, 1, 2, 0, 1});
-  s[kChosenLengthKey] = ids_tensor({chosen_length});
-  s[kRefChosenLogpsKey] = f32_tensor({-1.0f});
-  s[kRefRejectedLogpsKey] = f32_tensor({-2.0f});
+  s["input_ids"] = keys_ids_tensor({1, 2, 3, 4, 5});
+  s["labels"] = keys_ids_tensor({-100, 2, 3, -100, 5});
+  s["position_ids"] = keys_ids_tensor({0, 1, 2, 0, 1});
+  s[kChosenLengthKey] = keys_ids_tensor({chosen_length});
+  s[kRefChosenLogpsKey] = keys_f32_tensor({-1.0f});
+  s[kRefRejectedLogpsKey] = keys_f32_tensor({-2.0f});
   return s;
 }
 
 void write(const std::string& file, const std::vector<Sample>& samples) {
-  DatasetWriter writer(file, info());
+  DatasetWriter writer(file, keys_dataset_info());
   for (const Sample& s : samples) writer.append(s);
   writer.close();
 }
@@ -54,7 +56,7 @@ using veomni::testing::expect_input_error;
 
 TEST_F(DatasetObjectiveKeys, FormatVersionFollowsTheKeys) {
   Sample sft;
-  sft["input_ids"] = ids_tensor({1, 2});
+  sft["input_ids"] = keys_ids_tensor({1, 2});
   write(path("sft.h5"), {sft});
   write(path("rollout.h5"), {rollout(4)});
   write(path("pair.h5"), {pair(3)});
@@ -81,7 +83,7 @@ TEST_F(DatasetObjectiveKeys, RolloutAndPairKeysRoundTrip) {
 
 TEST_F(DatasetObjectiveKeys, WrongLengthNamesFileSampleAndKey) {
   Sample bad = rollout(5);
-  bad["advantages"] = f32_tensor({1, 2, 3});
+  bad["advantages"] = keys_f32_tensor({1, 2, 3});
   write(path("r.h5"), {rollout(4), bad});
   expect_input_error([&] { DatasetReader reader(path("r.h5")); },
                      {path("r.h5"), "sample 1: advantages has 3 entries but input_ids 5 tokens"});
@@ -89,7 +91,7 @@ TEST_F(DatasetObjectiveKeys, WrongLengthNamesFileSampleAndKey) {
 
 TEST_F(DatasetObjectiveKeys, RolloutKeysMustBeF32) {
   Sample bad = rollout(3);
-  bad["returns"] = ids_tensor({1, 2, 3});
+  bad["returns"] = keys_ids_tensor({1, 2, 3});
   write(path("r.h5"), {bad});
   expect_input_error([&] { DatasetReader reader(path("r.h5")); },
                      {path("r.h5"), "key 'returns' is i64[L], expected f32[L]"});
@@ -123,7 +125,7 @@ TEST_F(DatasetObjectiveKeys, ChosenLengthOutsideThePairIsRefused) {
 
 TEST_F(DatasetObjectiveKeys, PairKeysHoldOneValuePerSample) {
   Sample bad = pair(3);
-  bad[kRefChosenLogpsKey] = f32_tensor({-1.0f, -2.0f});
+  bad[kRefChosenLogpsKey] = keys_f32_tensor({-1.0f, -2.0f});
   write(path("p.h5"), {pair(3), bad});
   expect_input_error([&] { DatasetReader reader(path("p.h5")); },
                      {path("p.h5"), "sample 1: key 'ref_chosen_logps' has 2 entries, expected 1"});

@@ -44,7 +44,7 @@ DeviceMesh test_mesh() {
   return mesh;
 }
 
-RunModelConfig toy_config(const std::string& name, int64_t layers = 0) {
+RunModelConfig deferred_toy_config(const std::string& name, int64_t layers = 0) {
   RunModelConfig config;
   config.text = load_model_config(std::string(VEOMNI_SOURCE_DIR) + "/configs/model_configs/" + name);
   if (layers > 0) config.text.num_hidden_layers = layers;
@@ -92,7 +92,7 @@ void write_hf_model(const RunModelConfig& config, const std::string& dir) {
 }
 
 // Where two builds' shards first differ, or "" when every shard holds the same bits.
-std::string first_difference(ShardedModel& a, ShardedModel& b) {
+std::string first_shard_difference(ShardedModel& a, ShardedModel& b) {
   std::vector<ParamShard>& sa = a.fsdp->shards();
   std::vector<ParamShard>& sb = b.fsdp->shards();
   if (sa.size() != sb.size()) return fmt::format("{} shards against {}", sa.size(), sb.size());
@@ -115,7 +115,7 @@ class DeferredStartValues : public test::ScratchDir {};
 TEST_F(DeferredStartValues, ShardsMatchThoseOfMaterialisedValues) {
   const DeviceMesh mesh = test_mesh();
   for (const std::string name : {"qwen3_toy", "qwen3_moe_toy"}) {
-    const RunModelConfig config = toy_config(name);
+    const RunModelConfig config = deferred_toy_config(name);
     const std::string hf_dir = path(name);
     write_hf_model(config, hf_dir);
     for (const std::string& model_path : {std::string(), hf_dir}) {
@@ -126,7 +126,7 @@ TEST_F(DeferredStartValues, ShardsMatchThoseOfMaterialisedValues) {
                                    mesh.shape.world));
           ShardedModel deferred = build(config, RunModelValues::Deferred, model_path, compute, lora, mesh);
           ShardedModel materialised = build(config, RunModelValues::Materialised, model_path, compute, lora, mesh);
-          EXPECT_EQ(first_difference(deferred, materialised), "");
+          EXPECT_EQ(first_shard_difference(deferred, materialised), "");
           for (const auto& p : deferred.model->params().all()) {
             EXPECT_FALSE(p->deferred) << p->name;
             EXPECT_FALSE(p->start_values) << p->name << ": its source is released once the shard is built";
@@ -140,8 +140,8 @@ TEST_F(DeferredStartValues, ShardsMatchThoseOfMaterialisedValues) {
 // A deferred parameter nothing initialised or loaded (a resume: the checkpoint overwrites the shards) starts at zero.
 TEST_F(DeferredStartValues, WithoutStartValuesShardsAreZeros) {
   const DeviceMesh mesh = test_mesh();
-  auto model = make_run_model(toy_config("qwen3_toy"), toy_options(DType::F32, true), ModelHead::LanguageModel, false,
-                              RunModelValues::Deferred);
+  auto model = make_run_model(deferred_toy_config("qwen3_toy"), toy_options(DType::F32, true), ModelHead::LanguageModel,
+                              false, RunModelValues::Deferred);
   Fsdp fsdp(model->params(), mesh, DType::BF16, DType::F32, true, false);
   for (const ParamShard& s : fsdp.shards()) {
     const Tensor values = s.stored().to_dtype(DType::F32);
@@ -151,7 +151,7 @@ TEST_F(DeferredStartValues, WithoutStartValuesShardsAreZeros) {
 
 // A missing tensor is reported when the weights are loaded, as from materialised values, not later by FSDP.
 TEST_F(DeferredStartValues, MissingTensorIsReportedAtLoad) {
-  const RunModelConfig config = toy_config("qwen3_moe_toy");
+  const RunModelConfig config = deferred_toy_config("qwen3_moe_toy");
   write_hf_model(config, path("hf"));
   RunModelConfig deeper = config;
   deeper.text.num_hidden_layers = 3;
@@ -165,7 +165,7 @@ TEST_F(DeferredStartValues, MissingTensorIsReportedAtLoad) {
 // f32 first, as veomni-train did, takes the whole model on every rank.
 TEST_F(DeferredStartValues, HostMemoryIsTheRankShare) {
   const DeviceMesh mesh = test_mesh();
-  const RunModelConfig config = toy_config("qwen3_toy", 8);  // layers outweigh the embedding and the head
+  const RunModelConfig config = deferred_toy_config("qwen3_toy", 8);  // layers outweigh the embedding and the head
   write_hf_model(config, path("hf"));
   for (const std::string& model_path : {std::string(), path("hf")}) {
     for (bool lora : {false, true}) {

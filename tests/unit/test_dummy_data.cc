@@ -9,11 +9,14 @@
 #include "data/constants.h"
 #include "data/dataset_reader.h"
 #include "data/dummy_data.h"
+#include "test_ckpt_util.h"
 
 using namespace veomni;
 namespace fs = std::filesystem;
 
 namespace {
+
+using veomni::test::same_bytes;
 
 int64_t count_true(const Tensor& mask) {
   int64_t n = 0;
@@ -37,10 +40,6 @@ std::vector<std::string> keys_of(const Sample& sample) {
   std::vector<std::string> keys;
   for (const auto& entry : sample) keys.push_back(entry.first);
   return keys;
-}
-
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
 }
 
 void expect_text_keys(const Sample& sample, int64_t length) {

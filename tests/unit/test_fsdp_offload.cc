@@ -27,6 +27,9 @@
 namespace veomni {
 namespace {
 
+using test::first_difference;
+using test::host_floats;
+using test::one_rank_mesh;
 using testing::synthetic_store;
 
 std::shared_ptr<Communicator> two_rank_world() {
@@ -39,32 +42,6 @@ std::shared_ptr<Communicator> two_rank_world() {
   }();
   static_cast<void>(ready);
   return mpi_world();
-}
-
-DeviceMesh one_rank_mesh() {
-  DeviceMesh mesh;
-  mesh.shape = MeshShape{1, 1, 1};
-  mesh.rank = 0;
-  mesh.world = mesh.sp = mesh.ep = mesh.ep_fsdp = std::make_shared<test::LocalCommunicator>();
-  return mesh;
-}
-
-std::vector<float> host_floats(const Tensor& t) {
-  Tensor host = t.to(Device::cpu());
-  if (host.dtype() != DType::F32) host = host.to_dtype(DType::F32);
-  return host.to_float_vector();
-}
-
-// Where two runs' records first differ, or "" when they are the same bits.
-std::string first_difference(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
-  if (a.size() != b.size()) return fmt::format("{} records against {}", a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].size() != b[i].size()) return fmt::format("record {}: {} values against {}", i, a[i].size(), b[i].size());
-    for (size_t k = 0; k < a[i].size(); ++k)
-      if (std::memcmp(&a[i][k], &b[i][k], sizeof(float)) != 0)
-        return fmt::format("record {} element {}: {:.9g} against {:.9g}", i, k, a[i][k], b[i][k]);
-  }
-  return "";
 }
 
 // The trainer's use of Fsdp and AdamW: zero, micro-batches through the hooks, wait, a clipped AdamW step over the

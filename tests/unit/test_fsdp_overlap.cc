@@ -28,6 +28,9 @@
 namespace veomni {
 namespace {
 
+using test::first_difference;
+using test::host_floats;
+using test::one_rank_mesh;
 using testing::synthetic_store;
 
 // The device the tests run on: the CPU (MPI), or with VEOMNI_FSDP_TEST_DEVICE=cuda this rank's GPU (NCCL).
@@ -40,7 +43,7 @@ bool on_cuda() {
 int g_gpu = 0;
 
 // The MPI world when this process is one of the two ranks of mpirun -np 2; null otherwise.
-std::shared_ptr<Communicator> two_rank_world() {
+std::shared_ptr<Communicator> two_rank_gpu_world() {
   const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
   if (!size || std::string(size) != "2") return nullptr;
   static const bool ready = [] {
@@ -57,34 +60,16 @@ std::shared_ptr<Communicator> two_rank_world() {
 }
 
 #define REQUIRE_TWO_RANKS(world)                                                                           \
-  const std::shared_ptr<Communicator> world = two_rank_world();                                            \
+  const std::shared_ptr<Communicator> world = two_rank_gpu_world();                                            \
   if (!world) GTEST_SKIP() << "runs on two MPI ranks: ctest -R fsdp_overlap_2ranks";                       \
   if (on_cuda() && backend::cuda_device_count() < 1) GTEST_SKIP() << "VEOMNI_FSDP_TEST_DEVICE=cuda without a GPU"
 
-DeviceMesh test_mesh(const std::shared_ptr<Communicator>& world, int64_t ep) {
+DeviceMesh overlap_test_mesh(const std::shared_ptr<Communicator>& world, int64_t ep) {
   DeviceMesh mesh = build_device_mesh(world, 1, ep);
   return on_cuda() ? with_nccl_groups(mesh) : mesh;
 }
 
 Device test_device() { return on_cuda() ? Device::cuda(g_gpu) : Device::cpu(); }
-
-std::vector<float> host_floats(const Tensor& t) {
-  Tensor host = t.to(Device::cpu());
-  if (host.dtype() != DType::F32) host = host.to_dtype(DType::F32);
-  return host.to_float_vector();
-}
-
-// Where two runs' records first differ, or "" when they are the same bits.
-std::string first_difference(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
-  if (a.size() != b.size()) return fmt::format("{} records against {}", a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].size() != b[i].size()) return fmt::format("record {}: {} values against {}", i, a[i].size(), b[i].size());
-    for (size_t k = 0; k < a[i].size(); ++k)
-      if (std::memcmp(&a[i][k], &b[i][k], sizeof(float)) != 0)
-        return fmt::format("record {} element {}: {:.9g} against {:.9g}", i, k, a[i][k], b[i][k]);
-  }
-  return "";
-}
 
 std::vector<int64_t> stats_vector(const FsdpOverlapStats& s) {
   return {s.requests, s.prefetch_hits, s.prefetch_misses, s.kept, s.on_demand, s.deferred_reductions};
@@ -208,7 +193,7 @@ TEST_P(FsdpOverlapSynthetic, PrefetchIsUsedAndEveryBitMatchesTheBlockingPath) {
   REQUIRE_TWO_RANKS(world);
   const Precision precision = GetParam();
   if (precision.reduce != DType::F32 && !on_cuda()) GTEST_SKIP() << "MPI reduces float32 only";
-  const DeviceMesh mesh = test_mesh(world, precision.ep);
+  const DeviceMesh mesh = overlap_test_mesh(world, precision.ep);
   SyntheticRun blocking(mesh, precision.compute, precision.reduce, false);
   SyntheticRun overlapped(mesh, precision.compute, precision.reduce, true);
   FsdpOverlapStats after_first;
@@ -250,7 +235,7 @@ INSTANTIATE_TEST_SUITE_P(Precisions, FsdpOverlapSynthetic,
 
 TEST(FsdpOverlap, WrongPredictionsChangeNoBit) {
   REQUIRE_TWO_RANKS(world);
-  const DeviceMesh mesh = test_mesh(world, 1);
+  const DeviceMesh mesh = overlap_test_mesh(world, 1);
   SyntheticRun blocking(mesh, DType::BF16, DType::F32, false);
   SyntheticRun overlapped(mesh, DType::BF16, DType::F32, true);
   blocking.step(0, 2);
@@ -303,7 +288,7 @@ TEST(FsdpOverlap, WrongPredictionsChangeNoBit) {
 
 TEST(FsdpOverlap, GradientsAreCompleteOnlyAfterWaitForGradients) {
   REQUIRE_TWO_RANKS(world);
-  const DeviceMesh mesh = test_mesh(world, 1);
+  const DeviceMesh mesh = overlap_test_mesh(world, 1);
   SyntheticRun blocking(mesh, DType::F32, DType::F32, false);
   SyntheticRun overlapped(mesh, DType::F32, DType::F32, true);
   blocking.fsdp().zero_grads();
@@ -328,7 +313,7 @@ TEST(FsdpOverlap, GradientsAreCompleteOnlyAfterWaitForGradients) {
 TEST(FsdpOverlap, ToyModelStepsMatchTheBlockingPath) {
   REQUIRE_TWO_RANKS(world);
   if (on_cuda()) GTEST_SKIP() << "GPU kernels with float atomics are not bitwise reproducible";
-  const DeviceMesh mesh = test_mesh(world, 1);
+  const DeviceMesh mesh = overlap_test_mesh(world, 1);
   const ModelConfig config = test::tiny_dense_config(true);
   for (const bool recompute : {false, true}) {
     ModelOptions options;
@@ -373,16 +358,6 @@ TEST(FsdpOverlap, ToyModelStepsMatchTheBlockingPath) {
     EXPECT_EQ(steady.on_demand, 2) << "recompute " << recompute;
     expect_same_on_every_rank(*world, fsdps[1]->overlap_stats());
   }
-}
-
-// A single process's mesh: every communicator is the local one.
-DeviceMesh one_rank_mesh() {
-  const auto local = std::make_shared<test::LocalCommunicator>();
-  DeviceMesh mesh;
-  mesh.shape = MeshShape{1, 1, 1};
-  mesh.rank = 0;
-  mesh.world = mesh.sp = mesh.ep = mesh.ep_fsdp = local;
-  return mesh;
 }
 
 // One rank (one GPU, or a parameter nobody shares): there is nothing to gather, so nothing is prefetched; casting the
@@ -445,7 +420,7 @@ bool is_frozen_name(const std::string& name) {
 
 using NamedRecords = std::vector<std::pair<std::string, std::vector<float>>>;
 
-std::vector<std::vector<float>> values_of(const NamedRecords& records, bool frozen) {
+std::vector<std::vector<float>> record_values_of(const NamedRecords& records, bool frozen) {
   std::vector<std::vector<float>> out;
   for (const auto& [name, values] : records)
     if (is_frozen_name(name) == frozen) out.push_back(values);
@@ -507,9 +482,12 @@ void expect_frozen_shards_exact(const DeviceMesh& mesh, const Precision& precisi
     EXPECT_EQ(first_difference({values}, {same->second}), "") << name;
   }
   // The trainable shards: the same gradients and masters, bit for bit.
-  EXPECT_TRUE(values_of(frozen.shard_records(), true).empty());
-  EXPECT_EQ(values_of(frozen.shard_records(), false).size(), values_of(all.shard_records(), false).size());
-  EXPECT_EQ(first_difference(values_of(frozen.shard_records(), false), values_of(all.shard_records(), false)), "");
+  EXPECT_TRUE(record_values_of(frozen.shard_records(), true).empty());
+  EXPECT_EQ(record_values_of(frozen.shard_records(), false).size(),
+            record_values_of(all.shard_records(), false).size());
+  EXPECT_EQ(
+      first_difference(record_values_of(frozen.shard_records(), false), record_values_of(all.shard_records(), false)),
+      "");
 }
 
 class FsdpFrozen : public ::testing::TestWithParam<Precision> {};
@@ -518,7 +496,7 @@ TEST_P(FsdpFrozen, TwoRanksHoldFrozenShardsInComputeDtypeWithoutGradients) {
   REQUIRE_TWO_RANKS(world);
   const Precision precision = GetParam();
   if (precision.reduce != DType::F32 && !on_cuda()) GTEST_SKIP() << "MPI reduces float32 only";
-  const DeviceMesh mesh = test_mesh(world, precision.ep);
+  const DeviceMesh mesh = overlap_test_mesh(world, precision.ep);
   expect_frozen_shards_exact(mesh, precision);
   // Frozen shards take part in no reduce-scatter: per micro-batch only the trainable ones' (the head's norm,
   // layers.0's experts and norm, layers.1's w), against eight with nothing frozen. Under ep 2 each rank holds its
@@ -605,7 +583,7 @@ void expect_toy_model_frozen_exact(const DeviceMesh& mesh) {
 TEST(FsdpFrozen, ToyModelTwoRanksFrozenWeightsStayExact) {
   REQUIRE_TWO_RANKS(world);
   if (on_cuda()) GTEST_SKIP() << "GPU kernels with float atomics are not bitwise reproducible";
-  expect_toy_model_frozen_exact(test_mesh(world, 1));
+  expect_toy_model_frozen_exact(overlap_test_mesh(world, 1));
 }
 
 TEST(FsdpFrozen, ToyModelOneRankFrozenWeightsStayExact) { expect_toy_model_frozen_exact(one_rank_mesh()); }

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "data/dataset_reader.h"
 #include "io/hdf5_file.h"
+#include "test_ckpt_util.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/common/expect_error.h"
 
@@ -21,11 +22,7 @@ namespace fs = std::filesystem;
 namespace {
 
 using Hdf5UntrustedTest = veomni::testing::ScratchDir;
-
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using veomni::test::read_bytes;
 
 void put_file_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
@@ -63,12 +60,12 @@ TEST_F(Hdf5UntrustedTest, WritesFixedLengthStringsWithoutAGlobalHeap) {
   EXPECT_EQ(read_string(path("a.h5"), "title"), "caf\xc3\xa9 au lait");
   EXPECT_EQ(read_string(path("a.h5"), "empty"), "");
   // Variable-length strings live in a global heap collection ("GCOL"); fixed-length ones do not need one.
-  EXPECT_EQ(file_bytes(path("a.h5")).find("GCOL"), std::string::npos);
+  EXPECT_EQ(read_bytes(path("a.h5")).find("GCOL"), std::string::npos);
 }
 
 TEST_F(Hdf5UntrustedTest, ReadsVariableLengthStringsOfOlderFiles) {
   write_vlen_attribute(path("old.h5"), "format", "veomni-dataset");
-  EXPECT_NE(file_bytes(path("old.h5")).find("GCOL"), std::string::npos);
+  EXPECT_NE(read_bytes(path("old.h5")).find("GCOL"), std::string::npos);
   EXPECT_EQ(read_string(path("old.h5"), "format"), "veomni-dataset");
   write_vlen_attribute(path("empty.h5"), "format", "");
   EXPECT_EQ(read_string(path("empty.h5"), "format"), "");
@@ -77,12 +74,12 @@ TEST_F(Hdf5UntrustedTest, ReadsVariableLengthStringsOfOlderFiles) {
 TEST_F(Hdf5UntrustedTest, ReadsTheCommittedFilesOfAnOlderWriter) {
   // Written with variable-length strings (format, kind, producer, dtype of every key).
   const std::string fixture = std::string(VEOMNI_SOURCE_DIR) + "/tests/fixtures/multimodal_train/mixed_media.h5";
-  ASSERT_NE(file_bytes(fixture).find("GCOL"), std::string::npos);
+  ASSERT_NE(read_bytes(fixture).find("GCOL"), std::string::npos);
   DatasetReader reader(fixture);
   EXPECT_GT(reader.num_samples(), 0);
   EXPECT_FALSE(reader.read(0).empty());
   const std::string seed = std::string(VEOMNI_SOURCE_DIR) + "/tests/fuzz/corpus/rank_file/rank-00000-of-00001.h5";
-  ASSERT_NE(file_bytes(seed).find("GCOL"), std::string::npos);
+  ASSERT_NE(read_bytes(seed).find("GCOL"), std::string::npos);
   EXPECT_EQ(read_string(seed, "format"), "veomni-checkpoint-rank");
 }
 
@@ -90,7 +87,7 @@ TEST_F(Hdf5UntrustedTest, ReadsTheCommittedFilesOfAnOlderWriter) {
 // 2^62 bytes is now an InputError naming the file and the attribute.
 TEST_F(Hdf5UntrustedTest, DamagedGlobalHeapIsAnInputError) {
   write_vlen_attribute(path("good.h5"), "format", "veomni-dataset");
-  const std::string good = file_bytes(path("good.h5"));
+  const std::string good = read_bytes(path("good.h5"));
   const size_t heap = good.find("GCOL");
   ASSERT_NE(heap, std::string::npos);
   const size_t object = heap + 16;  // the first object's header: index, references, reserved, size
@@ -123,7 +120,7 @@ TEST_F(Hdf5UntrustedTest, OverlongFixedLengthStringIsAnInputError) {
     file.set_string_attribute("title", std::string(1000, 'x'));
   }
   // The datatype message of the 1001-byte string (class 3, version 1), its size damaged to 1 GiB.
-  std::string bytes = file_bytes(path("long.h5"));
+  std::string bytes = read_bytes(path("long.h5"));
   const size_t type = bytes.find(std::string("\xe9\x03\x00\x00", 4));
   ASSERT_NE(type, std::string::npos);
   ASSERT_EQ(bytes[type - 4] & 0x0F, 3);
@@ -168,7 +165,7 @@ TEST_F(Hdf5UntrustedTest, ChunkExtentOfZeroIsAnInputError) {
     file.create_dataset("x", layout);
   }
   // The layout message (version 3, chunked, 2 axes: 8 elements, 8 bytes each), its first extent damaged to 0.
-  std::string bytes = file_bytes(path("chunk.h5"));
+  std::string bytes = read_bytes(path("chunk.h5"));
   size_t layout = bytes.find(std::string("\x03\x02\x02", 3));
   while (layout != std::string::npos && bytes.compare(layout + 11, 8, std::string("\x08\0\0\0\x08\0\0\0", 8)) != 0)
     layout = bytes.find(std::string("\x03\x02\x02", 3), layout + 1);
@@ -188,7 +185,7 @@ TEST_F(Hdf5UntrustedTest, AttributeMessageLargerThanItselfIsAnInputError) {
     file.set_int_attribute("num_shards", 1);
   }
   // The version-1 attribute message: version 1, reserved, name size 11, datatype size 12, ...
-  std::string bytes = file_bytes(path("attr.h5"));
+  std::string bytes = read_bytes(path("attr.h5"));
   const size_t name = bytes.find("num_shards");
   ASSERT_NE(name, std::string::npos);
   const size_t message = name - 8;
@@ -207,7 +204,7 @@ TEST_F(Hdf5UntrustedTest, NumberTypeWithBitsOutsideItsElementIsAnInputError) {
     h5::File file = h5::File::create(path("bits.h5"));
     file.set_int_attribute("num_shards", 1);
   }
-  std::string bytes = file_bytes(path("bits.h5"));
+  std::string bytes = read_bytes(path("bits.h5"));
   const size_t name = bytes.find("num_shards");
   ASSERT_NE(name, std::string::npos);
   // Version-1 message: the name (11 bytes, padded to 16) after 8 header bytes, then the datatype: class and bit
@@ -230,7 +227,7 @@ TEST_F(Hdf5UntrustedTest, HeaderContinuationBeyondTheFileIsAnInputError) {
     for (int i = 0; i < 12; ++i) file.set_int_attribute(fmt::format("attribute_{}", i), i);
   }
   // The root header's continuation message (type 0x10, 16 bytes: address, length): its length damaged to 2^59.
-  std::string bytes = file_bytes(path("cont.h5"));
+  std::string bytes = read_bytes(path("cont.h5"));
   const size_t message = bytes.find(std::string("\x10\x00\x10\x00\x00\x00\x00\x00", 8));
   ASSERT_NE(message, std::string::npos);
   bytes.replace(message + 8 + 8, 8, std::string("\0\0\0\0\0\0\0\x08", 8));
@@ -248,7 +245,7 @@ TEST_F(Hdf5UntrustedTest, LocalHeapBeyondTheFileIsAnInputError) {
     file.create_group("state");
   }
   // The local heap of the root group: "HEAP", version 0, 3 reserved bytes, then its data segment size.
-  std::string bytes = file_bytes(path("heap.h5"));
+  std::string bytes = read_bytes(path("heap.h5"));
   const size_t heap = bytes.find("HEAP");
   ASSERT_NE(heap, std::string::npos);
   bytes.replace(heap + 8, 8, std::string("\0\0\0\0\0\0\0\x08", 8));

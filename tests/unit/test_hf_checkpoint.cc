@@ -12,6 +12,7 @@
 #include "io/hf_checkpoint.h"
 #include "io/json_file.h"
 #include "io/safetensors.h"
+#include "test_ckpt_util.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/common/expect_error.h"
 
@@ -30,6 +31,7 @@ class HfCheckpoint : public veomni::testing::ScratchDir {
   }
 };
 
+using veomni::test::same_bytes;
 using veomni::testing::expect_input_error;
 
 Tensor patterned(const Shape& shape, DType dtype, int seed) {
@@ -37,11 +39,6 @@ Tensor patterned(const Shape& shape, DType dtype, int seed) {
   auto* p = static_cast<uint8_t*>(t.raw_data());
   for (size_t i = 0; i < t.nbytes(); ++i) p[i] = static_cast<uint8_t>((i * 13 + seed) % 251);
   return t;
-}
-
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
-         std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
 }
 
 using Named = std::vector<std::pair<std::string, Tensor>>;

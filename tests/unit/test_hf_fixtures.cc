@@ -21,18 +21,18 @@ namespace {
 
 constexpr double kRelTol = 1e-4;
 
-using Fixture = veomni::testing::HfFixture;
+using HfModelFixture = veomni::testing::HfFixture;
 using veomni::testing::load_hf_fixture;
 using veomni::testing::relative_error;
 
-std::unique_ptr<CausalLM> load_model(const Fixture& f) {
+std::unique_ptr<CausalLM> load_model(const HfModelFixture& f) {
   auto model = std::make_unique<CausalLM>(f.config, ModelOptions{});
   model->params().materialize_all(Device::cpu(), DType::F32);
   load_hf_weights(model->params(), HfCheckpointSource(f.dir + "/model"));
   return model;
 }
 
-StepLossScale loss_scale_of(const Fixture& f) {
+StepLossScale loss_scale_of(const HfModelFixture& f) {
   StepLossScale s;
   s.global_valid_tokens = f.batch.valid_tokens;
   s.micro_batches = 1;
@@ -41,7 +41,7 @@ StepLossScale loss_scale_of(const Fixture& f) {
 }
 
 void check_forward_backward(const std::string& name) {
-  const Fixture f = load_hf_fixture(name);
+  const HfModelFixture f = load_hf_fixture(name);
   ASSERT_EQ(f.batch.valid_tokens, f.expected["valid_tokens"].get<int64_t>());
   auto model = load_model(f);
   SafetensorsReader expected(f.dir + "/expected.safetensors");
@@ -79,7 +79,7 @@ void check_forward_backward(const std::string& name) {
 }
 
 void check_adamw_steps(const std::string& name) {
-  const Fixture f = load_hf_fixture(name);
+  const HfModelFixture f = load_hf_fixture(name);
   auto model = load_model(f);
   const nlohmann::json& hp = f.expected["adamw"];
   AdamWOptions options;

@@ -116,34 +116,34 @@ TEST(InputHardeningYaml, NulByteAndDeepNestingGiveRealMessages) {
 
 // --- model config -------------------------------------------------------------------------------------------
 
-nlohmann::json toy_config() {
+nlohmann::json hardening_toy_config() {
   return {{"model_type", "qwen3"},      {"vocab_size", 1024},        {"hidden_size", 64},
           {"intermediate_size", 128},   {"num_hidden_layers", 2},    {"num_attention_heads", 4},
           {"num_key_value_heads", 2},   {"head_dim", 16}};
 }
 
 TEST(InputHardeningModelConfig, HugeSizesAreRefusedByKey) {
-  EXPECT_NO_THROW(model_config_from_json(toy_config(), "config.json"));
+  EXPECT_NO_THROW(model_config_from_json(hardening_toy_config(), "config.json"));
   for (const char* key : {"vocab_size", "intermediate_size", "num_hidden_layers", "hidden_size", "head_dim"}) {
-    nlohmann::json c = toy_config();
+    nlohmann::json c = hardening_toy_config();
     c[key] = int64_t{1} << 58;
     expect_input_error([&] { model_config_from_json(c, "m/config.json"); },
                        {"m/config.json: key '", std::string(key) + "'", "the largest this toolkit accepts"});
   }
-  nlohmann::json layers = toy_config();
+  nlohmann::json layers = hardening_toy_config();
   layers["num_hidden_layers"] = 100000;
   expect_input_error([&] { model_config_from_json(layers, "config.json"); }, {"key 'num_hidden_layers'"});
 }
 
 TEST(InputHardeningModelConfig, TotalParameterCountIsBounded) {
-  nlohmann::json c = toy_config();  // each size within its bound, the product far beyond any machine
+  nlohmann::json c = hardening_toy_config();  // each size within its bound, the product far beyond any machine
   c["vocab_size"] = int64_t{1} << 24;
   c["hidden_size"] = int64_t{1} << 17;
   c["intermediate_size"] = int64_t{1} << 20;
   c["num_hidden_layers"] = 1024;
   expect_input_error([&] { model_config_from_json(c, "config.json"); },
                      {"config.json: the sizes describe a model of", "parameters", "vocab_size 16777216"});
-  nlohmann::json moe = toy_config();
+  nlohmann::json moe = hardening_toy_config();
   moe["model_type"] = "qwen3_moe";
   moe["num_experts"] = 16384;
   moe["moe_intermediate_size"] = int64_t{1} << 20;
@@ -188,7 +188,7 @@ TEST(InputHardeningCollator, ErrorsNameTheSample) {
 
 // --- datasets: checked when opened, errors name the file and sample ----------------------------------------
 
-Sample text_sample(int64_t length, int64_t label_length) {
+Sample hardening_text_sample(int64_t length, int64_t label_length) {
   std::vector<int64_t> ids(static_cast<size_t>(length), 1), labels(static_cast<size_t>(label_length), 1);
   return {{"input_ids", Tensor::from_vector(ids, {length})}, {"labels", Tensor::from_vector(labels, {label_length})}};
 }
@@ -196,8 +196,8 @@ Sample text_sample(int64_t length, int64_t label_length) {
 TEST_F(InputHardening, DatasetLabelsMustMatchInputIds) {
   const std::string file = path("bad.h5");
   DatasetWriter writer(file, DatasetInfo{});
-  writer.append(text_sample(4, 4));
-  writer.append(text_sample(64, 62));
+  writer.append(hardening_text_sample(4, 4));
+  writer.append(hardening_text_sample(64, 62));
   writer.close();
   expect_input_error([&] { DatasetReader reader(file); }, {"bad.h5 sample 1: labels has 62 entries but input_ids 64"});
 }

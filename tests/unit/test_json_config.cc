@@ -31,7 +31,7 @@ ConfigSchema<Settings> schema() {
   return s;
 }
 
-Settings read(const json& object) {
+Settings read_settings(const json& object) {
   const ConfigSchema<Settings> s = schema();
   Settings out;
   s.apply(out, json_assignments(object, "cfg.json", s.fields(), [](size_t) { return true; }));
@@ -41,23 +41,23 @@ Settings read(const json& object) {
 }  // namespace
 
 TEST(JsonConfig, ReadsPresentKeysAndKeepsDefaultsForAbsentOrNull) {
-  const Settings s = read({{"flag", true}, {"count", 7}, {"scale", 2}, {"mode", nullptr}, {"other", "x"}});
+  const Settings s = read_settings({{"flag", true}, {"count", 7}, {"scale", 2}, {"mode", nullptr}, {"other", "x"}});
   EXPECT_TRUE(s.flag);
   EXPECT_EQ(s.count, 7);
   EXPECT_EQ(s.scale, 2.0);  // an integer is a number
   EXPECT_EQ(s.mode, "a");   // null keeps the default
   EXPECT_TRUE(s.layers.empty());
-  EXPECT_EQ(read({{"layers", {1, 3}}}).layers, (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(read_settings({{"layers", {1, 3}}}).layers, (std::vector<int64_t>{1, 3}));
 }
 
 TEST(JsonConfig, WrongTypesAndChoicesNameTheKey) {
   using veomni::testing::expect_input_error;
-  expect_input_error([] { read({{"count", 1.5}}); }, {"cfg.json", "'count'", "expected an integer", "1.5"});
-  expect_input_error([] { read({{"flag", 1}}); }, {"'flag'", "expected true or false"});
-  expect_input_error([] { read({{"scale", "big"}}); }, {"'scale'", "expected a number"});
-  expect_input_error([] { read({{"layers", {1, "2"}}}); }, {"'layers'", "a list of integers"});
-  expect_input_error([] { read({{"mode", "c"}}); }, {"'mode'", "\"c\" is not supported", "a, b"});
-  expect_input_error([] { read(json::array()); }, {"cfg.json", "expected a JSON object"});
+  expect_input_error([] { read_settings({{"count", 1.5}}); }, {"cfg.json", "'count'", "expected an integer", "1.5"});
+  expect_input_error([] { read_settings({{"flag", 1}}); }, {"'flag'", "expected true or false"});
+  expect_input_error([] { read_settings({{"scale", "big"}}); }, {"'scale'", "expected a number"});
+  expect_input_error([] { read_settings({{"layers", {1, "2"}}}); }, {"'layers'", "a list of integers"});
+  expect_input_error([] { read_settings({{"mode", "c"}}); }, {"'mode'", "\"c\" is not supported", "a, b"});
+  expect_input_error([] { read_settings(json::array()); }, {"cfg.json", "expected a JSON object"});
 }
 
 TEST(JsonConfig, OnlyWantedFieldsAreRead) {

@@ -45,7 +45,8 @@ ThinkerConfig thinker_config(const std::string& name) {
   return c;
 }
 
-std::unique_ptr<TrainModel> make_model(const ModelConfig* text, const ThinkerConfig* vl, const LoraConfig& config) {
+std::unique_ptr<TrainModel> make_lora_model(const ModelConfig* text, const ThinkerConfig* vl,
+                                            const LoraConfig& config) {
   auto model = text ? std::make_unique<TrainModel>(*text, options_with(config))
                     : std::make_unique<TrainModel>(*vl, options_with(config), false);
   model->init_weights(7);
@@ -72,7 +73,7 @@ MultimodalBatch text_batch(int64_t vocab) {
   return b;
 }
 
-Tensor mask_of(int64_t s, int64_t begin, int64_t end) {
+Tensor span_mask_of(int64_t s, int64_t begin, int64_t end) {
   Tensor mask = Tensor::zeros({s}, DType::Bool);
   for (int64_t i = begin; i < end; ++i) static_cast<uint8_t*>(mask.raw_data())[i] = 1;
   return mask;
@@ -109,9 +110,9 @@ MultimodalBatch media_batch(const ThinkerConfig& c, bool audio) {
                               : Tensor::from_vector(std::vector<int64_t>(positions.begin(), positions.end()), {3, s});
   b.text.cu_seqlens = {0, static_cast<int32_t>(s)};
   for (int64_t target : targets) b.text.valid_tokens += target != kIgnoreIndex;
-  b.image_mask = mask_of(s, 3, audio ? 3 : 3 + media);
-  b.video_mask = mask_of(s, 0, 0);
-  b.audio_mask = mask_of(s, 3, audio ? 3 + media : 3);
+  b.image_mask = span_mask_of(s, 3, audio ? 3 : 3 + media);
+  b.video_mask = span_mask_of(s, 0, 0);
+  b.audio_mask = span_mask_of(s, 3, audio ? 3 + media : 3);
   if (audio) {
     b.input_features = Tensor::empty({130, c.audio.num_mel_bins}, DType::F32);
     fill_random(b.input_features, 23, 1.0);
@@ -133,10 +134,10 @@ double loss_and_grads(TrainModel& model, const MultimodalBatch& batch, float aux
   return loss;
 }
 
-std::vector<float> values(const Tensor& t) { return t.to(Device::cpu()).to_float_vector(); }
+std::vector<float> weight_values(const Tensor& t) { return t.to(Device::cpu()).to_float_vector(); }
 
-bool all_zero(const Tensor& t) {
-  for (float v : values(t))
+bool all_zero_tensor(const Tensor& t) {
+  for (float v : weight_values(t))
     if (v != 0.0f) return false;
   return true;
 }
@@ -195,7 +196,8 @@ void expected_adapter_grads(const std::vector<float>& dw, const std::vector<floa
   }
 }
 
-void expect_close(const std::vector<float>& got, const std::vector<double>& want, const std::string& what) {
+void expect_close_to_reference(const std::vector<float>& got, const std::vector<double>& want,
+                               const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   double max_ref = 0, max_diff = 0;
   for (size_t i = 0; i < got.size(); ++i) {
@@ -210,9 +212,9 @@ void expect_close(const std::vector<float>& got, const std::vector<double>& want
 // every parameter trains; the losses are equal; the frozen base gets no gradient.
 void expect_chain_rule(const ModelConfig* text, const ThinkerConfig* vl, const LoraConfig& config,
                        const MultimodalBatch& batch, float aux_scale, size_t min_adapters) {
-  auto with_lora = make_model(text, vl, config);
+  auto with_lora = make_lora_model(text, vl, config);
   perturb_adapters(*with_lora);
-  auto merged_model = make_model(text, vl, LoraConfig{});
+  auto merged_model = make_lora_model(text, vl, LoraConfig{});
   const double scale = config.scale();
   ASSERT_GE(with_lora->lora_params().size(), 2 * min_adapters);
   for (const auto& p : merged_model->params().all()) {
@@ -227,8 +229,8 @@ void expect_chain_rule(const ModelConfig* text, const ThinkerConfig* vl, const L
     if (!w) w = &merged_model->params().at(module);  // an expert tensor
     const AdapterView v = view_of(*w, *a);
     const Parameter& b = with_lora->params().at(module + ".lora_B.weight");
-    w->value.copy_from(Tensor::from_vector(merged(values(w->value), values(a->value), values(b.value), v, scale),
-                                           w->value.shape()));
+    w->value.copy_from(Tensor::from_vector(
+        merged(weight_values(w->value), weight_values(a->value), weight_values(b.value), v, scale), w->value.shape()));
     modules.emplace(w->name, v);
   }
   const double loss = loss_and_grads(*with_lora, batch, aux_scale);
@@ -240,11 +242,11 @@ void expect_chain_rule(const ModelConfig* text, const ThinkerConfig* vl, const L
     const Parameter& a = with_lora->params().at(module + ".lora_A.weight");
     const Parameter& b = with_lora->params().at(module + ".lora_B.weight");
     std::vector<double> da, db;
-    expected_adapter_grads(values(merged_model->params().at(name).grad), values(a.value), values(b.value), v, scale,
-                           da, db);
+    expected_adapter_grads(weight_values(merged_model->params().at(name).grad), weight_values(a.value),
+                           weight_values(b.value), v, scale, da, db);
     ASSERT_TRUE(a.grad.defined() && b.grad.defined()) << module;
-    expect_close(values(a.grad), da, a.name);
-    expect_close(values(b.grad), db, b.name);
+    expect_close_to_reference(weight_values(a.grad), da, a.name);
+    expect_close_to_reference(weight_values(b.grad), db, b.name);
   }
   for (const auto& p : with_lora->params().all()) {
     if (!p->trainable) {
@@ -291,13 +293,13 @@ TEST(LoraChainRule, Qwen3OmniAudioEncoderAndLanguageModel) {
 TEST(LoraModel, AdaptersOffIsTheBaseModelExactly) {
   const ModelConfig c = test::tiny_moe_config(false);
   const MultimodalBatch batch = text_batch(c.vocab_size);
-  auto with_lora = make_model(&c, nullptr, lora(kLanguageModules));
+  auto with_lora = make_lora_model(&c, nullptr, lora(kLanguageModules));
   perturb_adapters(*with_lora);
-  auto base = make_model(&c, nullptr, LoraConfig{});
+  auto base = make_lora_model(&c, nullptr, LoraConfig{});
   auto logits = [&](TrainModel& model) {
     Tensor out;
     sft_forward(model.body(), model.lm_head(), batch, false, &out);
-    return values(out);
+    return weight_values(out);
   };
   const std::vector<float> base_logits = logits(*base);
   EXPECT_TRUE(with_lora->adapters_enabled());
@@ -307,7 +309,7 @@ TEST(LoraModel, AdaptersOffIsTheBaseModelExactly) {
   EXPECT_EQ(logits(*with_lora), base_logits);
   // Off, a backward gives the adapters no gradient.
   loss_and_grads(*with_lora, batch, 0.01f);
-  for (const Parameter* p : with_lora->lora_params()) EXPECT_TRUE(all_zero(p->grad)) << p->name;
+  for (const Parameter* p : with_lora->lora_params()) EXPECT_TRUE(all_zero_tensor(p->grad)) << p->name;
 }
 
 size_t index_of(ParamStore& store, const std::string& name) {
@@ -319,7 +321,7 @@ size_t index_of(ParamStore& store, const std::string& name) {
 
 TEST(LoraModel, AdaptersFollowTheirWeightsAndOnlyTheyTrain) {
   const ModelConfig c = test::tiny_moe_config(false);
-  auto model = make_model(&c, nullptr, lora({"q_proj", "gate_proj", "up_proj", "down_proj"}));
+  auto model = make_lora_model(&c, nullptr, lora({"q_proj", "gate_proj", "up_proj", "down_proj"}));
   ParamStore& store = model->params();
   const std::string q = "model.layers.0.self_attn.q_proj";
   const size_t at = index_of(store, q + ".weight");
@@ -343,7 +345,7 @@ TEST(LoraModel, AdaptersFollowTheirWeightsAndOnlyTheyTrain) {
   for (const auto& p : store.all()) EXPECT_EQ(p->trainable, is_lora_param_name(p->name)) << p->name;
   EXPECT_EQ(model->lora_params().size(), 2u * (3 + 3 + 2 * 2));
 
-  auto shared = make_model(&c, nullptr, lora({"gate_proj", "up_proj", "down_proj"}, true));
+  auto shared = make_lora_model(&c, nullptr, lora({"gate_proj", "up_proj", "down_proj"}, true));
   EXPECT_EQ(shared->params().at(gate_up + ".lora_A.weight").shape, (Shape{4, 16}));
   EXPECT_EQ(shared->params().at(gate_up + ".lora_B.weight").shape, (Shape{16, 4}));
   EXPECT_FALSE(shared->params().at(gate_up + ".lora_A.weight").is_expert);
@@ -356,13 +358,13 @@ TEST(LoraModel, AdaptersFollowTheirWeightsAndOnlyTheyTrain) {
 
 TEST(LoraModel, InitIsPeftsKaimingUniformPerExpertAndZeroB) {
   const ModelConfig c = test::tiny_moe_config(false);
-  auto model = make_model(&c, nullptr, lora(kLanguageModules));
-  auto again = make_model(&c, nullptr, lora(kLanguageModules));
+  auto model = make_lora_model(&c, nullptr, lora(kLanguageModules));
+  auto again = make_lora_model(&c, nullptr, lora(kLanguageModules));
   for (const Parameter* p : model->lora_params()) {
-    const std::vector<float> v = values(p->value);
-    EXPECT_EQ(v, values(again->params().at(p->name).value)) << p->name << ": not deterministic";
+    const std::vector<float> v = weight_values(p->value);
+    EXPECT_EQ(v, weight_values(again->params().at(p->name).value)) << p->name << ": not deterministic";
     if (p->name.ends_with(".lora_B.weight")) {
-      EXPECT_TRUE(all_zero(p->value)) << p->name;
+      EXPECT_TRUE(all_zero_tensor(p->value)) << p->name;
       continue;
     }
     // U(-1/sqrt(in), 1/sqrt(in)) with `in` the last dimension, per expert for [E, r, in].
@@ -399,17 +401,17 @@ TEST(LoraModel, StartWeightsLoadTheBaseAndInitialiseTheAdapters) {
   initialised.init_weights(5);
   const HfCheckpointReader source(dir);
   const std::string q = "model.layers.0.self_attn.q_proj.weight";
-  EXPECT_EQ(values(loaded.params().at(q).value), values(source.read(q)));
+  EXPECT_EQ(weight_values(loaded.params().at(q).value), weight_values(source.read(q)));
   ASSERT_FALSE(loaded.lora_params().empty());
   for (const Parameter* p : loaded.lora_params()) {
-    EXPECT_EQ(values(p->value), values(initialised.params().at(p->name).value)) << p->name;
-    EXPECT_EQ(all_zero(p->value), p->name.ends_with(".lora_B.weight")) << p->name;
+    EXPECT_EQ(weight_values(p->value), weight_values(initialised.params().at(p->name).value)) << p->name;
+    EXPECT_EQ(all_zero_tensor(p->value), p->name.ends_with(".lora_B.weight")) << p->name;
   }
   // A reward model started from the causal LM: its new head and the adapters start from the seed.
   TrainModel reward(c, options_with(config), ModelHead::SequenceReward);
   reward.params().materialize_all(Device::cpu(), DType::F32);
   EXPECT_NO_THROW(load_start_weights(reward, dir, 5));
-  EXPECT_EQ(values(reward.params().at(q).value), values(source.read(q)));
+  EXPECT_EQ(weight_values(reward.params().at(q).value), weight_values(source.read(q)));
 }
 
 }  // namespace

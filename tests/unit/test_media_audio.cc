@@ -20,19 +20,17 @@
 #include "media/audio_decode.h"
 #include "media/whisper_mel.h"
 #include "tests/common/scratch_dir.h"
+#include "tests/unit/test_media_image_fixture.h"
 
 using namespace veomni;
 
 namespace {
 
-const std::string kInputs = std::string(VEOMNI_FIXTURES_DIR) + "/media/inputs/";
-const std::string kFixtures = std::string(VEOMNI_FIXTURES_DIR) + "/media/audio/";
-const std::string kWav16k = kInputs + "audio_speech_16k_mono.wav";
+using veomni::test::kMediaInputs;
+using veomni::test::media_file_bytes;
 
-std::vector<uint8_t> file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+const std::string kAudioFixtures = std::string(VEOMNI_FIXTURES_DIR) + "/media/audio/";
+const std::string kWav16k = kMediaInputs + "audio_speech_16k_mono.wav";
 
 uint32_t le32(const std::vector<uint8_t>& b, size_t at) {
   return b[at] | (b[at + 1] << 8) | (b[at + 2] << 16) | (static_cast<uint32_t>(b[at + 3]) << 24);
@@ -40,7 +38,7 @@ uint32_t le32(const std::vector<uint8_t>& b, size_t at) {
 
 // 16-bit PCM samples of a WAV's "data" chunk as float (s / 32768), parsed here without libsndfile.
 std::vector<float> pcm16_wav_samples(const std::string& path) {
-  const std::vector<uint8_t> b = file_bytes(path);
+  const std::vector<uint8_t> b = media_file_bytes(path);
   for (size_t at = 12; at + 8 <= b.size(); at += 8 + le32(b, at + 4)) {
     if (std::string(b.begin() + at, b.begin() + at + 4) != "data") continue;
     std::vector<float> samples(le32(b, at + 4) / 2);
@@ -119,13 +117,13 @@ TEST_F(MediaAudioDecode, Wav16kMonoIsTheExactPcmSamples) {
 }
 
 TEST_F(MediaAudioDecode, FlacDecodesToTheWavSamples) {
-  EXPECT_EQ(decode_audio(kInputs + "audio_speech_16k_mono.flac"), pcm16_wav_samples(kWav16k));
+  EXPECT_EQ(decode_audio(kMediaInputs + "audio_speech_16k_mono.flac"), pcm16_wav_samples(kWav16k));
 }
 
 TEST_F(MediaAudioDecode, Wav44kStereoIsMixedAndResampled) {
   // One second at 44.1 kHz: ceil(44100 · 16000/44100) samples; channels are c0 and 0.5·c0, so mono is 0.75·c0,
   // which at 16 kHz is 0.75 times the first second of the 16 kHz file (both made from the same speech).
-  const std::vector<float> mono = decode_audio(kInputs + "audio_speech_44k_stereo.wav");
+  const std::vector<float> mono = decode_audio(kMediaInputs + "audio_speech_44k_stereo.wav");
   ASSERT_EQ(mono.size(), 16000u);
   std::vector<float> reference = pcm16_wav_samples(kWav16k);
   reference.resize(16000);
@@ -159,11 +157,11 @@ TEST_F(MediaAudioDecode, LossyOggAndMp3AreTheSameSpeech) {
   // Both encode the 22.05 kHz source; decoded at 16 kHz they should line up with the WAV made from it.
   const std::vector<float> wav = decode_audio(kWav16k);
   for (const char* name : {"audio_speech_22k.ogg", "audio_speech_22k.mp3"}) {
-    const std::vector<float> lossy = decode_audio(kInputs + name);
+    const std::vector<float> lossy = decode_audio(kMediaInputs + name);
     EXPECT_NEAR(static_cast<double>(lossy.size()), static_cast<double>(wav.size()), 0.03 * wav.size()) << name;
     EXPECT_NEAR(rms(lossy) / rms(wav), 1.0, 0.1) << name;
   }
-  const std::vector<float> ogg = decode_audio(kInputs + "audio_speech_22k.ogg");
+  const std::vector<float> ogg = decode_audio(kMediaInputs + "audio_speech_22k.ogg");
   EXPECT_EQ(ogg.size(), 51278u);  // ceil(70667 · 16000/22050): Vorbis keeps the exact length
   EXPECT_GT(best_correlation(ogg, wav, 4), 0.9);
 }
@@ -342,8 +340,8 @@ TEST(MediaWhisperMel, SilenceIsAllAtTheFloor) {
 // Written by scripts/media_fixtures/audio.py (transformers' WhisperFeatureExtractor with the Qwen3-Omni processor's
 // audio kwargs, one clip per call) on tests/fixtures/media/inputs/audio_speech_16k_mono.wav.
 TEST(MediaAudioHfFixture, FeaturesLengthsAndTokensMatchTransformers) {
-  const std::string json_path = kFixtures + "whisper_features.json";
-  const std::string tensors_path = kFixtures + "whisper_features.safetensors";
+  const std::string json_path = kAudioFixtures + "whisper_features.json";
+  const std::string tensors_path = kAudioFixtures + "whisper_features.safetensors";
   std::ifstream json_file(json_path);
   ASSERT_TRUE(json_file.good()) << "missing fixture " << json_path << " (run scripts/media_fixtures/audio.py)";
   const nlohmann::json meta = nlohmann::json::parse(json_file);
@@ -357,7 +355,7 @@ TEST(MediaAudioHfFixture, FeaturesLengthsAndTokensMatchTransformers) {
     ASSERT_NEAR(ours_filters[i], hf_filters[i], 1e-7 * std::abs(hf_filters[i])) << "filter entry " << i;
   }
 
-  const std::vector<float> clip = decode_audio(kInputs + meta["source"].get<std::string>());
+  const std::vector<float> clip = decode_audio(kMediaInputs + meta["source"].get<std::string>());
   for (const auto& c : meta["cases"]) {
     const std::string name = c["name"];
     const std::vector<float> samples(clip.begin(), clip.begin() + c["num_samples"].get<int64_t>());

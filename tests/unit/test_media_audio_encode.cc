@@ -18,7 +18,7 @@
 namespace veomni {
 namespace {
 
-uint32_t le32(const std::string& bytes, size_t at) {
+uint32_t le32_at(const std::string& bytes, size_t at) {
   uint32_t v = 0;
   std::memcpy(&v, bytes.data() + at, 4);
   return v;
@@ -43,9 +43,9 @@ TEST(AudioEncode, WritesAMono16BitPcmWavHeader) {
   EXPECT_EQ(wav.substr(8, 4), "WAVE");
   EXPECT_EQ(le16(wav, 20), 1);       // PCM
   EXPECT_EQ(le16(wav, 22), 1);       // mono
-  EXPECT_EQ(le32(wav, 24), 24000u);  // sample rate
+  EXPECT_EQ(le32_at(wav, 24), 24000u);  // sample rate
   EXPECT_EQ(le16(wav, 34), 16);      // bits per sample
-  EXPECT_EQ(le32(wav, 4), wav.size() - 8);
+  EXPECT_EQ(le32_at(wav, 4), wav.size() - 8);
 }
 
 class AudioEncodeFile : public testing::ScratchDir {};

@@ -73,7 +73,7 @@ class Tiff {
 constexpr uint16_t kOrientation = 0x0112, kShort = 3, kLong = 4, kRational = 5, kSShort = 8, kFloat = 11,
                    kByte = 1, kAscii = 2, kUndefined = 7;
 
-ExifOrientationTag read(const std::vector<uint8_t>& block) { return read_exif_orientation(block); }
+ExifOrientationTag read_tag(const std::vector<uint8_t>& block) { return read_exif_orientation(block); }
 
 Entry orientation_short(const Tiff& t, uint32_t value) { return {kOrientation, kShort, 1, t.short_field(value)}; }
 
@@ -87,7 +87,7 @@ TEST(MediaExifOrientation, ReadsEveryOrientationInBothByteOrders) {
   for (bool big : {false, true}) {
     const Tiff t(big);
     for (uint32_t k = 1; k <= 8; ++k) {
-      const ExifOrientationTag tag = read(t.block({orientation_short(t, k)}));
+      const ExifOrientationTag tag = read_tag(t.block({orientation_short(t, k)}));
       EXPECT_TRUE(tag.readable);
       EXPECT_TRUE(tag.present);
       EXPECT_EQ(tag.orientation, static_cast<int>(k)) << (big ? "MM " : "II ") << k;
@@ -106,24 +106,24 @@ TEST(MediaExifOrientation, FindsTheTagAmongOthersAndAfterOffsetValues) {
   const auto block = t.block({{0x010f, kAscii, 7, t.u32(tail)}, orientation_short(t, 6),
                               {0x011a, kRational, 1, t.u32(tail + 8)}},
                              values);
-  EXPECT_EQ(read(block).orientation, 6);
+  EXPECT_EQ(read_tag(block).orientation, 6);
 }
 
 TEST(MediaExifOrientation, AbsentTagIsNormalButReadable) {
   const Tiff t(false);
-  const ExifOrientationTag tag = read(t.block({{0x0128, kShort, 1, t.short_field(2)}}));
+  const ExifOrientationTag tag = read_tag(t.block({{0x0128, kShort, 1, t.short_field(2)}}));
   EXPECT_TRUE(tag.readable);
   EXPECT_FALSE(tag.present);
   EXPECT_EQ(tag.orientation, 1);
   const std::vector<uint8_t> prefix_only = {'E', 'x', 'i', 'f', 0, 0};
-  EXPECT_TRUE(read(prefix_only).readable);  // Pillow: no EXIF at all
-  EXPECT_FALSE(read(prefix_only).present);
+  EXPECT_TRUE(read_tag(prefix_only).readable);  // Pillow: no EXIF at all
+  EXPECT_FALSE(read_tag(prefix_only).present);
 }
 
 TEST(MediaExifOrientation, ValuesOutsideTwoToEightMeanNoTurn) {
   const Tiff t(false);
   for (uint32_t v : {0u, 9u, 255u, 65535u}) {
-    const ExifOrientationTag tag = read(t.block({orientation_short(t, v)}));
+    const ExifOrientationTag tag = read_tag(t.block({orientation_short(t, v)}));
     EXPECT_TRUE(tag.present);
     EXPECT_EQ(tag.orientation, 1) << v;
   }
@@ -132,19 +132,19 @@ TEST(MediaExifOrientation, ValuesOutsideTwoToEightMeanNoTurn) {
 // Pillow compares the tag's first value with the integers 2..8: integer, float and exact rational values count.
 TEST(MediaExifOrientation, NumericTypesCountByValue) {
   const Tiff t(false);
-  EXPECT_EQ(read(t.block({{kOrientation, kLong, 1, t.u32(6)}})).orientation, 6);
-  EXPECT_EQ(read(t.block({{kOrientation, kSShort, 1, t.short_field(8)}})).orientation, 8);
-  EXPECT_EQ(read(t.block({{kOrientation, kSShort, 1, t.short_field(0xfffa)}})).orientation, 1);  // -6
+  EXPECT_EQ(read_tag(t.block({{kOrientation, kLong, 1, t.u32(6)}})).orientation, 6);
+  EXPECT_EQ(read_tag(t.block({{kOrientation, kSShort, 1, t.short_field(8)}})).orientation, 8);
+  EXPECT_EQ(read_tag(t.block({{kOrientation, kSShort, 1, t.short_field(0xfffa)}})).orientation, 1);  // -6
   uint32_t six_float;
   const float six = 6.0f;
   std::memcpy(&six_float, &six, 4);
-  EXPECT_EQ(read(t.block({{kOrientation, kFloat, 1, t.u32(six_float)}})).orientation, 6);
+  EXPECT_EQ(read_tag(t.block({{kOrientation, kFloat, 1, t.u32(six_float)}})).orientation, 6);
   const uint32_t tail = Tiff::tail_offset(1);
   auto rational = [&](uint32_t num, uint32_t den) {
     std::vector<uint8_t> v = t.u32(num);
     const std::vector<uint8_t> d = t.u32(den);
     v.insert(v.end(), d.begin(), d.end());
-    return read(t.block({{kOrientation, kRational, 1, t.u32(tail)}}, v)).orientation;
+    return read_tag(t.block({{kOrientation, kRational, 1, t.u32(tail)}}, v)).orientation;
   };
   EXPECT_EQ(rational(12, 2), 6);
   EXPECT_EQ(rational(13, 2), 1);
@@ -154,7 +154,7 @@ TEST(MediaExifOrientation, NumericTypesCountByValue) {
 TEST(MediaExifOrientation, ByteAsciiAndUndefinedNeverEqualAnOrientation) {
   const Tiff t(false);
   for (uint16_t type : {kByte, kAscii, kUndefined}) {
-    const ExifOrientationTag tag = read(t.block({{kOrientation, type, 1, {6, 0, 0, 0}}}));
+    const ExifOrientationTag tag = read_tag(t.block({{kOrientation, type, 1, {6, 0, 0, 0}}}));
     EXPECT_TRUE(tag.present) << type;  // present: the XMP fallback is not consulted
     EXPECT_EQ(tag.orientation, 1) << type;
   }
@@ -165,42 +165,42 @@ TEST(MediaExifOrientation, SeveralValuesUseTheFirst) {
   std::vector<uint8_t> field = t.u16(3);
   const std::vector<uint8_t> second = t.u16(6);
   field.insert(field.end(), second.begin(), second.end());
-  EXPECT_EQ(read(t.block({{kOrientation, kShort, 2, field}})).orientation, 3);
+  EXPECT_EQ(read_tag(t.block({{kOrientation, kShort, 2, field}})).orientation, 3);
 }
 
 TEST(MediaExifOrientation, LaterDuplicateWinsAndEmptyValuesAreSkipped) {
   const Tiff t(false);
-  EXPECT_EQ(read(t.block({orientation_short(t, 3), orientation_short(t, 6)})).orientation, 6);
-  EXPECT_EQ(read(t.block({orientation_short(t, 3), {kOrientation, kShort, 0, t.short_field(6)}})).orientation, 3);
-  EXPECT_FALSE(read(t.block({{kOrientation, kShort, 0, t.short_field(6)}})).present);
+  EXPECT_EQ(read_tag(t.block({orientation_short(t, 3), orientation_short(t, 6)})).orientation, 6);
+  EXPECT_EQ(read_tag(t.block({orientation_short(t, 3), {kOrientation, kShort, 0, t.short_field(6)}})).orientation, 3);
+  EXPECT_FALSE(read_tag(t.block({{kOrientation, kShort, 0, t.short_field(6)}})).present);
 }
 
 TEST(MediaExifOrientation, UnknownTypesAreSkipped) {
   const Tiff t(false);
-  EXPECT_FALSE(read(t.block({{kOrientation, 14, 1, t.short_field(6)}})).present);
-  EXPECT_EQ(read(t.block({{kOrientation, 0, 1, t.short_field(3)}, orientation_short(t, 6)})).orientation, 6);
+  EXPECT_FALSE(read_tag(t.block({{kOrientation, 14, 1, t.short_field(6)}})).present);
+  EXPECT_EQ(read_tag(t.block({{kOrientation, 0, 1, t.short_field(3)}, orientation_short(t, 6)})).orientation, 6);
 }
 
 // A value stored past the block's end stops Pillow's directory read: entries before it count, later ones do not.
 TEST(MediaExifOrientation, ValueOutsideTheBlockEndsTheDirectory) {
   const Tiff t(false);
   const Entry far_make{0x010f, kAscii, 7, t.u32(0x7ffffff0)};
-  EXPECT_FALSE(read(t.block({far_make, orientation_short(t, 6)})).present);
-  EXPECT_EQ(read(t.block({orientation_short(t, 6), far_make})).orientation, 6);
+  EXPECT_FALSE(read_tag(t.block({far_make, orientation_short(t, 6)})).present);
+  EXPECT_EQ(read_tag(t.block({orientation_short(t, 6), far_make})).orientation, 6);
   const Entry huge_count{0x010f, kAscii, 0xffffffff, t.u32(Tiff::tail_offset(2))};
-  EXPECT_FALSE(read(t.block({huge_count, orientation_short(t, 6)})).present);
+  EXPECT_FALSE(read_tag(t.block({huge_count, orientation_short(t, 6)})).present);
   const Entry offset_wraps{0x010f, kRational, 0x20000000, t.u32(0xfffffff8)};  // offset + length past 2^32
-  EXPECT_FALSE(read(t.block({offset_wraps, orientation_short(t, 6)})).present);
+  EXPECT_FALSE(read_tag(t.block({offset_wraps, orientation_short(t, 6)})).present);
 }
 
 TEST(MediaExifOrientation, TruncatedDirectoryKeepsCompleteEntries) {
   const Tiff t(false);
   std::vector<uint8_t> block = t.block({orientation_short(t, 8), {0x0128, kShort, 1, t.short_field(2)}});
   block.resize(block.size() - 4 - 6);  // next-IFD pointer and half of the second entry gone
-  EXPECT_EQ(read(block).orientation, 8);
+  EXPECT_EQ(read_tag(block).orientation, 8);
   block.resize(6 + 8 + 2 + 5);  // the first entry cut too
-  EXPECT_FALSE(read(block).present);
-  EXPECT_TRUE(read(block).readable);
+  EXPECT_FALSE(read_tag(block).present);
+  EXPECT_TRUE(read_tag(block).readable);
 }
 
 TEST(MediaExifOrientation, DirectoryOutsideTheBlockHasNoTags) {
@@ -209,7 +209,7 @@ TEST(MediaExifOrientation, DirectoryOutsideTheBlockHasNoTags) {
   for (uint32_t ifd : {0xffffffffu, 0x1000u, static_cast<uint32_t>(block.size() - 6 - 1)}) {
     const std::vector<uint8_t> at = t.u32(ifd);
     std::copy(at.begin(), at.end(), block.begin() + 6 + 4);
-    const ExifOrientationTag tag = read(block);
+    const ExifOrientationTag tag = read_tag(block);
     EXPECT_TRUE(tag.readable) << ifd;
     EXPECT_FALSE(tag.present) << ifd;
   }
@@ -219,7 +219,7 @@ TEST(MediaExifOrientation, HugeEntryCountStopsAtTheBlockEnd) {
   const Tiff t(false);
   std::vector<uint8_t> block = t.block({orientation_short(t, 5)});
   block[6 + 8] = 0xff, block[6 + 9] = 0xff;  // 65535 entries claimed, one there
-  EXPECT_EQ(read(block).orientation, 5);
+  EXPECT_EQ(read_tag(block).orientation, 5);
 }
 
 TEST(MediaExifOrientation, HeadersPillowRefusesAreUnreadable) {
@@ -228,7 +228,7 @@ TEST(MediaExifOrientation, HeadersPillowRefusesAreUnreadable) {
   auto with = [&](std::vector<uint8_t> header) {
     std::vector<uint8_t> block = good;
     std::copy(header.begin(), header.end(), block.begin() + 6);
-    return read(block);
+    return read_tag(block);
   };
   EXPECT_FALSE(with({'X', 'I', 42, 0}).readable);
   EXPECT_FALSE(with({'I', 'M', 42, 0}).readable);
@@ -237,7 +237,7 @@ TEST(MediaExifOrientation, HeadersPillowRefusesAreUnreadable) {
   EXPECT_EQ(with({'I', 'I', 0, 42}).orientation, 6);  // swapped magic: accepted, order from "II"
   for (size_t keep : {7u, 8u, 10u, 13u}) {  // header cut short
     std::vector<uint8_t> cut(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(keep));
-    EXPECT_FALSE(read(cut).readable) << keep;
+    EXPECT_FALSE(read_tag(cut).readable) << keep;
   }
 }
 
@@ -246,8 +246,8 @@ TEST(MediaExifOrientation, RepeatedExifPrefixesAndNoPrefixBothRead) {
   std::vector<uint8_t> doubled = {'E', 'x', 'i', 'f', 0, 0};
   const std::vector<uint8_t> block = t.block({orientation_short(t, 7)});
   doubled.insert(doubled.end(), block.begin(), block.end());
-  EXPECT_EQ(read(doubled).orientation, 7);
-  EXPECT_EQ(read(t.tiff_block({orientation_short(t, 7)})).orientation, 7);  // a PNG eXIf chunk's form
+  EXPECT_EQ(read_tag(doubled).orientation, 7);
+  EXPECT_EQ(read_tag(t.tiff_block({orientation_short(t, 7)})).orientation, 7);  // a PNG eXIf chunk's form
 }
 
 // Random damage to a valid block: never a crash or a read outside it (run under ASan/valgrind to see the latter),
@@ -266,7 +266,7 @@ TEST(MediaExifOrientation, DamagedBlocksNeverLeaveTheirBounds) {
     block.resize(rng() % (block.size() + 1));
     // A fresh heap copy of exactly the kept size, so that an overread lands outside the allocation.
     const std::vector<uint8_t> exact(block.begin(), block.end());
-    const ExifOrientationTag tag = read(exact);
+    const ExifOrientationTag tag = read_tag(exact);
     ASSERT_GE(tag.orientation, 1);
     ASSERT_LE(tag.orientation, 8);
   }

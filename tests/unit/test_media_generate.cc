@@ -20,7 +20,7 @@ using namespace veomni;
 namespace {
 
 const std::string kMedia = std::string(VEOMNI_FIXTURES_DIR) + "/media/inputs/";
-constexpr int64_t kNewTokens = 5;
+constexpr int64_t kGeneratedTokens = 5;
 
 // The toys' special ids (their config.json) in the layout veomni-preprocess writes.
 MultimodalTokenIds toy_token_ids() {
@@ -58,7 +58,8 @@ TEST_F(MediaGenerate, Qwen3VlImagePromptMatchesNoCacheLoop) {
   const std::vector<std::optional<Sample>> samples = {
       media_sample(PartKind::Image, "image_rgb_48x64.png", {5, 17, 30}, {92, 6}, config), std::nullopt,
       media_sample(PartKind::Image, "image_photo_100x300.jpg", {44}, {7, 8, 9, 10, 11, 12, 13}, config)};
-  veomni::testing::expect_cached_generation_matches_full_forward("qwen3_vl_toy", path("model"), samples, {{}, {3, 14, 15, 92, 6, 71, 82}, {}}, kNewTokens);
+  veomni::testing::expect_cached_generation_matches_full_forward(
+      "qwen3_vl_toy", path("model"), samples, {{}, {3, 14, 15, 92, 6, 71, 82}, {}}, kGeneratedTokens);
 }
 
 TEST_F(MediaGenerate, Qwen3OmniThinkerImageAndAudioPromptsMatchNoCacheLoop) {
@@ -66,7 +67,8 @@ TEST_F(MediaGenerate, Qwen3OmniThinkerImageAndAudioPromptsMatchNoCacheLoop) {
   const std::vector<std::optional<Sample>> samples = {
       media_sample(PartKind::Audio, "audio_speech_16k_mono.wav", {5, 17}, {92, 6, 8}, config), std::nullopt,
       media_sample(PartKind::Image, "image_rgb_48x64.png", {44, 45, 46}, {7}, config)};
-  veomni::testing::expect_cached_generation_matches_full_forward("qwen3_omni_moe_toy", path("model"), samples, {{}, {3, 14, 15}, {}}, kNewTokens);
+  veomni::testing::expect_cached_generation_matches_full_forward("qwen3_omni_moe_toy", path("model"), samples,
+                                                                 {{}, {3, 14, 15}, {}}, kGeneratedTokens);
 }
 
 }  // namespace

@@ -17,27 +17,25 @@
 #include "media/bicubic_resize.h"
 #include "media/image_decode.h"
 #include "tests/common/scratch_dir.h"
+#include "tests/unit/test_media_image_fixture.h"
 
 using namespace veomni;
 
 namespace {
 
-const std::string kInputs = std::string(VEOMNI_FIXTURES_DIR) + "/media/inputs/";
-const std::string kFixtures = std::string(VEOMNI_FIXTURES_DIR) + "/media/image/";
+using veomni::test::kMediaInputs;
+using veomni::test::media_file_bytes;
 
-std::vector<uint8_t> file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+const std::string kImageFixtures = std::string(VEOMNI_FIXTURES_DIR) + "/media/image/";
 
-void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+void write_image_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream(path, std::ios::binary)
       .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
 
 // The fixture reader, failing the test with the regeneration hint when the file is absent.
 bool open_fixture(const std::string& name, std::unique_ptr<SafetensorsReader>& reader) {
-  const std::string path = kFixtures + name;
+  const std::string path = kImageFixtures + name;
   if (!std::filesystem::exists(path)) {
     ADD_FAILURE() << "missing fixture " << path
                   << " (make it with: python3 scripts/media_fixtures/image.py tests/fixtures/media/inputs "
@@ -71,7 +69,7 @@ int max_level_difference(const RgbImage& a, const RgbImage& b) {
   return worst;
 }
 
-void expect_input_error_naming(const std::string& path, const std::string& fragment) {
+void expect_image_input_error_naming(const std::string& path, const std::string& fragment) {
   try {
     decode_image(path);
     ADD_FAILURE() << path << ": decoded without error";
@@ -85,14 +83,14 @@ void expect_input_error_naming(const std::string& path, const std::string& fragm
 }  // namespace
 
 TEST(MediaImageDecode, PngRgbHasItsSize) {
-  const RgbImage image = decode_image(kInputs + "image_rgb_48x64.png");
+  const RgbImage image = decode_image(kMediaInputs + "image_rgb_48x64.png");
   EXPECT_EQ(image.height, 48);
   EXPECT_EQ(image.width, 64);
   EXPECT_EQ(image.pixels.size(), 48u * 64u * 3u);
 }
 
 TEST(MediaImageDecode, GreyPngIsReplicatedToRgb) {
-  const RgbImage image = decode_image(kInputs + "image_grey_33x77.png");
+  const RgbImage image = decode_image(kMediaInputs + "image_grey_33x77.png");
   ASSERT_EQ(image.height, 33);
   ASSERT_EQ(image.width, 77);
   int distinct_levels = 0;
@@ -106,7 +104,7 @@ TEST(MediaImageDecode, GreyPngIsReplicatedToRgb) {
 }
 
 TEST(MediaImageDecode, OneBitPngBecomesBlackAndWhite) {
-  const RgbImage image = decode_image(kInputs + "image_mono_40x50.png");
+  const RgbImage image = decode_image(kMediaInputs + "image_mono_40x50.png");
   ASSERT_EQ(image.height, 40);
   ASSERT_EQ(image.width, 50);
   const auto black = std::count(image.pixels.begin(), image.pixels.end(), 0);
@@ -118,7 +116,7 @@ TEST(MediaImageDecode, OneBitPngBecomesBlackAndWhite) {
 
 // make_image_media.sh writes 16-bit grey value 8x + y at (y, x); PIL's I;16 -> RGB clips it at 255.
 TEST(MediaImageDecode, SixteenBitGreyPngClipsAt255) {
-  const RgbImage image = decode_image(kInputs + "image_grey16_40x50.png");
+  const RgbImage image = decode_image(kMediaInputs + "image_grey16_40x50.png");
   ASSERT_EQ(image.height, 40);
   ASSERT_EQ(image.width, 50);
   for (int64_t y = 0; y < image.height; ++y)
@@ -128,10 +126,10 @@ TEST(MediaImageDecode, SixteenBitGreyPngClipsAt255) {
 }
 
 TEST(MediaImageDecode, JpegsDecodeToTheirSize) {
-  const RgbImage photo = decode_image(kInputs + "image_photo_100x300.jpg");
+  const RgbImage photo = decode_image(kMediaInputs + "image_photo_100x300.jpg");
   EXPECT_EQ(photo.height, 100);
   EXPECT_EQ(photo.width, 300);
-  const RgbImage full_chroma = decode_image(kInputs + "image_444_40x50.jpg");
+  const RgbImage full_chroma = decode_image(kMediaInputs + "image_444_40x50.jpg");
   EXPECT_EQ(full_chroma.height, 40);
   EXPECT_EQ(full_chroma.width, 50);
 }
@@ -144,7 +142,7 @@ TEST(MediaImageFixtures, DecodeMatchesPilConvertRgb) {
   for (const SafetensorsEntry& entry : decoded->entries()) {
     SCOPED_TRACE(entry.name);
     const RgbImage expected = image_from_hwc(decoded->read(entry.name));
-    const RgbImage ours = decode_image(kInputs + entry.name);
+    const RgbImage ours = decode_image(kMediaInputs + entry.name);
     ASSERT_EQ(ours.height, expected.height);
     ASSERT_EQ(ours.width, expected.width);
     EXPECT_EQ(max_level_difference(ours, expected), 0);
@@ -154,60 +152,60 @@ TEST(MediaImageFixtures, DecodeMatchesPilConvertRgb) {
 class MediaImageFiles : public veomni::testing::ScratchDir {};
 
 TEST_F(MediaImageFiles, FormatComesFromContentNotName) {
-  write_bytes(path("png_named.jpg"), file_bytes(kInputs + "image_rgb_48x64.png"));
-  EXPECT_EQ(decode_image(path("png_named.jpg")).pixels, decode_image(kInputs + "image_rgb_48x64.png").pixels);
+  write_image_bytes(path("png_named.jpg"), media_file_bytes(kMediaInputs + "image_rgb_48x64.png"));
+  EXPECT_EQ(decode_image(path("png_named.jpg")).pixels, decode_image(kMediaInputs + "image_rgb_48x64.png").pixels);
 }
 
-TEST_F(MediaImageFiles, MissingFileNamesThePath) { expect_input_error_naming(path("absent.png"), "cannot open"); }
+TEST_F(MediaImageFiles, MissingFileNamesThePath) { expect_image_input_error_naming(path("absent.png"), "cannot open"); }
 
 TEST_F(MediaImageFiles, EmptyFileNamesThePath) {
-  write_bytes(path("empty.png"), {});
-  expect_input_error_naming(path("empty.png"), "empty");
+  write_image_bytes(path("empty.png"), {});
+  expect_image_input_error_naming(path("empty.png"), "empty");
 }
 
 TEST_F(MediaImageFiles, UnknownFormatNamesThePath) {
   const std::string text = "GIF89a is not supported here";
-  write_bytes(path("picture.gif"), std::vector<uint8_t>(text.begin(), text.end()));
-  expect_input_error_naming(path("picture.gif"), "not a PNG or JPEG");
+  write_image_bytes(path("picture.gif"), std::vector<uint8_t>(text.begin(), text.end()));
+  expect_image_input_error_naming(path("picture.gif"), "not a PNG or JPEG");
 }
 
 TEST_F(MediaImageFiles, TruncatedPngNamesThePath) {
-  std::vector<uint8_t> bytes = file_bytes(kInputs + "image_rgb_48x64.png");
+  std::vector<uint8_t> bytes = media_file_bytes(kMediaInputs + "image_rgb_48x64.png");
   bytes.resize(bytes.size() / 2);
-  write_bytes(path("truncated.png"), bytes);
-  expect_input_error_naming(path("truncated.png"), "truncated");
+  write_image_bytes(path("truncated.png"), bytes);
+  expect_image_input_error_naming(path("truncated.png"), "truncated");
 }
 
 TEST_F(MediaImageFiles, TruncatedPngHeaderNamesThePath) {
-  std::vector<uint8_t> bytes = file_bytes(kInputs + "image_rgb_48x64.png");
+  std::vector<uint8_t> bytes = media_file_bytes(kMediaInputs + "image_rgb_48x64.png");
   bytes.resize(20);  // signature and part of IHDR
-  write_bytes(path("header.png"), bytes);
-  expect_input_error_naming(path("header.png"), "corrupt PNG header");
+  write_image_bytes(path("header.png"), bytes);
+  expect_image_input_error_naming(path("header.png"), "corrupt PNG header");
 }
 
 TEST_F(MediaImageFiles, CorruptPngDataNamesThePath) {
-  std::vector<uint8_t> bytes = file_bytes(kInputs + "image_rgb_48x64.png");
+  std::vector<uint8_t> bytes = media_file_bytes(kMediaInputs + "image_rgb_48x64.png");
   for (size_t i = bytes.size() / 2; i < bytes.size() / 2 + 64; ++i) bytes[i] ^= 0x5a;  // breaks the IDAT CRC
-  write_bytes(path("corrupt.png"), bytes);
-  expect_input_error_naming(path("corrupt.png"), "corrupt PNG");
+  write_image_bytes(path("corrupt.png"), bytes);
+  expect_image_input_error_naming(path("corrupt.png"), "corrupt PNG");
 }
 
 TEST_F(MediaImageFiles, TruncatedJpegNamesThePath) {
-  std::vector<uint8_t> bytes = file_bytes(kInputs + "image_photo_100x300.jpg");
+  std::vector<uint8_t> bytes = media_file_bytes(kMediaInputs + "image_photo_100x300.jpg");
   bytes.resize(bytes.size() / 2);
-  write_bytes(path("truncated.jpg"), bytes);
-  expect_input_error_naming(path("truncated.jpg"), "corrupt JPEG");
+  write_image_bytes(path("truncated.jpg"), bytes);
+  expect_image_input_error_naming(path("truncated.jpg"), "corrupt JPEG");
 }
 
 TEST_F(MediaImageFiles, GarbageAfterJpegSignatureNamesThePath) {
   std::vector<uint8_t> bytes = {0xff, 0xd8, 0xff, 0xe0};
   for (int i = 0; i < 200; ++i) bytes.push_back(static_cast<uint8_t>(i * 37));
-  write_bytes(path("garbage.jpg"), bytes);
-  expect_input_error_naming(path("garbage.jpg"), "corrupt JPEG");
+  write_image_bytes(path("garbage.jpg"), bytes);
+  expect_image_input_error_naming(path("garbage.jpg"), "corrupt JPEG");
 }
 
 TEST(MediaBicubicResize, SameSizeIsIdentity) {
-  const RgbImage image = decode_image(kInputs + "image_rgb_48x64.png");
+  const RgbImage image = decode_image(kMediaInputs + "image_rgb_48x64.png");
   EXPECT_EQ(resize_bicubic(image, 48, 64).pixels, image.pixels);
 }
 
@@ -230,7 +228,7 @@ TEST(MediaBicubicResize, HandComputedUpsampledEdge) {
 }
 
 TEST(MediaBicubicResize, ResizesEachAxisOnItsOwn) {
-  const RgbImage image = decode_image(kInputs + "image_photo_100x300.jpg");
+  const RgbImage image = decode_image(kMediaInputs + "image_photo_100x300.jpg");
   const RgbImage both = resize_bicubic(image, 64, 192);
   const RgbImage staged = resize_bicubic(resize_bicubic(image, 100, 192), 64, 192);
   EXPECT_EQ(both.pixels, staged.pixels);  // horizontal pass first, rounded to uint8, then vertical

@@ -5,14 +5,26 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "io/safetensors.h"
 #include "media/image_decode.h"
 #include "media/vision_processor.h"
 
 namespace veomni::test {
+
+// The directory of the input files (images, audio, video) that the media tests decode.
+inline const std::string kMediaInputs = std::string(VEOMNI_FIXTURES_DIR) + "/media/inputs/";
+
+// A file's bytes, as the media decoders take them.
+inline std::vector<uint8_t> media_file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
 
 // Decodes and processes the case's input with its pixel limits, checks the grid and row count against the fixture,
 // and returns the largest |ours - HF| over the fixture's kept rows (every row_stride-th row). Row count is in *rows.

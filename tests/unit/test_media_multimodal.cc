@@ -20,11 +20,11 @@ namespace veomni {
 namespace {
 
 using json = nlohmann::json;
-const std::string kInputs = std::string(VEOMNI_FIXTURES_DIR) + "/media/inputs";
+const std::string kMultimodalInputs = std::string(VEOMNI_FIXTURES_DIR) + "/media/inputs";
 
 std::vector<int64_t> i64(const Tensor& t) { return std::vector<int64_t>(t.data<int64_t>(), t.data<int64_t>() + t.numel()); }
 
-std::string repeat(const std::string& token, int64_t times) {
+std::string repeat_token(const std::string& token, int64_t times) {
   std::string out;
   for (int64_t i = 0; i < times; ++i) out += token;
   return out;
@@ -74,10 +74,10 @@ TEST(MediaMultimodal, TextRunsAreTokenizedWholeAcrossTimestampTexts) {
   const std::vector<MediaExtent> media = {{PartKind::Video, 3, 2, {"<0.3 seconds>", "<1.5 seconds>"}},
                                           {PartKind::Image, 4, 1, {}}};
   const MultimodalTokens tokens = chat.encode(messages, media);
-  const std::string video = repeat("<|video_pad|>", 3);
+  const std::string video = repeat_token("<|video_pad|>", 3);
   const std::vector<int64_t> expected = with_placeholders(encode64(
       *tokenizer, "<|im_start|>user\nLook:<0.3 seconds><|vision_start|>" + video + "<|vision_end|><1.5 seconds>"
-                  "<|vision_start|>" + video + "<|vision_end|><|vision_start|>" + repeat("<|image_pad|>", 4) +
+                  "<|vision_start|>" + video + "<|vision_end|><|vision_start|>" + repeat_token("<|image_pad|>", 4) +
                   "<|vision_end|><|im_end|>\n<|im_start|>assistant\nDone.<|im_end|>\n"));
   EXPECT_EQ(tokens.ids, expected);
   const std::vector<int64_t> labels = last_assistant_labels(*tokenizer, expected);
@@ -95,7 +95,7 @@ TEST(MediaMultimodal, Qwen3VlVideoKeepsTheOuterMarkersAroundTimestampedBlocks) {
   const std::vector<MediaExtent> media = {{PartKind::Video, 2, 2, {"<0.3 seconds>", "<1.5 seconds>"}, true},
                                           {PartKind::Video, 1, 1, {"<0.0 seconds>"}, true}};
   const MultimodalTokens tokens = chat.encode(messages, media);
-  const std::string pads = repeat("<|video_pad|>", 2);
+  const std::string pads = repeat_token("<|video_pad|>", 2);
   const std::vector<int64_t> expected = with_placeholders(encode64(
       *tokenizer, "<|im_start|>user\n<|vision_start|><0.3 seconds><|vision_start|>" + pads +
                       "<|vision_end|><1.5 seconds><|vision_start|>" + pads +
@@ -136,7 +136,7 @@ TEST(MediaMultimodal, Qwen3VlTwoImagesAndAVideo) {
           {part("image", "image_rgb_48x64.png"), part("text", "Compare them."), part("image", "image_photo_100x300.jpg"),
            part("video", "video_h264.mp4"), part("text", "What moves?")}}},
         {{"role", "assistant"}, {"content", "A square, to the right."}}}}};
-  const EncodedMultimodal encoded = encoder.encode(record, kInputs);
+  const EncodedMultimodal encoded = encoder.encode(record, kMultimodalInputs);
   const Sample& s = encoded.sample;
   EXPECT_EQ(encoded.images, 2);
   EXPECT_EQ(encoded.videos, 1);
@@ -146,21 +146,21 @@ TEST(MediaMultimodal, Qwen3VlTwoImagesAndAVideo) {
   ASSERT_EQ(image_grids.size(), 6u);
   ASSERT_EQ(video_grid.size(), 3u);
   // The sampled frames' times, one per temporal patch (the video helper's functions, checked against HF there).
-  const VideoInfo info = probe_video(kInputs + "/video_h264.mp4");
+  const VideoInfo info = probe_video(kMultimodalInputs + "/video_h264.mp4");
   const std::vector<double> seconds = qwen3_vl_frame_timestamps(
       sample_frame_indices(info.num_frames, info.fps, config.video), info.fps, config.video.temporal_patch_size);
   ASSERT_EQ(static_cast<int64_t>(seconds.size()), video_grid[0]);
 
   const auto image = [&](size_t k) {
     return "<|vision_start|>" +
-           repeat("<|image_pad|>", image_grids[3 * k] * image_grids[3 * k + 1] * image_grids[3 * k + 2] / 4) +
+           repeat_token("<|image_pad|>", image_grids[3 * k] * image_grids[3 * k + 1] * image_grids[3 * k + 2] / 4) +
            "<|vision_end|>";
   };
   // Transformers 5.17 keeps the template's outer markers around the timestamped per-frame blocks.
   std::string video = "<|vision_start|>";
   for (double t : seconds)
     video += qwen3_vl_timestamp_text(t) + "<|vision_start|>" +
-             repeat("<|video_pad|>", video_grid[1] * video_grid[2] / 4) + "<|vision_end|>";
+             repeat_token("<|video_pad|>", video_grid[1] * video_grid[2] / 4) + "<|vision_end|>";
   video += "<|vision_end|>";
   const std::vector<int64_t> real_ids = encode64(
       *tokenizer, "<|im_start|>user\n" + image(0) + "Compare them." + image(1) + video +
@@ -215,7 +215,7 @@ TEST(MediaMultimodal, Qwen3OmniImageAndAudio) {
                            {part("image", "image_rgb_48x64.png"), part("audio", "audio_speech_16k_mono.wav"),
                             part("text", "Describe both.")}}},
                          {{"role", "assistant"}, {"content", "A picture and speech."}}}}};
-  const EncodedMultimodal encoded = encoder.encode(record, kInputs);
+  const EncodedMultimodal encoded = encoder.encode(record, kMultimodalInputs);
   const Sample& s = encoded.sample;
   EXPECT_EQ(encoded.audio_clips, 1);
   const std::vector<int64_t> grid = i64(s.at("image_grid_thw"));
@@ -227,7 +227,7 @@ TEST(MediaMultimodal, Qwen3OmniImageAndAudio) {
 
   // The Qwen3 tokenizer has no audio tokens: the audio block is spliced in with Qwen3-Omni's ids.
   std::vector<int64_t> ids = encode64(*tokenizer, "<|im_start|>user\n<|vision_start|>" +
-                                                      repeat("<|image_pad|>", grid[0] * grid[1] * grid[2] / 4) +
+                                                      repeat_token("<|image_pad|>", grid[0] * grid[1] * grid[2] / 4) +
                                                       "<|vision_end|>");
   ids.push_back(151669);
   ids.insert(ids.end(), static_cast<size_t>(audio_tokens), kAudioInputIndex);
@@ -272,7 +272,7 @@ TEST(MediaMultimodal, RecordErrorsNameThePart) {
   // Lists of parts are built with json::array: a braced list of one object would be that object.
   const auto error = [&](const std::vector<json>& parts) {
     try {
-      vl.encode({{"messages", {{{"role", "user"}, {"content", json(parts)}}}}}, kInputs);
+      vl.encode({{"messages", {{{"role", "user"}, {"content", json(parts)}}}}}, kMultimodalInputs);
     } catch (const InputError& e) {
       return std::string(e.what());
     }
@@ -286,7 +286,7 @@ TEST(MediaMultimodal, RecordErrorsNameThePart) {
   EXPECT_NE(error({{{"type", "image"}}}).find("a image part needs a \"image\" string"), std::string::npos);
   const std::string missing = error({part("text", "x"), part("image", "no_such.png")});
   EXPECT_NE(missing.find("message 0 part 1 (image)"), std::string::npos) << missing;
-  EXPECT_NE(missing.find(kInputs + "/no_such.png"), std::string::npos) << missing;
+  EXPECT_NE(missing.find(kMultimodalInputs + "/no_such.png"), std::string::npos) << missing;
   const std::string corrupt = error({part("video", "video_zero_frames.avi")});
   EXPECT_NE(corrupt.find("video_zero_frames.avi"), std::string::npos) << corrupt;
 }
@@ -307,7 +307,7 @@ class MediaMultimodalPipeline : public testing::ScratchDir {
     o.tokenizer_path = testing::kQwen3TokenizerPath;
     o.inputs = {path(input)};
     o.out = path("out.h5");
-    o.media_root = kInputs;
+    o.media_root = kMultimodalInputs;
     o.threads = 2;
     return o;
   }
@@ -326,7 +326,7 @@ TEST_F(MediaMultimodalPipeline, BadMediaNamesFileLineAndPathOrIsSkipped) {
   } catch (const InputError& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find(path("records.jsonl") + ":2: message 0 part 0 (image)"), std::string::npos) << what;
-    EXPECT_NE(what.find(kInputs + "/missing.png"), std::string::npos) << what;
+    EXPECT_NE(what.find(kMultimodalInputs + "/missing.png"), std::string::npos) << what;
   }
   EXPECT_FALSE(std::filesystem::exists(path("out.h5")));
 

@@ -21,7 +21,7 @@ namespace veomni {
 namespace {
 
 using ojson = nlohmann::ordered_json;
-const std::string kInputs = std::string(VEOMNI_FIXTURES_DIR) + "/media/inputs";
+const std::string kChatInputs = std::string(VEOMNI_FIXTURES_DIR) + "/media/inputs";
 const std::string kTemplates = std::string(VEOMNI_FIXTURES_DIR) + "/chat_templates";
 
 MultimodalMessage message(const std::string& role, std::vector<ContentPart> parts) { return {role, std::move(parts)}; }
@@ -60,7 +60,7 @@ TEST(MultimodalChatTemplate, RenderedBlocksExpandAsOurChatMLDoes) {
   EXPECT_EQ(std::count(rendered.ids.begin(), rendered.ids.end(), kVideoInputIndex), 4);
 }
 
-void expect_input_error(const std::function<void()>& f, const std::string& part) {
+void expect_template_input_error(const std::function<void()>& f, const std::string& part) {
   try {
     f();
     ADD_FAILURE() << "no error, expected one holding: " << part;
@@ -74,16 +74,17 @@ TEST(MultimodalChatTemplate, PlaceholdersNotMatchingTheMediaAreInputErrors) {
   ASSERT_NE(tokenizer, nullptr);
   const MultimodalTemplate chat(*tokenizer);
   const std::string none = "<|im_start|>user\nHi<|im_end|>\n";
-  expect_input_error([&] { chat.encode_rendering(none, {}, {image(2)}); },
+  expect_template_input_error([&] { chat.encode_rendering(none, {}, {image(2)}); },
                      "the chat template renders 0 media placeholder(s) (<|image_pad|>, <|video_pad|>, <|audio_pad|>) "
                      "for the record's 1 media part(s)");
   const std::string one = "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Hi<|im_end|>\n";
-  expect_input_error([&] { chat.encode_rendering(one, {}, {video()}); },
+  expect_template_input_error([&] { chat.encode_rendering(one, {}, {video()}); },
                      "the chat template's media placeholder 0 is for image but the record's media part 0 is video");
-  expect_input_error([&] { chat.encode_rendering(one, {}, {}); }, "renders 1 media placeholder(s)");
-  expect_input_error([&] { chat.encode_rendering("<|vision_start|>Hi<|image_pad|><|vision_end|>", {}, {image(2)}); },
-                     "renders <|image_pad|> at byte 18 without <|vision_start|> before it and <|vision_end|> after it");
-  expect_input_error([&] { chat.encode_rendering(one + "<|vision_end|>", {}, {image(2)}); },
+  expect_template_input_error([&] { chat.encode_rendering(one, {}, {}); }, "renders 1 media placeholder(s)");
+  expect_template_input_error(
+      [&] { chat.encode_rendering("<|vision_start|>Hi<|image_pad|><|vision_end|>", {}, {image(2)}); },
+      "renders <|image_pad|> at byte 18 without <|vision_start|> before it and <|vision_end|> after it");
+  expect_template_input_error([&] { chat.encode_rendering(one + "<|vision_end|>", {}, {image(2)}); },
                      "renders <|vision_end|> outside a media block");
 }
 
@@ -112,7 +113,7 @@ TEST_F(MultimodalChatTemplatePipeline, Qwen3VlTemplateGivesTransformersIdsWithTh
   o.tokenizer_path = testing::kQwen3TokenizerPath;
   o.inputs = {path("in.jsonl")};
   o.out = path("model.h5");
-  o.media_root = kInputs;
+  o.media_root = kChatInputs;
   o.threads = 1;
   o.chat_template = kTemplates + "/qwen3_vl_chat_template.json";
   const MultimodalPreprocessSummary summary = preprocess_multimodal(o);

@@ -27,8 +27,9 @@ using namespace veomni;
 
 namespace {
 
-const std::string kInputs = std::string(VEOMNI_FIXTURES_DIR) + "/media/inputs/";
-const std::string kFixtures = std::string(VEOMNI_FIXTURES_DIR) + "/media/orientation/";
+using veomni::test::kMediaInputs;
+
+const std::string kOrientationFixtures = std::string(VEOMNI_FIXTURES_DIR) + "/media/orientation/";
 
 // A picture whose pixel (y, x) is the letter rows[y][x] in all three channels.
 RgbImage letters(const std::vector<std::string>& rows) {
@@ -47,7 +48,7 @@ std::vector<std::string> as_letters(const RgbImage& image) {
   return rows;
 }
 
-int max_level_difference(const RgbImage& a, const RgbImage& b) {
+int orientation_level_difference(const RgbImage& a, const RgbImage& b) {
   int worst = 0;
   for (size_t i = 0; i < a.pixels.size(); ++i) worst = std::max(worst, std::abs(a.pixels[i] - b.pixels[i]));
   return worst;
@@ -72,7 +73,7 @@ int difference_from_pattern(const RgbImage& image) {
 
 void expect_displayed_pattern(const std::string& file, int tolerance) {
   SCOPED_TRACE(file);
-  const RgbImage image = decode_image(kInputs + file);
+  const RgbImage image = decode_image(kMediaInputs + file);
   ASSERT_EQ(image.height, kHeight);
   ASSERT_EQ(image.width, kWidth);
   EXPECT_LE(difference_from_pattern(image), tolerance);
@@ -141,18 +142,20 @@ TEST(MediaImageOrientationFiles, EveryExifOrientationDisplaysUpright) {
 }
 
 TEST(MediaImageOrientationFiles, AllOrientationsDecodeToTheSamePixels) {
-  const RgbImage upright = decode_image(kInputs + "image_exif_orient1_40x64.jpg");
+  const RgbImage upright = decode_image(kMediaInputs + "image_exif_orient1_40x64.jpg");
   for (int k = 2; k <= 8; ++k) {
-    const RgbImage turned = decode_image(kInputs + "image_exif_orient" + std::to_string(k) + "_40x64.jpg");
+    const RgbImage turned = decode_image(kMediaInputs + "image_exif_orient" + std::to_string(k) + "_40x64.jpg");
     ASSERT_EQ(turned.height, upright.height) << k;
-    EXPECT_EQ(max_level_difference(turned, upright), 0) << k;
+    EXPECT_EQ(orientation_level_difference(turned, upright), 0) << k;
   }
 }
 
 // Displayed 40 x 64 (wide): its patches grid is wide too, whatever the orientation it was stored in.
 TEST(MediaImageOrientationFiles, GridFollowsTheDisplayedShape) {
-  const VisionPatches upright = process_image(decode_image(kInputs + "image_exif_orient1_40x64.jpg"), qwen3_vl_image_config());
-  const VisionPatches turned = process_image(decode_image(kInputs + "image_exif_orient6_40x64.jpg"), qwen3_vl_image_config());
+  const VisionPatches upright =
+      process_image(decode_image(kMediaInputs + "image_exif_orient1_40x64.jpg"), qwen3_vl_image_config());
+  const VisionPatches turned =
+      process_image(decode_image(kMediaInputs + "image_exif_orient6_40x64.jpg"), qwen3_vl_image_config());
   EXPECT_EQ(upright.grid_thw, (std::array<int64_t, 3>{1, 14, 22}));  // smart_resize: 224 x 352
   EXPECT_EQ(turned.grid_thw, upright.grid_thw);
   EXPECT_EQ(turned.pixel_values.shape(), upright.pixel_values.shape());
@@ -176,7 +179,7 @@ TEST(MediaImageCmykFiles, FourChannelJpegsConvertAsPillow) {
            {"image_cmyk_adobe_40x64.jpg", 0}, {"image_cmyk_plain_40x64.jpg", 0}, {"image_ycck_40x64.jpg", 3},
            {"image_ycck_orient8_40x64.jpg", 3}}) {
     SCOPED_TRACE(file);
-    const RgbImage image = decode_image(kInputs + file);
+    const RgbImage image = decode_image(kMediaInputs + file);
     ASSERT_EQ(image.height, kHeight);
     ASSERT_EQ(image.width, kWidth);
     int worst = 0;
@@ -194,16 +197,16 @@ TEST(MediaImageCmykFiles, FourChannelJpegsConvertAsPillow) {
 // exactly, and pixel_values / image_grid_thw as ProcessImageMatchesTransformers compares them. The fixtures in
 // tests/fixtures/media/orientation/ are made by python3 scripts/gen_image_orientation_fixtures.py.
 TEST(MediaOrientationFixtures, MatchTransformersLoadImage) {
-  const std::string cases_path = kFixtures + "cases.json";
+  const std::string cases_path = kOrientationFixtures + "cases.json";
   ASSERT_TRUE(std::filesystem::exists(cases_path))
       << "missing fixture " << cases_path << " (make it with: python3 scripts/gen_image_orientation_fixtures.py)";
   const nlohmann::json meta = read_json_file(cases_path);
-  SafetensorsReader decoded(kFixtures + "decoded.safetensors");
+  SafetensorsReader decoded(kOrientationFixtures + "decoded.safetensors");
   ASSERT_GE(decoded.entries().size(), 17u);
   for (const SafetensorsEntry& entry : decoded.entries()) {
     SCOPED_TRACE(entry.name);
     const Tensor hwc = decoded.read(entry.name);
-    const RgbImage ours = decode_image(kInputs + entry.name);
+    const RgbImage ours = decode_image(kMediaInputs + entry.name);
     ASSERT_EQ(ours.height, hwc.dim(0));
     ASSERT_EQ(ours.width, hwc.dim(1));
     const uint8_t* expected = hwc.data<uint8_t>();
@@ -214,7 +217,7 @@ TEST(MediaOrientationFixtures, MatchTransformersLoadImage) {
     const std::string name = c["name"];
     SCOPED_TRACE(name);
     int64_t rows = 0;
-    const double max_error = test::image_fixture_max_error(c, kInputs, kFixtures, &rows);
+    const double max_error = test::image_fixture_max_error(c, kMediaInputs, kOrientationFixtures, &rows);
     std::printf("[ orientation fixture ] %s: max |ours - HF| = %g over %lld rows\n", name.c_str(), max_error,
                 static_cast<long long>(rows));
     EXPECT_EQ(max_error, 0.0) << "the image fixtures are bit-exact: a difference means decode, turn or resize drifted";

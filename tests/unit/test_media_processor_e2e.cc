@@ -48,7 +48,7 @@ EncodedMultimodal encode(const Tokenizer& tokenizer, const json& record) {
   return encoder.encode(record, kConversationsDir);
 }
 
-std::vector<int64_t> ints(const Tensor& t) {
+std::vector<int64_t> sample_ints(const Tensor& t) {
   std::vector<int64_t> out(static_cast<size_t>(t.numel()));
   for (int64_t i = 0; i < t.numel(); ++i) {
     switch (t.dtype()) {
@@ -60,7 +60,7 @@ std::vector<int64_t> ints(const Tensor& t) {
   return out;
 }
 
-std::vector<float> floats(const Tensor& t) {
+std::vector<float> sample_floats(const Tensor& t) {
   std::vector<float> out(static_cast<size_t>(t.numel()));
   for (int64_t i = 0; i < t.numel(); ++i) {
     switch (t.dtype()) {
@@ -74,9 +74,9 @@ std::vector<float> floats(const Tensor& t) {
 
 // Our ids as they were before VeOmni zeroed the media positions: each masked position gets its modality's pad token.
 std::vector<int64_t> ids_before_zeroing(const Sample& sample, const MultimodalTokenIds& ids, bool omni) {
-  std::vector<int64_t> out = ints(sample.at("input_ids"));
-  const std::vector<int64_t> image = ints(sample.at("image_mask")), video = ints(sample.at("video_mask"));
-  const std::vector<int64_t> audio = omni ? ints(sample.at("audio_mask")) : std::vector<int64_t>(out.size(), 0);
+  std::vector<int64_t> out = sample_ints(sample.at("input_ids"));
+  const std::vector<int64_t> image = sample_ints(sample.at("image_mask")), video = sample_ints(sample.at("video_mask"));
+  const std::vector<int64_t> audio = omni ? sample_ints(sample.at("audio_mask")) : std::vector<int64_t>(out.size(), 0);
   for (size_t i = 0; i < out.size(); ++i) {
     if (image[i] + video[i] + audio[i] == 0) continue;
     EXPECT_EQ(out[i], 0) << "media position " << i << " is not zeroed";
@@ -111,8 +111,8 @@ double vision_error(const Tensor& ours, const json& kept, const SafetensorsReade
   const int64_t width = kept.at("width").get<int64_t>();
   EXPECT_EQ(ours.dim(0), rows) << key;
   EXPECT_EQ(ours.dim(1), width) << key;
-  const std::vector<float> want = floats(expected.read(key));
-  const std::vector<float> got = floats(ours);
+  const std::vector<float> want = sample_floats(expected.read(key));
+  const std::vector<float> got = sample_floats(ours);
   const int64_t kept_rows = (rows + stride - 1) / stride;
   EXPECT_EQ(static_cast<int64_t>(want.size()), kept_rows * width) << key;
   if (ours.dim(0) != rows || ours.dim(1) != width || static_cast<int64_t>(want.size()) != kept_rows * width) return 1e9;
@@ -127,7 +127,7 @@ double vision_error(const Tensor& ours, const json& kept, const SafetensorsReade
 double features_error(const Tensor& ours, const Tensor& want) {
   EXPECT_EQ(ours.shape(), want.shape()) << "input_features";
   if (ours.shape() != want.shape()) return 1e9;
-  const std::vector<float> a = floats(ours), b = floats(want);
+  const std::vector<float> a = sample_floats(ours), b = sample_floats(want);
   double worst = 0;
   for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]));
   return worst;
@@ -149,19 +149,19 @@ void expect_matches_hf(const json& want, const EncodedMultimodal& ours, const Mu
   const int64_t length = s.at("input_ids").numel();
 
   EXPECT_EQ(ids_before_zeroing(s, token_ids, omni), json_ints(want.at("input_ids")));
-  EXPECT_EQ(ints(s.at("attention_mask")), json_ints(want.at("attention_mask")));
-  EXPECT_EQ(ints(s.at("image_mask")), json_ints(want.at("image_mask")));
-  EXPECT_EQ(ints(s.at("video_mask")), json_ints(want.at("video_mask")));
-  EXPECT_EQ(ints(s.at("image_grid_thw")), json_ints(want.at("image_grid_thw")));
-  EXPECT_EQ(ints(s.at("video_grid_thw")), json_ints(want.at("video_grid_thw")));
+  EXPECT_EQ(sample_ints(s.at("attention_mask")), json_ints(want.at("attention_mask")));
+  EXPECT_EQ(sample_ints(s.at("image_mask")), json_ints(want.at("image_mask")));
+  EXPECT_EQ(sample_ints(s.at("video_mask")), json_ints(want.at("video_mask")));
+  EXPECT_EQ(sample_ints(s.at("image_grid_thw")), json_ints(want.at("image_grid_thw")));
+  EXPECT_EQ(sample_ints(s.at("video_grid_thw")), json_ints(want.at("video_grid_thw")));
   if (omni) {
-    EXPECT_EQ(ints(s.at("audio_mask")), json_ints(want.at("audio_mask")));
-    EXPECT_EQ(ints(s.at("audio_feature_lengths")), json_ints(want.at("audio_feature_lengths")));
-    const std::vector<float> positions = floats(s.at("position_ids"));
+    EXPECT_EQ(sample_ints(s.at("audio_mask")), json_ints(want.at("audio_mask")));
+    EXPECT_EQ(sample_ints(s.at("audio_feature_lengths")), json_ints(want.at("audio_feature_lengths")));
+    const std::vector<float> positions = sample_floats(s.at("position_ids"));
     EXPECT_EQ(positions, json_floats(want.at("position_ids")));
     EXPECT_FLOAT_EQ(rope_delta(positions, length), want.at("rope_delta").get<float>());
   } else {
-    const std::vector<int64_t> positions = ints(s.at("position_ids"));
+    const std::vector<int64_t> positions = sample_ints(s.at("position_ids"));
     EXPECT_EQ(positions, json_ints(want.at("position_ids")));
     EXPECT_EQ(rope_delta(positions, length), want.at("rope_delta").get<int64_t>());
   }
@@ -203,10 +203,12 @@ TEST(MediaProcessorE2E, ConversationsEncodeConsistently) {
     const bool omni = record.at("model_type") == "qwen3_omni_moe";
     const int64_t merge = 4;  // spatial merge 2 x 2
     int64_t image_tokens = 0, video_tokens = 0, audio_tokens = 0;
-    const std::vector<int64_t> images = ints(s.at("image_grid_thw")), videos = ints(s.at("video_grid_thw"));
+    const std::vector<int64_t> images = sample_ints(s.at("image_grid_thw")),
+                               videos = sample_ints(s.at("video_grid_thw"));
     for (size_t i = 0; i < images.size(); i += 3) image_tokens += images[i] * images[i + 1] * images[i + 2] / merge;
     for (size_t i = 0; i < videos.size(); i += 3) video_tokens += videos[i] * videos[i + 1] * videos[i + 2] / merge;
-    const std::vector<int64_t> image_mask = ints(s.at("image_mask")), video_mask = ints(s.at("video_mask"));
+    const std::vector<int64_t> image_mask = sample_ints(s.at("image_mask")),
+                               video_mask = sample_ints(s.at("video_mask"));
     EXPECT_EQ(std::count(image_mask.begin(), image_mask.end(), 1), image_tokens);
     EXPECT_EQ(std::count(video_mask.begin(), video_mask.end(), 1), video_tokens);
     EXPECT_EQ(s.at("pixel_values").dim(0), image_tokens * merge);
@@ -214,15 +216,16 @@ TEST(MediaProcessorE2E, ConversationsEncodeConsistently) {
     EXPECT_EQ(out.images, static_cast<int64_t>(images.size() / 3));
     EXPECT_EQ(out.videos, static_cast<int64_t>(videos.size() / 3));
     if (omni) {
-      for (int64_t frames : ints(s.at("audio_feature_lengths"))) audio_tokens += audio_output_length(frames);
-      const std::vector<int64_t> audio_mask = ints(s.at("audio_mask"));
+      for (int64_t frames : sample_ints(s.at("audio_feature_lengths"))) audio_tokens += audio_output_length(frames);
+      const std::vector<int64_t> audio_mask = sample_ints(s.at("audio_mask"));
       EXPECT_EQ(std::count(audio_mask.begin(), audio_mask.end(), 1), audio_tokens);
       EXPECT_EQ(s.at("input_features").dim(1), 128);
     }
     EXPECT_GT(image_tokens + video_tokens + audio_tokens, 0);
     // Media positions: zeroed ids, ignored labels.
-    const std::vector<int64_t> ids = ints(s.at("input_ids")), labels = ints(s.at("labels"));
-    const std::vector<int64_t> audio_mask = omni ? ints(s.at("audio_mask")) : std::vector<int64_t>(ids.size(), 0);
+    const std::vector<int64_t> ids = sample_ints(s.at("input_ids")), labels = sample_ints(s.at("labels"));
+    const std::vector<int64_t> audio_mask =
+        omni ? sample_ints(s.at("audio_mask")) : std::vector<int64_t>(ids.size(), 0);
     for (size_t i = 0; i < ids.size(); ++i) {
       if (image_mask[i] + video_mask[i] + audio_mask[i] == 0) continue;
       EXPECT_EQ(ids[i], 0) << "position " << i;

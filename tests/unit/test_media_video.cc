@@ -21,20 +21,18 @@
 #include "media/video_sampling.h"
 #include "media/vision_processor.h"
 #include "tests/common/scratch_dir.h"
+#include "tests/unit/test_media_image_fixture.h"
 
 using namespace veomni;
 
 namespace {
 
-const std::string kInputs = std::string(VEOMNI_FIXTURES_DIR) + "/media/inputs/";
+using veomni::test::kMediaInputs;
+using veomni::test::media_file_bytes;
+
 const std::string kExpected = std::string(VEOMNI_FIXTURES_DIR) + "/media/video/";
 
-std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+void write_video_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary);
   out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
@@ -48,7 +46,7 @@ int max_pixel_difference(const RgbImage& a, const std::vector<uint8_t>& b, size_
 
 // The message of the InputError `call` throws ("" when it throws none).
 template <typename Call>
-std::string input_error_of(Call&& call) {
+std::string video_input_error(Call&& call) {
   try {
     call();
   } catch (const InputError& e) {
@@ -106,14 +104,14 @@ TEST(VideoSampling, Qwen2VlRuleKeepsTemporalPatchMultiples) {
   // 5 wanted -> 4; arange(0, 25, 6.25) truncated
   EXPECT_EQ(sample_frame_indices(25, 10.0, c), (std::vector<int64_t>{0, 6, 12, 18}));
   EXPECT_EQ(sample_frame_indices(3, 10.0, c), (std::vector<int64_t>{0, 1}));
-  EXPECT_NE(input_error_of([&] { sample_frame_indices(1, 10.0, c); }), "");
+  EXPECT_NE(video_input_error([&] { sample_frame_indices(1, 10.0, c); }), "");
 }
 
 TEST(VideoSampling, RejectsEmptyVideosAndBadRates) {
   const VideoSamplingConfig c = qwen3_vl_video_sampling();
-  EXPECT_NE(input_error_of([&] { sample_frame_indices(0, 10.0, c); }), "");
-  EXPECT_NE(input_error_of([&] { sample_frame_indices(10, 0.0, c); }), "");
-  EXPECT_NE(input_error_of([&] { sample_frame_indices(10, NAN, c); }), "");
+  EXPECT_NE(video_input_error([&] { sample_frame_indices(0, 10.0, c); }), "");
+  EXPECT_NE(video_input_error([&] { sample_frame_indices(10, 0.0, c); }), "");
+  EXPECT_NE(video_input_error([&] { sample_frame_indices(10, NAN, c); }), "");
 }
 
 TEST(VideoSampling, TimestampsAverageEachTemporalPatch) {
@@ -151,8 +149,8 @@ TEST(VideoSampling, VideoSmartResizeKnownShapes) {
   EXPECT_EQ(resize(64, 720, 1280), (std::vector<int64_t>{64, 128}));
   EXPECT_EQ(resize(16, 20, 300), (std::vector<int64_t>{32, 480}));  // short side first scaled up to 32
   EXPECT_EQ(resize(5, 40, 56, 1024, 6144), (std::vector<int64_t>{32, 32}));
-  EXPECT_NE(input_error_of([] { video_smart_resize(1, 64, 64, 2, 32, 4096, 786432); }), "");
-  EXPECT_NE(input_error_of([] { video_smart_resize(4, 10, 2500, 2, 32, 4096, 786432); }), "");
+  EXPECT_NE(video_input_error([] { video_smart_resize(1, 64, 64, 2, 32, 4096, 786432); }), "");
+  EXPECT_NE(video_input_error([] { video_smart_resize(4, 10, 2500, 2, 32, 4096, 786432); }), "");
 }
 
 TEST(VideoSampling, FrameShapeFollowsTheRule) {
@@ -176,7 +174,7 @@ class VideoDecode : public ::testing::TestWithParam<TestVideo> {};
 
 TEST_P(VideoDecode, ProbeReportsRateCountAndSize) {
   const TestVideo& v = GetParam();
-  const VideoInfo info = probe_video(kInputs + v.file);
+  const VideoInfo info = probe_video(kMediaInputs + v.file);
   EXPECT_EQ(info.fps, v.fps);
   EXPECT_EQ(info.num_frames, v.frames);
   EXPECT_EQ(info.height, v.height);
@@ -189,12 +187,12 @@ TEST_P(VideoDecode, ProbeReportsRateCountAndSize) {
 TEST_P(VideoDecode, EveryFrameMatchesTheRawDump) {
   const TestVideo& v = GetParam();
   const std::string stem = v.file.substr(0, v.file.rfind('.'));
-  const std::vector<uint8_t> dump = read_bytes(kInputs + stem + ".rgb");
+  const std::vector<uint8_t> dump = media_file_bytes(kMediaInputs + stem + ".rgb");
   const auto frame_bytes = static_cast<size_t>(v.height * v.width * 3);
   ASSERT_EQ(dump.size(), frame_bytes * static_cast<size_t>(v.frames)) << stem << ".rgb";
   std::vector<int64_t> all(static_cast<size_t>(v.frames));
   for (int64_t i = 0; i < v.frames; ++i) all[static_cast<size_t>(i)] = i;
-  const std::vector<RgbImage> frames = decode_video_frames(kInputs + v.file, all);
+  const std::vector<RgbImage> frames = decode_video_frames(kMediaInputs + v.file, all);
   ASSERT_EQ(frames.size(), all.size());
   for (size_t i = 0; i < frames.size(); ++i) {
     ASSERT_EQ(frames[i].height, v.height);
@@ -213,11 +211,11 @@ INSTANTIATE_TEST_SUITE_P(TestVideos, VideoDecode,
                          });
 
 TEST(VideoDecodeSampled, Qwen3VlSamplesOfTheH264Video) {
-  const SampledVideo video = decode_video(kInputs + "video_h264.mp4", qwen3_vl_video_sampling());
+  const SampledVideo video = decode_video(kMediaInputs + "video_h264.mp4", qwen3_vl_video_sampling());
   EXPECT_EQ(video.frame_indices, (std::vector<int64_t>{0, 6, 12, 17, 23, 29}));
   EXPECT_EQ(video.timestamps_seconds, (std::vector<double>{0.0, 0.6, 1.2, 1.7, 2.3, 2.9}));
   EXPECT_EQ(video.info.num_frames, 30);
-  const std::vector<uint8_t> dump = read_bytes(kInputs + "video_h264.rgb");
+  const std::vector<uint8_t> dump = media_file_bytes(kMediaInputs + "video_h264.rgb");
   ASSERT_EQ(video.frames.size(), 6u);
   for (size_t i = 0; i < video.frames.size(); ++i)
     EXPECT_EQ(max_pixel_difference(video.frames[i], dump, static_cast<size_t>(video.frame_indices[i]) * 64 * 48 * 3),
@@ -225,18 +223,18 @@ TEST(VideoDecodeSampled, Qwen3VlSamplesOfTheH264Video) {
 }
 
 TEST(VideoDecodeSampled, RepeatedIndicesGiveEqualFrames) {
-  const auto frames = decode_video_frames(kInputs + "video_vp9.webm", {3, 3, 24});
+  const auto frames = decode_video_frames(kMediaInputs + "video_vp9.webm", {3, 3, 24});
   ASSERT_EQ(frames.size(), 3u);
   EXPECT_EQ(frames[0].pixels, frames[1].pixels);
   EXPECT_NE(frames[1].pixels, frames[2].pixels);
-  EXPECT_TRUE(decode_video_frames(kInputs + "video_vp9.webm", {}).empty());
+  EXPECT_TRUE(decode_video_frames(kMediaInputs + "video_vp9.webm", {}).empty());
 }
 
 class VideoDecodeErrors : public veomni::testing::ScratchDir {
  protected:
   // InputError naming `path`, containing `words`, from decode_video and (for file-level faults) probe_video.
   static void expect_rejected(const std::string& path, const std::string& words) {
-    const std::string message = input_error_of([&] { decode_video(path, qwen3_vl_video_sampling()); });
+    const std::string message = video_input_error([&] { decode_video(path, qwen3_vl_video_sampling()); });
     EXPECT_NE(message.find(path), std::string::npos) << message;
     EXPECT_NE(message.find(words), std::string::npos) << message;
   }
@@ -245,40 +243,40 @@ class VideoDecodeErrors : public veomni::testing::ScratchDir {
 TEST_F(VideoDecodeErrors, MissingFile) { expect_rejected(path("nothing.mp4"), "not found"); }
 
 TEST_F(VideoDecodeErrors, NotAVideo) {
-  write_bytes(path("text.mp4"), std::vector<uint8_t>(2000, 'x'));
+  write_video_bytes(path("text.mp4"), std::vector<uint8_t>(2000, 'x'));
   expect_rejected(path("text.mp4"), "not a readable video container");
 }
 
 TEST_F(VideoDecodeErrors, TruncatedMp4) {
-  std::vector<uint8_t> bytes = read_bytes(kInputs + "video_h264.mp4");
+  std::vector<uint8_t> bytes = media_file_bytes(kMediaInputs + "video_h264.mp4");
   bytes.resize(bytes.size() / 2);  // the index (moov) sits at the end: it is lost
-  write_bytes(path("half.mp4"), bytes);
+  write_video_bytes(path("half.mp4"), bytes);
   expect_rejected(path("half.mp4"), "not a readable video container");
 }
 
-TEST_F(VideoDecodeErrors, AudioOnlyFile) { expect_rejected(kInputs + "video_audio_only.wav", "no video stream"); }
+TEST_F(VideoDecodeErrors, AudioOnlyFile) { expect_rejected(kMediaInputs + "video_audio_only.wav", "no video stream"); }
 
 TEST_F(VideoDecodeErrors, CoverArtIsNotAVideo) {
-  expect_rejected(kInputs + "video_cover_art.mp3", "only attached cover art");
+  expect_rejected(kMediaInputs + "video_cover_art.mp3", "only attached cover art");
 }
 
 TEST_F(VideoDecodeErrors, VideoStreamWithoutFrames) {
-  expect_rejected(kInputs + "video_zero_frames.avi", "holds no frames");
+  expect_rejected(kMediaInputs + "video_zero_frames.avi", "holds no frames");
 }
 
 TEST_F(VideoDecodeErrors, UnsupportedCodec) {
-  std::vector<uint8_t> bytes = read_bytes(kInputs + "video_vp9.webm");
+  std::vector<uint8_t> bytes = media_file_bytes(kMediaInputs + "video_vp9.webm");
   const std::string id = "V_VP9";
   auto at = std::search(bytes.begin(), bytes.end(), id.begin(), id.end());
   ASSERT_NE(at, bytes.end());
   std::copy_n("V_QQQ", 5, at);  // a Matroska codec id no decoder knows
-  write_bytes(path("unknown.webm"), bytes);
+  write_video_bytes(path("unknown.webm"), bytes);
   expect_rejected(path("unknown.webm"), "unsupported video codec");
 }
 
 TEST_F(VideoDecodeErrors, IndexPastTheLastFrame) {
-  const std::string video = kInputs + "video_h264.mp4";
-  const std::string message = input_error_of([&] { decode_video_frames(video, {29, 30}); });
+  const std::string video = kMediaInputs + "video_h264.mp4";
+  const std::string message = video_input_error([&] { decode_video_frames(video, {29, 30}); });
   EXPECT_NE(message.find(video), std::string::npos) << message;
   EXPECT_NE(message.find("only 30 frames decode"), std::string::npos) << message;
 }
@@ -314,7 +312,7 @@ TEST(VideoHfFixtures, SamplingTableMatchesTransformers) {
     const double video_fps = row["video_fps"].get<double>();
     const VideoSamplingConfig config = config_of_row(row);
     if (row["indices"].is_null()) {
-      EXPECT_NE(input_error_of([&] { sample_frame_indices(n, video_fps, config); }), "") << row.dump();
+      EXPECT_NE(video_input_error([&] { sample_frame_indices(n, video_fps, config); }), "") << row.dump();
     } else {
       EXPECT_EQ(sample_frame_indices(n, video_fps, config), row["indices"].get<std::vector<int64_t>>()) << row.dump();
     }
@@ -331,7 +329,7 @@ TEST(VideoHfFixtures, SmartResizeTableMatchesTransformers) {
                                 row["max_pixels"].get<int64_t>());
     };
     if (row["resized"].is_null()) {
-      EXPECT_NE(input_error_of(resize), "") << row.dump();
+      EXPECT_NE(video_input_error(resize), "") << row.dump();
     } else {
       const ResizedShape s = resize();
       EXPECT_EQ((std::vector<int64_t>{s.height, s.width}), row["resized"].get<std::vector<int64_t>>()) << row.dump();
@@ -367,7 +365,7 @@ TEST_P(VideoHfCase, PixelValuesMatchTransformers) {
   config.min_pixels = expected["size"]["shortest_edge"].get<int64_t>();
   config.max_pixels = expected["size"]["longest_edge"].get<int64_t>();
   config.fps = expected["fps"].get<double>();
-  const SampledVideo video = decode_video(kInputs + expected["input"].get<std::string>(), config);
+  const SampledVideo video = decode_video(kMediaInputs + expected["input"].get<std::string>(), config);
   EXPECT_EQ(video.info.fps, expected["video_fps"].get<double>());
   EXPECT_EQ(video.info.num_frames, expected["num_frames"].get<int64_t>());
   EXPECT_EQ(video.frame_indices, expected["frame_indices"].get<std::vector<int64_t>>());

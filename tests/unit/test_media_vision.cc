@@ -24,8 +24,9 @@ using namespace veomni;
 
 namespace {
 
-const std::string kInputs = std::string(VEOMNI_FIXTURES_DIR) + "/media/inputs/";
-const std::string kFixtures = std::string(VEOMNI_FIXTURES_DIR) + "/media/image/";
+using veomni::test::kMediaInputs;
+
+const std::string kVisionFixtures = std::string(VEOMNI_FIXTURES_DIR) + "/media/image/";
 
 // Pixel value 100*c + 10*y + x: every sample names its own channel and position.
 RgbImage labelled_image(int64_t height, int64_t width, int offset = 0) {
@@ -225,7 +226,8 @@ TEST(MediaVisionPatchify, FramesOfWrongSizeAreRejected) {
 }
 
 TEST(MediaVisionProcess, ImageTokensFollowTheGrid) {
-  const VisionPatches out = process_image(decode_image(kInputs + "image_photo_100x300.jpg"), qwen3_vl_image_config());
+  const VisionPatches out =
+      process_image(decode_image(kMediaInputs + "image_photo_100x300.jpg"), qwen3_vl_image_config());
   // 100x300 scaled up past 65536 pixels: 160x448 -> grid (1, 10, 28), 280 patches, 70 tokens after merging.
   EXPECT_EQ(out.grid_thw, (std::array<int64_t, 3>{1, 10, 28}));
   EXPECT_EQ(out.pixel_values.shape(), (Shape{280, 1536}));
@@ -233,7 +235,7 @@ TEST(MediaVisionProcess, ImageTokensFollowTheGrid) {
 
 // pixel_values and image_grid_thw of transformers' Qwen2VLImageProcessor (torchvision backend) on the same files.
 TEST(MediaVisionFixtures, ProcessImageMatchesTransformers) {
-  const std::string cases_path = kFixtures + "cases.json";
+  const std::string cases_path = kVisionFixtures + "cases.json";
   if (!std::filesystem::exists(cases_path)) {
     FAIL() << "missing fixture " << cases_path
            << " (make it with: python3 scripts/media_fixtures/image.py tests/fixtures/media/inputs "
@@ -245,7 +247,7 @@ TEST(MediaVisionFixtures, ProcessImageMatchesTransformers) {
     const std::string name = c["name"];
     SCOPED_TRACE(name);
     int64_t rows = 0;
-    const double max_error = test::image_fixture_max_error(c, kInputs, kFixtures, &rows);
+    const double max_error = test::image_fixture_max_error(c, kMediaInputs, kVisionFixtures, &rows);
     RecordProperty(name + "_max_abs_error", std::to_string(max_error));
     std::printf("[ image fixture ] %s: max |ours - HF| = %g over %lld rows\n", name.c_str(), max_error,
                 static_cast<long long>(rows));

@@ -14,7 +14,7 @@ using namespace veomni;
 
 namespace {
 
-BatchPlanOptions options(uint64_t seed, bool shuffle = true) {
+BatchPlanOptions batch_plan_options(uint64_t seed, bool shuffle = true) {
   BatchPlanOptions o;
   o.seed = seed;
   o.shuffle = shuffle;
@@ -34,7 +34,7 @@ size_t source_of(const std::vector<MixSource>& sources, int64_t index) {
 
 TEST(MixPlan, DrawRatiosFollowTheWeightsOver10kSamples) {
   const std::vector<MixSource> sources = {{2000, 0.6}, {7900, 0.3}, {100, 0.1}};
-  const std::vector<int64_t> order = mixed_epoch_order(sources, 0, options(7));
+  const std::vector<int64_t> order = mixed_epoch_order(sources, 0, batch_plan_options(7));
   ASSERT_EQ(order.size(), 10000u);
   std::vector<double> drawn(3, 0);
   for (int64_t index : order) drawn[source_of(sources, index)] += 1;
@@ -45,7 +45,7 @@ TEST(MixPlan, DrawRatiosFollowTheWeightsOver10kSamples) {
 
 TEST(MixPlan, EachSourceFollowsItsOwnShuffledPassesAndRestartsWhenExhausted) {
   const std::vector<MixSource> sources = {{50, 1.0}, {1000, 1.0}};
-  const std::vector<int64_t> order = mixed_epoch_order(sources, 3, options(11));
+  const std::vector<int64_t> order = mixed_epoch_order(sources, 3, batch_plan_options(11));
   std::vector<int64_t> small;  // source 0's samples in draw order
   for (int64_t index : order)
     if (source_of(sources, index) == 0) small.push_back(index);
@@ -74,21 +74,21 @@ TEST(MixPlan, EachSourceFollowsItsOwnShuffledPassesAndRestartsWhenExhausted) {
 
 TEST(MixPlan, PureFunctionOfSeedSourcesAndEpoch) {
   const std::vector<MixSource> sources = {{300, 2.0}, {200, 1.0}};
-  const std::vector<int64_t> a = mixed_epoch_order(sources, 1, options(5));
-  EXPECT_EQ(a, mixed_epoch_order(sources, 1, options(5)));
-  EXPECT_NE(a, mixed_epoch_order(sources, 1, options(6)));
-  EXPECT_NE(a, mixed_epoch_order(sources, 2, options(5)));
-  EXPECT_NE(a, mixed_epoch_order({{300, 1.0}, {200, 2.0}}, 1, options(5)));
+  const std::vector<int64_t> a = mixed_epoch_order(sources, 1, batch_plan_options(5));
+  EXPECT_EQ(a, mixed_epoch_order(sources, 1, batch_plan_options(5)));
+  EXPECT_NE(a, mixed_epoch_order(sources, 1, batch_plan_options(6)));
+  EXPECT_NE(a, mixed_epoch_order(sources, 2, batch_plan_options(5)));
+  EXPECT_NE(a, mixed_epoch_order({{300, 1.0}, {200, 2.0}}, 1, batch_plan_options(5)));
 }
 
 TEST(MixPlan, ZeroWeightIsNeverDrawnAndAddsNoDraws) {
   const std::vector<MixSource> sources = {{100, 0.0}, {40, 1.0}, {60, 3.0}};
   EXPECT_EQ(mixed_epoch_draws(sources), 100);
-  for (int64_t index : mixed_epoch_order(sources, 0, options(1))) {
+  for (int64_t index : mixed_epoch_order(sources, 0, batch_plan_options(1))) {
     EXPECT_GE(index, 100);
   }
   const std::vector<MixSource> last_zero = {{40, 1.0}, {10, 0.0}};
-  for (int64_t index : mixed_epoch_order(last_zero, 0, options(1))) {
+  for (int64_t index : mixed_epoch_order(last_zero, 0, batch_plan_options(1))) {
     EXPECT_LT(index, 40);
   }
 }
@@ -96,7 +96,7 @@ TEST(MixPlan, ZeroWeightIsNeverDrawnAndAddsNoDraws) {
 TEST(MixPlan, WithoutShuffleEachSourceIsReadInFileOrder) {
   const std::vector<MixSource> sources = {{30, 1.0}, {20, 1.0}};
   std::vector<int64_t> per_source[2];
-  for (int64_t index : mixed_epoch_order(sources, 0, options(3, false)))
+  for (int64_t index : mixed_epoch_order(sources, 0, batch_plan_options(3, false)))
     per_source[source_of(sources, index)].push_back(index);
   for (size_t i = 0; i < per_source[0].size(); ++i) EXPECT_EQ(per_source[0][i], static_cast<int64_t>(i % 30));
   for (size_t i = 0; i < per_source[1].size(); ++i) EXPECT_EQ(per_source[1][i], 30 + static_cast<int64_t>(i % 20));
@@ -106,10 +106,11 @@ TEST(MixPlan, EpochPlansPackTheMixedOrderAndCountEveryEpoch) {
   const std::vector<MixSource> mix = {{40, 1.0}, {25, 2.0}};
   std::vector<int64_t> lengths;
   for (int64_t i = 0; i < 65; ++i) lengths.push_back(1 + (i * 7) % 8);
-  EpochPlans plans(lengths, options(9), 3, -1, mix);
+  EpochPlans plans(lengths, batch_plan_options(9), 3, -1, mix);
   int64_t total = 0;
   for (int64_t e = 0; e < 3; ++e) {
-    const std::vector<StepPlan> expected = plan_order(lengths, mixed_epoch_order(mix, e, options(9)), options(9));
+    const std::vector<StepPlan> expected =
+        plan_order(lengths, mixed_epoch_order(mix, e, batch_plan_options(9)), batch_plan_options(9));
     EXPECT_EQ(plans.steps_in_epoch(e), static_cast<int64_t>(expected.size()));
     EXPECT_EQ(plans.steps_before(e), total);
     const std::vector<StepPlan>& got = plans.epoch(e);
@@ -121,7 +122,7 @@ TEST(MixPlan, EpochPlansPackTheMixedOrderAndCountEveryEpoch) {
   }
   EXPECT_EQ(plans.total_steps(), total);
   // Capped epochs (train.max_steps) are counted the same way.
-  EpochPlans capped(lengths, options(9), 3, 2, mix);
+  EpochPlans capped(lengths, batch_plan_options(9), 3, 2, mix);
   EXPECT_EQ(capped.total_steps(), 6);
 }
 

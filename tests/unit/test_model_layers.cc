@@ -28,7 +28,7 @@ using namespace veomni::test;
 
 namespace {
 
-Tensor random_tensor(const Shape& shape, Rng& rng, float scale, float offset = 0.0f) {
+Tensor random_layer_tensor(const Shape& shape, Rng& rng, float scale, float offset = 0.0f) {
   Tensor t = Tensor::empty(shape, DType::F32);
   float* p = t.data<float>();
   for (int64_t i = 0; i < t.numel(); ++i) p[i] = offset + scale * static_cast<float>(rng.uniform() - 0.5);
@@ -40,7 +40,7 @@ void randomize(ParamStore& store, uint64_t seed) {
   Rng rng(seed);
   for (const auto& p : store.all()) {
     const bool norm = p->name.find("norm") != std::string::npos;
-    p->value = random_tensor(p->local_shape(), rng, norm ? 0.2f : 0.4f, norm ? 1.0f : 0.0f);
+    p->value = random_layer_tensor(p->local_shape(), rng, norm ? 0.2f : 0.4f, norm ? 1.0f : 0.0f);
   }
 }
 
@@ -57,7 +57,7 @@ LayerInputs layer_inputs(const ModelConfig& c) {
   return in;
 }
 
-std::vector<std::vector<float>> grads(ParamStore& store) {
+std::vector<std::vector<float>> layer_grads(ParamStore& store) {
   std::vector<std::vector<float>> out;
   for (const auto& p : store.all()) out.push_back(p->grad.defined() ? p->grad.to_float_vector() : std::vector<float>());
   return out;
@@ -79,7 +79,7 @@ struct LayerFixture {
   }
   Tensor input(uint64_t seed) {
     Rng rng(seed);
-    return random_tensor({12, config.hidden_size}, rng, 2.0f);
+    return random_layer_tensor({12, config.hidden_size}, rng, 2.0f);
   }
 };
 
@@ -90,7 +90,7 @@ TEST(LayerSaved, ForwardOnlyKeepsNothing) {
   Linear linear(store.add("w", {3, 4}));
   RmsNorm norm(store.add("norm.weight", {4}), 1e-6);
   randomize(store, 2);
-  const Tensor x = random_tensor({5, 4}, rng, 1.0f);
+  const Tensor x = random_layer_tensor({5, 4}, rng, 1.0f);
   EXPECT_FALSE(linear.forward(x, false).saved.x.defined());
   EXPECT_FALSE(norm.forward(x, false).saved.x.defined());
   EXPECT_TRUE(linear.forward(x, true).saved.x.defined());
@@ -140,7 +140,7 @@ TEST(LayerSaved, TwoSavedForwardsBackpropagateIndependently) {
     EXPECT_EQ(first.out.to_float_vector(), first_b.out.to_float_vector()) << "recompute " << recompute;
     EXPECT_EQ(dx1.to_float_vector(), dx1_b.to_float_vector()) << "recompute " << recompute;
     EXPECT_EQ(dx2.to_float_vector(), dx2_b.to_float_vector()) << "recompute " << recompute;
-    EXPECT_EQ(grads(a.store), grads(b.store)) << "recompute " << recompute;
+    EXPECT_EQ(layer_grads(a.store), layer_grads(b.store)) << "recompute " << recompute;
   }
 }
 
@@ -159,7 +159,7 @@ TEST(LayerSaved, RecomputationKeepsOnlyTheInput) {
   const Tensor dx_plain = plain.layer.backward(std::move(full.saved), dy, plain.in, aux);
   EXPECT_FALSE(kept.saved.input.defined());
   EXPECT_EQ(dx_recomputed.to_float_vector(), dx_plain.to_float_vector());
-  EXPECT_EQ(grads(recomputed.store), grads(plain.store));
+  EXPECT_EQ(layer_grads(recomputed.store), layer_grads(plain.store));
 }
 
 TEST(LayerSaved, RouterStatisticsComeWithTheForward) {
@@ -206,7 +206,7 @@ void expect_saved_forwards_independent(Layer& layer, ParamStore& store, Layer& t
   EXPECT_EQ(first.out.to_float_vector(), first_twin.out.to_float_vector());
   EXPECT_EQ(dx1.to_float_vector(), dx1_twin.to_float_vector());
   EXPECT_EQ(dx2.to_float_vector(), dx2_twin.to_float_vector());
-  EXPECT_EQ(grads(store), grads(twin_store));
+  EXPECT_EQ(layer_grads(store), layer_grads(twin_store));
 }
 
 VisionConfig tiny_vision_config() {
@@ -230,7 +230,7 @@ TEST(LayerSaved, VisionBlockSavedForwardsAreIndependent) {
   randomize(twin_store, 6);
   auto input = [&](uint64_t seed) {
     Rng rng(seed);
-    return random_tensor({total_patches(grids), c.hidden_size}, rng, 2.0f);
+    return random_layer_tensor({total_patches(grids), c.hidden_size}, rng, 2.0f);
   };
   EXPECT_FALSE(block.forward(input(40), in, false).saved.norm1.x.defined());
   expect_saved_forwards_independent(
@@ -255,7 +255,7 @@ TEST(LayerSaved, AudioEncoderLayerSavedForwardsAreIndependent) {
   randomize(twin_store, 7);
   auto input = [&](uint64_t seed) {
     Rng rng(seed);
-    return random_tensor({10, c.d_model}, rng, 2.0f);
+    return random_layer_tensor({10, c.d_model}, rng, 2.0f);
   };
   EXPECT_FALSE(layer.forward(input(40), windows, false).saved.fc1_out.defined());
   expect_saved_forwards_independent(

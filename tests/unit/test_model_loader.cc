@@ -27,9 +27,9 @@ std::map<std::string, Tensor> exported(CausalLM& model, ExpertNaming naming) {
   return out;
 }
 
-class FixedExpertLayout final : public ExpertHooks {
+class LoaderExpertLayout final : public ExpertHooks {
  public:
-  FixedExpertLayout(int64_t size, int64_t rank) : size_(size), rank_(rank) {}
+  LoaderExpertLayout(int64_t size, int64_t rank) : size_(size), rank_(rank) {}
   int64_t ep_size() const override { return size_; }
   int64_t ep_rank() const override { return rank_; }
 
@@ -89,7 +89,7 @@ TEST(ModelLoader, ExpertParallelRankLoadsItsRows) {
   const ModelConfig config = tiny_moe_config(false);
   CausalLM source(config, ModelOptions{});
   source.init_weights(23);
-  FixedExpertLayout layout(4, 2);
+  LoaderExpertLayout layout(4, 2);
   ModelOptions options;
   options.hooks.experts = &layout;
   for (ExpertNaming naming : {ExpertNaming::Stacked, ExpertNaming::PerExpert}) {

@@ -28,14 +28,14 @@
 namespace veomni {
 namespace {
 
-ThinkerConfig toy_config(const std::string& name) {
+ThinkerConfig multimodal_toy_config(const std::string& name) {
   return load_thinker_config(std::string(VEOMNI_SOURCE_DIR) + "/configs/model_configs/" + name);
 }
 
 // The toy configs with a small vocabulary (the real 151936-row tables make every finite difference slow) and
 // text weights large enough that every path carries a measurable gradient.
 ThinkerConfig small_vocab_config(const std::string& name) {
-  ThinkerConfig c = toy_config(name);
+  ThinkerConfig c = multimodal_toy_config(name);
   c.text.vocab_size = 300;
   c.text.initializer_range = 0.1;
   return c;
@@ -53,7 +53,7 @@ Tensor bool_mask(const std::vector<int64_t>& positions, int64_t length) {
   return mask;
 }
 
-Tensor random_tensor(const Shape& shape, uint64_t seed, double scale) {
+Tensor random_mm_tensor(const Shape& shape, uint64_t seed, double scale) {
   Rng rng(seed);
   Tensor t = Tensor::empty(shape, DType::F32);
   float* p = t.data<float>();
@@ -115,11 +115,12 @@ class PackedRowBuilder {
     b.image_mask = bool_mask(rows_of(Image), s);
     b.video_mask = bool_mask(rows_of(Video), s);
     b.audio_mask = bool_mask(rows_of(Audio), s);
-    if (!image_grids.empty()) b.pixel_values = random_tensor({total_patches(image_grids), patch_dim}, 21, 1.0);
-    if (!video_grids.empty()) b.pixel_values_videos = random_tensor({total_patches(video_grids), patch_dim}, 22, 1.0);
+    if (!image_grids.empty()) b.pixel_values = random_mm_tensor({total_patches(image_grids), patch_dim}, 21, 1.0);
+    if (!video_grids.empty())
+      b.pixel_values_videos = random_mm_tensor({total_patches(video_grids), patch_dim}, 22, 1.0);
     int64_t frames = 0;
     for (int64_t f : audio_lengths) frames += f;
-    if (frames > 0) b.input_features = random_tensor({frames, mel_bins}, 23, 1.0);
+    if (frames > 0) b.input_features = random_mm_tensor({frames, mel_bins}, 23, 1.0);
     b.image_grids = image_grids;
     b.video_grids = video_grids;
     b.audio_feature_lengths = audio_lengths;
@@ -178,7 +179,7 @@ MultimodalBatch two_sample_batch(const ThinkerConfig& c) {
   return row.finish(c.has_audio, c.vision.patch_dim(), c.audio.num_mel_bins);
 }
 
-std::unique_ptr<MultimodalLM> make_model(const ThinkerConfig& c, MultimodalOptions options = {}) {
+std::unique_ptr<MultimodalLM> make_multimodal_model(const ThinkerConfig& c, MultimodalOptions options = {}) {
   auto model = std::make_unique<MultimodalLM>(c, options);
   model->init_weights(17);
   // LayerNorm and RMSNorm weights start at one and biases at zero; move them so that their gradients are generic.
@@ -193,7 +194,7 @@ std::unique_ptr<MultimodalLM> make_model(const ThinkerConfig& c, MultimodalOptio
   return model;
 }
 
-double objective(MultimodalLM& model, const MultimodalBatch& batch, double ce_scale, double aux_scale) {
+double multimodal_objective(MultimodalLM& model, const MultimodalBatch& batch, double ce_scale, double aux_scale) {
   const ForwardStats stats = model.forward(batch, false).stats;
   return ce_scale * stats.ce_sum + aux_scale * stats.aux_loss;
 }
@@ -223,7 +224,7 @@ void expect_param(MultimodalLM& model, const std::string& name, const Shape& sha
 }
 
 TEST(MultimodalLmNames, Qwen3VlToy) {
-  const ThinkerConfig c = toy_config("qwen3_vl_toy");
+  const ThinkerConfig c = multimodal_toy_config("qwen3_vl_toy");
   EXPECT_EQ(c.text.model_type, "qwen3");
   EXPECT_EQ(c.mrope_section, (std::vector<int64_t>{2, 3, 3}));
   EXPECT_FALSE(c.has_audio);
@@ -251,7 +252,7 @@ TEST(MultimodalLmNames, Qwen3VlToy) {
 }
 
 TEST(MultimodalLmNames, Qwen3VlMoeToy) {
-  const ThinkerConfig c = toy_config("qwen3_vl_moe_toy");
+  const ThinkerConfig c = multimodal_toy_config("qwen3_vl_moe_toy");
   EXPECT_EQ(c.text.model_type, "qwen3_moe");
   EXPECT_TRUE(c.text.norm_topk_prob);
   MultimodalLM model(c, {});
@@ -263,7 +264,7 @@ TEST(MultimodalLmNames, Qwen3VlMoeToy) {
 }
 
 TEST(MultimodalLmNames, Qwen3OmniMoeToy) {
-  const ThinkerConfig c = toy_config("qwen3_omni_moe_toy");
+  const ThinkerConfig c = multimodal_toy_config("qwen3_omni_moe_toy");
   EXPECT_EQ(c.text.model_type, "qwen3_moe");
   EXPECT_EQ(c.mrope_section, (std::vector<int64_t>{4, 2, 2}));
   EXPECT_TRUE(c.text.output_router_logits);
@@ -302,9 +303,9 @@ TEST(MultimodalLmNames, TextOnlyModelTypesAreRejected) {
 // the step about 3e-5) against the analytic gradient, for the largest entry, one random non-zero entry and one
 // random entry of every parameter, the vision and audio ones included. A probe whose difference changes with the
 // step size straddles a routing flip (top-k is discontinuous) and is skipped; at most three may.
-void expect_gradients_match_finite_differences(const std::string& toy, float aux_scale) {
+void expect_mm_gradients_match_finite_differences(const std::string& toy, float aux_scale) {
   const ThinkerConfig c = small_vocab_config(toy);
-  auto model = make_model(c);
+  auto model = make_multimodal_model(c);
   const MultimodalBatch batch = two_sample_batch(c);
   const double ce_scale = 1.0 / static_cast<double>(batch.text.valid_tokens);
   model->params().zero_grads();
@@ -317,9 +318,9 @@ void expect_gradients_match_finite_differences(const std::string& toy, float aux
   {
     float* v = embed.value.data<float>();
     const float original = v[3];
-    const double before = objective(*model, batch, ce_scale, aux_scale);
+    const double before = multimodal_objective(*model, batch, ce_scale, aux_scale);
     v[3] = original + 0.5f;
-    EXPECT_EQ(objective(*model, batch, ce_scale, aux_scale), before);
+    EXPECT_EQ(multimodal_objective(*model, batch, ce_scale, aux_scale), before);
     v[3] = original;
   }
 
@@ -345,9 +346,9 @@ void expect_gradients_match_finite_differences(const std::string& toy, float aux
       auto difference = [&](double step) {
         const float original = *v;
         *v = static_cast<float>(original + step);
-        const double plus = objective(*model, batch, ce_scale, aux_scale);
+        const double plus = multimodal_objective(*model, batch, ce_scale, aux_scale);
         *v = static_cast<float>(original - step);
-        const double minus = objective(*model, batch, ce_scale, aux_scale);
+        const double minus = multimodal_objective(*model, batch, ce_scale, aux_scale);
         *v = original;
         return (plus - minus) / (2 * step);
       };
@@ -367,14 +368,16 @@ void expect_gradients_match_finite_differences(const std::string& toy, float aux
   EXPECT_LE(kinks, 3) << "of " << probes << " probes, too many hit a routing flip";
 }
 
-TEST(MultimodalLmGradients, Qwen3VlImageAndVideo) { expect_gradients_match_finite_differences("qwen3_vl_toy", 0.0f); }
+TEST(MultimodalLmGradients, Qwen3VlImageAndVideo) {
+  expect_mm_gradients_match_finite_differences("qwen3_vl_toy", 0.0f);
+}
 
 TEST(MultimodalLmGradients, Qwen3VlMoeImageAndVideo) {
-  expect_gradients_match_finite_differences("qwen3_vl_moe_toy", 0.0f);
+  expect_mm_gradients_match_finite_differences("qwen3_vl_moe_toy", 0.0f);
 }
 
 TEST(MultimodalLmGradients, Qwen3OmniImageAndAudioWithAuxLoss) {
-  expect_gradients_match_finite_differences("qwen3_omni_moe_toy", 0.5f);
+  expect_mm_gradients_match_finite_differences("qwen3_omni_moe_toy", 0.5f);
 }
 
 // ------------------------------------------------------------------------------------------ text-only path
@@ -382,7 +385,7 @@ TEST(MultimodalLmGradients, Qwen3OmniImageAndAudioWithAuxLoss) {
 // Without media the model is the plain LM: loss and every gradient equal the text body's SFT pass bitwise.
 TEST(MultimodalLmTextOnly, EqualsTheLanguageModelPath) {
   const ThinkerConfig c = small_vocab_config("qwen3_omni_moe_toy");
-  auto model = make_model(c);
+  auto model = make_multimodal_model(c);
   PackedRowBuilder row(c.text.vocab_size, 8);
   row.begin_sample();
   row.text(7);
@@ -415,7 +418,7 @@ TEST(MultimodalLmTextOnly, EqualsTheLanguageModelPath) {
 // and the deepstack additions touch only visual rows).
 TEST(MultimodalLmTextOnly, TextSamplePackedAfterImageKeepsItsLogits) {
   const ThinkerConfig c = small_vocab_config("qwen3_vl_toy");
-  auto model = make_model(c);
+  auto model = make_multimodal_model(c);
   PackedRowBuilder both(c.text.vocab_size, 4);
   both.begin_sample();
   both.text(2);
@@ -455,12 +458,12 @@ MultimodalBatch other_batch(const ThinkerConfig& c) {
 }
 
 Tensor hidden_grad(const ThinkerConfig& c, const MultimodalBatch& batch, uint64_t seed) {
-  return random_tensor({batch.text.input_ids.numel(), c.text.hidden_size}, seed, 0.1);
+  return random_mm_tensor({batch.text.input_ids.numel(), c.text.hidden_size}, seed, 0.1);
 }
 
 TEST(MultimodalBodySaved, BackwardWithoutSavedForwardIsAnInternalError) {
   const ThinkerConfig c = small_vocab_config("qwen3_omni_moe_toy");
-  auto model = make_model(c);
+  auto model = make_multimodal_model(c);
   MultimodalBody& body = model->body();
   const MultimodalBatch batch = two_sample_batch(c);
   const Tensor d_hidden = hidden_grad(c, batch, 41);
@@ -482,7 +485,7 @@ TEST(MultimodalBodySaved, BackwardWithoutSavedForwardIsAnInternalError) {
 // forward outside its saved value. Compared one backward at a time, from zero gradients.
 TEST(MultimodalBodySaved, InterleavedForwardsAndReversedBackwardsMatchSeparatePairs) {
   const ThinkerConfig c = small_vocab_config("qwen3_omni_moe_toy");
-  auto model = make_model(c);
+  auto model = make_multimodal_model(c);
   MultimodalBody& body = model->body();
   const MultimodalBatch batch_a = two_sample_batch(c), batch_b = other_batch(c);
   const Tensor d_a = hidden_grad(c, batch_a, 42), d_b = hidden_grad(c, batch_b, 43);
@@ -508,7 +511,7 @@ TEST(MultimodalBodySaved, InterleavedForwardsAndReversedBackwardsMatchSeparatePa
 // one a backward already consumed) is an internal error.
 TEST(MultimodalLmPass, BackwardOfAnEmptyPassIsAnInternalError) {
   const ThinkerConfig c = small_vocab_config("qwen3_omni_moe_toy");
-  auto model = make_model(c);
+  auto model = make_multimodal_model(c);
   const MultimodalBatch batch = two_sample_batch(c);
   const std::vector<std::string> message{"backward of a pass without saved values"};
   SftPass loss_only = model->forward(batch, false);
@@ -524,7 +527,7 @@ TEST(MultimodalLmPass, BackwardOfAnEmptyPassIsAnInternalError) {
 // its own pair's gradients and statistics. Compared one backward at a time, from zero gradients.
 TEST(MultimodalLmPass, TwoForwardsThenReversedBackwardsMatchSeparatePairs) {
   const ThinkerConfig c = small_vocab_config("qwen3_omni_moe_toy");
-  auto model = make_model(c);
+  auto model = make_multimodal_model(c);
   const MultimodalBatch batch_a = two_sample_batch(c), batch_b = other_batch(c);
   auto pair = [&](const MultimodalBatch& batch, ForwardStats& stats) {
     model->params().zero_grads();
@@ -556,7 +559,7 @@ TEST(MultimodalLmPass, TwoForwardsThenReversedBackwardsMatchSeparatePairs) {
 void expect_freezing_drops_exactly_the_tower(bool freeze_vit, bool freeze_audio) {
   const ThinkerConfig c = small_vocab_config("qwen3_omni_moe_toy");
   const MultimodalBatch batch = two_sample_batch(c);
-  auto free_model = make_model(c);
+  auto free_model = make_multimodal_model(c);
   free_model->params().zero_grads();
   SftPass pass_a = free_model->forward(batch, true);
   const ForwardStats a = pass_a.stats;
@@ -566,7 +569,7 @@ void expect_freezing_drops_exactly_the_tower(bool freeze_vit, bool freeze_audio)
   MultimodalOptions options;
   options.freeze_vit = freeze_vit;
   options.freeze_audio_tower = freeze_audio;
-  auto frozen = make_model(c, options);
+  auto frozen = make_multimodal_model(c, options);
   frozen->params().zero_grads();
   SftPass pass_b = frozen->forward(batch, true);
   const ForwardStats b = pass_b.stats;
@@ -591,7 +594,7 @@ TEST(MultimodalLmFreeze, FreezeBoth) { expect_freezing_drops_exactly_the_tower(t
 
 TEST(MultimodalLmInputs, MaskCountsMustMatchTheEncoders) {
   const ThinkerConfig c = small_vocab_config("qwen3_omni_moe_toy");
-  auto model = make_model(c);
+  auto model = make_multimodal_model(c);
   const MultimodalBatch good = two_sample_batch(c);
   const int64_t s = good.text.input_ids.numel();
   auto without_first = [&](const Tensor& mask) {
@@ -628,7 +631,7 @@ TEST(MultimodalLmInputs, MaskCountsMustMatchTheEncoders) {
 
 TEST(MultimodalLmInputs, OverlappingMasksAndAudioWithoutEncoder) {
   const ThinkerConfig omni = small_vocab_config("qwen3_omni_moe_toy");
-  auto model = make_model(omni);
+  auto model = make_multimodal_model(omni);
   MultimodalBatch b = two_sample_batch(omni);
   Tensor both = b.audio_mask.clone();
   static_cast<uint8_t*>(both.raw_data())[static_cast<size_t>(mask_positions(b.image_mask, both.numel(), "m")[0])] = 1;
@@ -637,7 +640,7 @@ TEST(MultimodalLmInputs, OverlappingMasksAndAudioWithoutEncoder) {
   EXPECT_THROW(model->forward(b, true), InputError);
 
   const ThinkerConfig vl = small_vocab_config("qwen3_vl_toy");
-  auto vl_model = make_model(vl);
+  auto vl_model = make_multimodal_model(vl);
   MultimodalBatch with_audio = two_sample_batch(omni);
   with_audio.text.position_ids = with_audio.text.position_ids.to_dtype(DType::I64);
   EXPECT_THROW(vl_model->forward(with_audio, true), InputError);

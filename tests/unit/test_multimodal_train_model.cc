@@ -11,14 +11,14 @@
 namespace veomni {
 namespace {
 
-const std::string kSource = VEOMNI_SOURCE_DIR;
-const std::string kFixtures = VEOMNI_FIXTURES_DIR;
+const std::string kSourceRoot = VEOMNI_SOURCE_DIR;
+const std::string kTrainFixtures = VEOMNI_FIXTURES_DIR;
 
 TEST(MultimodalTrainModel, DetectsTheModelTypeOfConfigJson) {
-  EXPECT_TRUE(is_multimodal_config(kSource + "/configs/model_configs/qwen3_omni_moe_toy"));
-  EXPECT_TRUE(is_multimodal_config(kSource + "/configs/model_configs/qwen3_vl_toy/config.json"));
-  EXPECT_FALSE(is_multimodal_config(kSource + "/configs/model_configs/qwen3_moe_toy"));
-  EXPECT_THROW(is_multimodal_config(kSource + "/configs/model_configs/no_such_model"), InputError);
+  EXPECT_TRUE(is_multimodal_config(kSourceRoot + "/configs/model_configs/qwen3_omni_moe_toy"));
+  EXPECT_TRUE(is_multimodal_config(kSourceRoot + "/configs/model_configs/qwen3_vl_toy/config.json"));
+  EXPECT_FALSE(is_multimodal_config(kSourceRoot + "/configs/model_configs/qwen3_moe_toy"));
+  EXPECT_THROW(is_multimodal_config(kSourceRoot + "/configs/model_configs/no_such_model"), InputError);
 }
 
 TEST(MultimodalTrainModel, RolesFollowVeOmnisNameRule) {
@@ -44,12 +44,12 @@ TEST(MultimodalTrainModel, FreezingKeepsTheOmniMergerAndAudioProj1Trainable) {
 }
 
 TEST(MultimodalTrainModel, PeerToyConfigsLoad) {
-  const ThinkerConfig vl = load_thinker_config(kFixtures + "/veomni_toy_configs/qwen3vl_toy");
+  const ThinkerConfig vl = load_thinker_config(kTrainFixtures + "/veomni_toy_configs/qwen3vl_toy");
   EXPECT_EQ(vl.model_type, "qwen3_vl");
   EXPECT_FALSE(vl.text.is_moe());
-  const ThinkerConfig vl_moe = load_thinker_config(kFixtures + "/veomni_toy_configs/qwen3vlmoe_toy");
+  const ThinkerConfig vl_moe = load_thinker_config(kTrainFixtures + "/veomni_toy_configs/qwen3vlmoe_toy");
   EXPECT_TRUE(vl_moe.text.is_moe());
-  const ThinkerConfig omni = load_thinker_config(kFixtures + "/veomni_toy_configs/qwen3omni_toy");
+  const ThinkerConfig omni = load_thinker_config(kTrainFixtures + "/veomni_toy_configs/qwen3omni_toy");
   EXPECT_TRUE(omni.has_audio);
   EXPECT_TRUE(omni.text.is_moe());
   EXPECT_EQ(omni.text_prefix, "thinker.model.");

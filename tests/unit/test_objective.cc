@@ -26,7 +26,7 @@ namespace {
 
 using veomni::testing::input_error_of;
 
-TrainConfig valid_config() {
+TrainConfig valid_objective_config() {
   TrainConfig c;
   c.model.config_path = "configs/model_configs/qwen3_toy";
   c.data.train_path = "data.h5";
@@ -36,7 +36,7 @@ TrainConfig valid_config() {
 
 TEST(TrainObjective, DefaultsToSft) {
   EXPECT_EQ(TrainConfig().train.objective, "sft");
-  EXPECT_NO_THROW(validate_train_config(valid_config()));
+  EXPECT_NO_THROW(validate_train_config(valid_objective_config()));
   const TrainConfig c = train_config_from_yaml("train:\n  objective: sft\n", "cfg.yaml");
   EXPECT_EQ(c.train.objective, "sft");
 }
@@ -50,7 +50,7 @@ TEST(TrainObjective, TheRunningObjectivesSectionIsValidatedNamingTheKey) {
       {"ppo_actor", {"--train.actor.clip_ratio_low", "1.5"}},
       {"value", {"--train.critic.cliprange_value", "-1"}}};
   for (const auto& [name, args] : cases) {
-    TrainConfig c = valid_config();
+    TrainConfig c = valid_objective_config();
     apply_train_config_overrides(c, args);
     EXPECT_NO_THROW(validate_train_config(c)) << "sft ignores " << args[0];
     apply_train_config_overrides(c, {"--train.objective", name});
@@ -88,7 +88,7 @@ TEST(TrainObjective, EveryNameMakesItsObjectiveWithVeOmnisAndVerlsMetricNames) {
 }
 
 TEST(TrainObjective, UnknownNamesAreRefusedByTheKeysChoices) {
-  TrainConfig c = valid_config();
+  TrainConfig c = valid_objective_config();
   const std::string message = input_error_of([&] { apply_train_config_overrides(c, {"--train.objective", "kto"}); });
   EXPECT_NE(message.find("train.objective"), std::string::npos) << message;
   EXPECT_THROW(check_objective_available("kto"), InputError);
@@ -155,7 +155,7 @@ Batch slice_of_row(int64_t sp_size, int64_t sp_rank) {
   return b;
 }
 
-Tensor values_of(const Batch& b) {
+Tensor batch_values_of(const Batch& b) {
   std::vector<float> v;
   for (int64_t i = 0; i < b.input_ids.numel(); ++i) v.push_back(static_cast<float>(b.sp_offset + i + 1));
   return Tensor::from_vector(v, {b.input_ids.numel()});
@@ -163,20 +163,20 @@ Tensor values_of(const Batch& b) {
 
 TEST(SequenceSums, SumEachPackedSequenceAndSpreadTheGradientBack) {
   const Batch b = slice_of_row(1, 0);
-  EXPECT_EQ(sequence_sums(b, values_of(b), nullptr), (std::vector<double>{15, 30, 33}));
+  EXPECT_EQ(sequence_sums(b, batch_values_of(b), nullptr), (std::vector<double>{15, 30, 33}));
   const Tensor d = sequence_sums_backward(b, {1, 2, 3}, Device::cpu());
   EXPECT_EQ(d.to_float_vector(), (std::vector<float>{1, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3}));
 }
 
 TEST(SequenceLastValues, ReadEachSequencesLastTokenAndPutTheGradientThere) {
   const Batch b = slice_of_row(1, 0);
-  EXPECT_EQ(sequence_last_values(b, values_of(b), nullptr), (std::vector<double>{5, 9, 12}));
+  EXPECT_EQ(sequence_last_values(b, batch_values_of(b), nullptr), (std::vector<double>{5, 9, 12}));
   const Tensor d = sequence_last_values_backward(b, {1, 2, 3}, Device::cpu());
   EXPECT_EQ(d.to_float_vector(), (std::vector<float>{0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 3}));
 }
 
 // The MPI world when this process is one of the two ranks of mpirun -np 2; null otherwise.
-std::shared_ptr<Communicator> two_rank_world() {
+std::shared_ptr<Communicator> objective_two_rank_world() {
   const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
   if (!size || std::string(size) != "2") return nullptr;
   static const bool ready = [] {
@@ -190,18 +190,18 @@ std::shared_ptr<Communicator> two_rank_world() {
 
 // Under Ulysses SP 2 the middle sequence spans both ranks: each rank's slice sums to the whole row's totals.
 TEST(SequenceSums, SumOverTheSequenceParallelGroup) {
-  const std::shared_ptr<Communicator> world = two_rank_world();
+  const std::shared_ptr<Communicator> world = objective_two_rank_world();
   if (!world) GTEST_SKIP() << "runs on two MPI ranks: ctest -R objective_sequence_sums_2ranks";
   const DeviceMesh mesh = build_device_mesh(world, 2, 1);
   UlyssesHooks sp(mesh.sp);
   const Batch b = slice_of_row(2, mesh.sp_rank());
-  EXPECT_EQ(sequence_sums(b, values_of(b), &sp), (std::vector<double>{15, 30, 33}));
+  EXPECT_EQ(sequence_sums(b, batch_values_of(b), &sp), (std::vector<double>{15, 30, 33}));
   const Tensor d = sequence_sums_backward(b, {1, 2, 3}, Device::cpu());
   const std::vector<float> want = mesh.sp_rank() == 0 ? std::vector<float>{1, 1, 1, 1, 1, 2}
                                                       : std::vector<float>{2, 2, 2, 3, 3, 3};
   EXPECT_EQ(d.to_float_vector(), want);
   // Sequence 0 ends on rank 0 (token 4), sequences 1 and 2 on rank 1 (tokens 8 and 11).
-  EXPECT_EQ(sequence_last_values(b, values_of(b), &sp), (std::vector<double>{5, 9, 12}));
+  EXPECT_EQ(sequence_last_values(b, batch_values_of(b), &sp), (std::vector<double>{5, 9, 12}));
   const Tensor d_last = sequence_last_values_backward(b, {1, 2, 3}, Device::cpu());
   const std::vector<float> want_last = mesh.sp_rank() == 0 ? std::vector<float>{0, 0, 0, 0, 1, 0}
                                                            : std::vector<float>{0, 0, 2, 0, 0, 3};

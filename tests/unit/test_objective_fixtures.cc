@@ -22,7 +22,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr double kRelTol = 1e-6;
+constexpr double kObjectiveRelTol = 1e-6;
 constexpr double kAbsTol = 1e-12;  // gradients that are zero in one reference may be 1e-17 in the other
 
 const std::string kFixture = std::string(VEOMNI_FIXTURES_DIR) + "/objective/objective_losses.json";
@@ -38,10 +38,10 @@ json load_fixture() {
 }
 
 std::vector<double> doubles(const json& v) { return v.get<std::vector<double>>(); }
-std::vector<uint8_t> mask_of(const json& v) { return v.get<std::vector<uint8_t>>(); }
+std::vector<uint8_t> mask_bytes_of(const json& v) { return v.get<std::vector<uint8_t>>(); }
 
 ::testing::AssertionResult close(double got, double want) {
-  if (std::fabs(got - want) <= kAbsTol + kRelTol * std::fabs(want)) return ::testing::AssertionSuccess();
+  if (std::fabs(got - want) <= kAbsTol + kObjectiveRelTol * std::fabs(want)) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "got " << got << ", want " << want << " (relative error "
                                        << std::fabs(got - want) / std::max(std::fabs(want), 1e-300) << ")";
 }
@@ -99,7 +99,7 @@ void check_value(const json& c) {
   const json& x = c.at("inputs");
   const auto values = doubles(x.at("values")), returns = doubles(x.at("returns"));
   const auto old_values = doubles(x.at("old_values"));
-  const auto mask = mask_of(x.at("mask"));
+  const auto mask = mask_bytes_of(x.at("mask"));
   const ValueResult out = value_loss(config, {values, returns, old_values, mask}, c.at("global_tokens").get<int64_t>());
   expect_result(c, out.loss, out.metrics);
   expect_values(out.dvalues, c.at("grads").at("values"), "dvalues");
@@ -121,7 +121,7 @@ void check_actor(const json& c) {
   const auto lp = doubles(x.at("log_probs")), old = doubles(x.at("old_log_probs"));
   const auto adv = doubles(x.at("advantages")), ref = doubles(x.at("ref_log_probs"));
   const auto ent = doubles(x.at("entropy"));
-  const auto mask = mask_of(x.at("mask"));
+  const auto mask = mask_bytes_of(x.at("mask"));
   const ActorResult out = ppo_actor_loss(config, {lp, old, adv, ref, ent, mask}, c.at("global_tokens").get<int64_t>());
   expect_result(c, out.loss, out.metrics);
   expect_values(out.dlog_probs, c.at("grads").at("log_probs"), "dlog_probs");

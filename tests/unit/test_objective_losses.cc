@@ -35,7 +35,7 @@ void expect_gradient(const char* what, Doubles& x, const Doubles& grad, const st
   }
 }
 
-void expect_input_error_naming(const std::function<void()>& fn, const std::string& key) {
+void expect_loss_input_error_naming(const std::function<void()>& fn, const std::string& key) {
   try {
     fn();
     ADD_FAILURE() << "no InputError for " << key;
@@ -143,20 +143,20 @@ TEST(ObjectiveDpo, ConfigValidationNamesTheKey) {
     edit(c);
     return [c] { c.validate(); };
   };
-  expect_input_error_naming(with([](DpoConfig& c) { c.beta = 0.0; }), "dpo_config.beta");
-  expect_input_error_naming(with([](DpoConfig& c) { c.beta = NAN; }), "dpo_config.beta");
-  expect_input_error_naming(with([](DpoConfig& c) { c.label_smoothing = 0.6; }), "dpo_config.label_smoothing");
-  expect_input_error_naming(with([](DpoConfig& c) { c.loss_type = "hinge"; }), "dpo_config.loss_type");
-  expect_input_error_naming(with([](DpoConfig& c) {
+  expect_loss_input_error_naming(with([](DpoConfig& c) { c.beta = 0.0; }), "dpo_config.beta");
+  expect_loss_input_error_naming(with([](DpoConfig& c) { c.beta = NAN; }), "dpo_config.beta");
+  expect_loss_input_error_naming(with([](DpoConfig& c) { c.label_smoothing = 0.6; }), "dpo_config.label_smoothing");
+  expect_loss_input_error_naming(with([](DpoConfig& c) { c.loss_type = "hinge"; }), "dpo_config.loss_type");
+  expect_loss_input_error_naming(with([](DpoConfig& c) {
                               c.loss_type = "ipo";
                               c.label_smoothing = 0.1;
                             }),
                             "dpo_config.label_smoothing");
-  expect_input_error_naming(with([](DpoConfig& c) { c.refer_model_precision = "fp16"; }),
+  expect_loss_input_error_naming(with([](DpoConfig& c) { c.refer_model_precision = "fp16"; }),
                             "dpo_config.refer_model_precision");
   DpoConfig c;
   c.beta = -1.0;
-  expect_input_error_naming([&] { c.validate("train.dpo_config"); }, "train.dpo_config.beta");
+  expect_loss_input_error_naming([&] { c.validate("train.dpo_config"); }, "train.dpo_config.beta");
 }
 
 TEST(ObjectiveReward, BradleyTerryByHandAndFiniteDifferences) {
@@ -209,8 +209,8 @@ TEST(ObjectiveValue, GradientMatchesFiniteDifferencesAndMicroBatchesSum) {
   const ValueResult a = part(0, 2), b = part(2, 6);
   EXPECT_NEAR(a.loss + b.loss, out.loss, 1e-15);
   EXPECT_NEAR(a.metrics.at("vf_clipfrac") + b.metrics.at("vf_clipfrac"), out.metrics.at("vf_clipfrac"), 1e-15);
-  expect_input_error_naming([] { ValueConfig{.cliprange_value = 0.0}.validate(); }, "critic.cliprange_value");
-  expect_input_error_naming([] { ValueConfig{.loss_agg_mode = "seq-mean-token-sum"}.validate(); },
+  expect_loss_input_error_naming([] { ValueConfig{.cliprange_value = 0.0}.validate(); }, "critic.cliprange_value");
+  expect_loss_input_error_naming([] { ValueConfig{.loss_agg_mode = "seq-mean-token-sum"}.validate(); },
                             "critic.loss_agg_mode");
 }
 
@@ -309,21 +309,21 @@ TEST(ObjectivePpoActor, MissingReferenceAndBadConfigAreInputErrors) {
   ActorData d;
   ActorInputs in = d.inputs();
   in.ref_log_probs = {};
-  expect_input_error_naming([&] { ppo_actor_loss(config, in, 4); }, "ref_log_probs");
+  expect_loss_input_error_naming([&] { ppo_actor_loss(config, in, 4); }, "ref_log_probs");
   EXPECT_NO_THROW(PpoActorConfig{}.validate());
   auto with = [](auto edit) {
     PpoActorConfig c;
     edit(c);
     return [c] { c.validate(); };
   };
-  expect_input_error_naming(with([](PpoActorConfig& c) { c.clip_ratio = 0.0; }), "actor.clip_ratio");
-  expect_input_error_naming(with([](PpoActorConfig& c) { c.clip_ratio_low = 1.0; }), "actor.clip_ratio_low");
-  expect_input_error_naming(with([](PpoActorConfig& c) { c.clip_ratio_high = -0.1; }), "actor.clip_ratio_high");
-  expect_input_error_naming(with([](PpoActorConfig& c) { c.clip_ratio_c = 1.0; }), "actor.clip_ratio_c");
-  expect_input_error_naming(with([](PpoActorConfig& c) { c.entropy_coeff = INFINITY; }), "actor.entropy_coeff");
-  expect_input_error_naming(with([](PpoActorConfig& c) { c.kl_loss_coef = -1.0; }), "actor.kl_loss_coef");
-  expect_input_error_naming(with([](PpoActorConfig& c) { c.kl_loss_type = "full"; }), "actor.kl_loss_type");
-  expect_input_error_naming(with([](PpoActorConfig& c) { c.loss_agg_mode = "seq-mean-token-mean"; }),
+  expect_loss_input_error_naming(with([](PpoActorConfig& c) { c.clip_ratio = 0.0; }), "actor.clip_ratio");
+  expect_loss_input_error_naming(with([](PpoActorConfig& c) { c.clip_ratio_low = 1.0; }), "actor.clip_ratio_low");
+  expect_loss_input_error_naming(with([](PpoActorConfig& c) { c.clip_ratio_high = -0.1; }), "actor.clip_ratio_high");
+  expect_loss_input_error_naming(with([](PpoActorConfig& c) { c.clip_ratio_c = 1.0; }), "actor.clip_ratio_c");
+  expect_loss_input_error_naming(with([](PpoActorConfig& c) { c.entropy_coeff = INFINITY; }), "actor.entropy_coeff");
+  expect_loss_input_error_naming(with([](PpoActorConfig& c) { c.kl_loss_coef = -1.0; }), "actor.kl_loss_coef");
+  expect_loss_input_error_naming(with([](PpoActorConfig& c) { c.kl_loss_type = "full"; }), "actor.kl_loss_type");
+  expect_loss_input_error_naming(with([](PpoActorConfig& c) { c.loss_agg_mode = "seq-mean-token-mean"; }),
                             "actor.loss_agg_mode");
 }
 

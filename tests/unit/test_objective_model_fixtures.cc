@@ -24,18 +24,18 @@ using namespace veomni;
 
 namespace {
 
-constexpr double kRelTol = 1e-4;
+constexpr double kObjectiveModelRelTol = 1e-4;
 // Values are compared relative to at least 0.01, so that a metric of 0 (DPO's rewards against the start weights, a
 // clip fraction) is compared to 1e-6 rather than exactly.
 constexpr double kScaleFloor = 0.01;
 
-using Fixture = veomni::testing::ObjectiveModelFixture;
+using ObjectiveFixture = veomni::testing::ObjectiveModelFixture;
 using veomni::testing::load_objective_model_fixture;
 using veomni::testing::relative_error;
 
-double tolerance(double expected) { return kRelTol * std::max(std::fabs(expected), kScaleFloor); }
+double tolerance(double expected) { return kObjectiveModelRelTol * std::max(std::fabs(expected), kScaleFloor); }
 
-ModelOptions options_of(const Fixture& f) {
+ModelOptions options_of(const ObjectiveFixture& f) {
   ModelOptions options;
   options.lora_config = f.lora;
   return options;
@@ -48,7 +48,7 @@ std::set<std::string> adapter_names(const TrainModel& model) {
   return names;
 }
 
-void load_adapters(const Fixture& f, TrainModel& model) {
+void load_adapters(const ObjectiveFixture& f, TrainModel& model) {
   if (!model.has_lora()) return;
   SafetensorsReader adapters(f.dir + "/adapters.safetensors");
   EXPECT_EQ(adapters.entries().size(), model.lora_params().size()) << f.name << ": adapter count differs from PEFT's";
@@ -59,7 +59,7 @@ void load_adapters(const Fixture& f, TrainModel& model) {
 }
 
 // A multimodal case's weights are stored under our names (tests/fixtures/thinker/models/*/weights.safetensors).
-std::unique_ptr<TrainModel> load_multimodal_model(const Fixture& f) {
+std::unique_ptr<TrainModel> load_multimodal_model(const ObjectiveFixture& f) {
   auto model = std::make_unique<TrainModel>(f.thinker, options_of(f), false, f.head);
   model->params().materialize_all(Device::cpu(), DType::F32);
   SafetensorsReader weights(f.model_dir + "/weights.safetensors");
@@ -73,7 +73,7 @@ std::unique_ptr<TrainModel> load_multimodal_model(const Fixture& f) {
   return model;
 }
 
-std::unique_ptr<TrainModel> load_model(const Fixture& f) {
+std::unique_ptr<TrainModel> load_objective_model(const ObjectiveFixture& f) {
   if (f.multimodal) return load_multimodal_model(f);
   auto model = std::make_unique<TrainModel>(f.config, options_of(f), f.head);
   model->params().materialize_all(Device::cpu(), DType::F32);
@@ -89,10 +89,10 @@ struct Setup {
   StepLossScale scale;
 };
 
-Setup set_up(const Fixture& f) {
+Setup set_up(const ObjectiveFixture& f) {
   Setup s;
-  s.model = load_model(f);
-  if (f.model_reference) s.reference = load_model(f);
+  s.model = load_objective_model(f);
+  if (f.model_reference) s.reference = load_objective_model(f);
   // A LoRA policy is its own reference with its adapters off (the frozen base).
   const bool adapters_off = f.expected.value("reference", nlohmann::json()) == "adapters_off";
   s.objective = make_objective(f.settings, f.config, adapters_off ? s.model.get() : s.reference.get());
@@ -104,14 +104,14 @@ Setup set_up(const Fixture& f) {
 }
 
 // One step's forward and backward on the fixture's batch (gradients start from zero); its metrics.
-ObjectiveMetrics run_step(Setup& s, const Fixture& f) {
+ObjectiveMetrics run_step(Setup& s, const ObjectiveFixture& f) {
   s.model->params().zero_grads();
   std::vector<double> sums(s.objective->num_sums(), 0.0);
   s.objective->micro_batch(*s.model, f.batch, s.scale, true, sums);
   return s.objective->step_metrics(sums, s.scale);
 }
 
-double loss_of(const ObjectiveMetrics& metrics, const std::string& name) {
+double objective_loss_of(const ObjectiveMetrics& metrics, const std::string& name) {
   EXPECT_FALSE(metrics.empty()) << name;
   if (metrics.empty()) return NAN;
   EXPECT_EQ(metrics.front().first, "loss") << name << ": the first metric must be the loss";
@@ -119,24 +119,24 @@ double loss_of(const ObjectiveMetrics& metrics, const std::string& name) {
 }
 
 // The start model's logits [S, V] of the fixture's row against transformers' (LoRA cases store them).
-void check_start_logits(const Fixture& f, const Tensor& expected) {
-  const std::unique_ptr<TrainModel> model = load_model(f);
+void check_start_logits(const ObjectiveFixture& f, const Tensor& expected) {
+  const std::unique_ptr<TrainModel> model = load_objective_model(f);
   BodyOutput body = model->body().forward(f.batch, false);
   Tensor logits;
   model->lm_head().loss_forward(body.hidden, f.batch.text.target_ids, false, &logits);
   const double err = relative_error(logits, expected);
-  EXPECT_LE(err, kRelTol) << f.name << " logits";
+  EXPECT_LE(err, kObjectiveModelRelTol) << f.name << " logits";
   std::printf("[%s] logits rel err %.3g\n", f.name.c_str(), err);
 }
 
 void check_loss_metrics_gradients(const std::string& name) {
-  const Fixture f = load_objective_model_fixture(name);
+  const ObjectiveFixture f = load_objective_model_fixture(name);
   ASSERT_EQ(veomni::testing::packed_row_difference(f), "") << name << ": the collator packs another row than the "
                                                                        "generator did";
   Setup s = set_up(f);
   const ObjectiveMetrics metrics = run_step(s, f);
 
-  const double loss = loss_of(metrics, name);
+  const double loss = objective_loss_of(metrics, name);
   const double expected_loss = f.expected.at("loss").get<double>();
   EXPECT_NEAR(loss, expected_loss, tolerance(expected_loss)) << name << " loss";
   std::printf("[%s] loss %.9g vs %.9g\n", name.c_str(), loss, expected_loss);
@@ -164,7 +164,7 @@ void check_loss_metrics_gradients(const std::string& name) {
     const std::string key = "grad." + p->name;
     ASSERT_TRUE(grads.contains(key)) << name << ": the fixture has no gradient for " << p->name;
     const double err = relative_error(p->grad, grads.read(key));
-    EXPECT_LE(err, kRelTol) << name << " gradient of " << p->name;
+    EXPECT_LE(err, kObjectiveModelRelTol) << name << " gradient of " << p->name;
     if (err > worst) worst = err, worst_name = p->name;
   }
   EXPECT_EQ(trainable, expected_grads) << name << ": trainable parameter count differs from transformers'";
@@ -172,8 +172,8 @@ void check_loss_metrics_gradients(const std::string& name) {
   std::printf("[%s] worst gradient rel err %.3g (%s)\n", name.c_str(), worst, worst_name.c_str());
 }
 
-void check_adamw_steps(const std::string& name) {
-  const Fixture f = load_objective_model_fixture(name);
+void check_objective_adamw_steps(const std::string& name) {
+  const ObjectiveFixture f = load_objective_model_fixture(name);
   Setup s = set_up(f);
   const nlohmann::json& hp = f.expected.at("adamw");
   AdamWOptions options;
@@ -188,7 +188,7 @@ void check_adamw_steps(const std::string& name) {
   const auto expected = f.expected.at("adamw_losses").get<std::vector<double>>();
   ASSERT_EQ(expected.size(), 4u) << name;
   for (size_t step = 0; step < expected.size(); ++step) {
-    const double loss = loss_of(run_step(s, f), name);
+    const double loss = objective_loss_of(run_step(s, f), name);
     EXPECT_NEAR(loss, expected[step], tolerance(expected[step])) << name << " loss before AdamW step " << step + 1;
     std::printf("[%s] AdamW step %zu: loss %.9g vs %.9g\n", name.c_str(), step, loss, expected[step]);
     if (step + 1 < expected.size()) adamw.step(hp["lr"].get<double>());
@@ -223,22 +223,28 @@ TEST(ObjectiveModelFixtures, LoraSftMoeSharedMatchesTransformersPeft) {
 TEST(ObjectiveModelFixtures, LoraSftVlMatchesTransformersPeft) { check_loss_metrics_gradients("lora_sft_vl"); }
 TEST(ObjectiveModelFixtures, LoraDpoDenseMatchesTransformersPeft) { check_loss_metrics_gradients("lora_dpo_dense"); }
 
-TEST(ObjectiveModelFixtures, DpoSigmoidDenseAdamWStepsMatchTransformers) { check_adamw_steps("dpo_sigmoid_dense"); }
-TEST(ObjectiveModelFixtures, DpoIpoMoeAdamWStepsMatchTransformers) { check_adamw_steps("dpo_ipo_moe"); }
-TEST(ObjectiveModelFixtures, RewardDenseAdamWStepsMatchTransformers) { check_adamw_steps("reward_dense"); }
-TEST(ObjectiveModelFixtures, RewardMoeAdamWStepsMatchTransformers) { check_adamw_steps("reward_moe"); }
-TEST(ObjectiveModelFixtures, ValueDenseAdamWStepsMatchTransformers) { check_adamw_steps("value_dense"); }
-TEST(ObjectiveModelFixtures, ValueMoeAdamWStepsMatchTransformers) { check_adamw_steps("value_moe"); }
-TEST(ObjectiveModelFixtures, ActorDenseAdamWStepsMatchTransformers) { check_adamw_steps("actor_dense"); }
-TEST(ObjectiveModelFixtures, ActorMoeAdamWStepsMatchTransformers) { check_adamw_steps("actor_moe"); }
-TEST(ObjectiveModelFixtures, DpoSigmoidVlAdamWStepsMatchTransformers) { check_adamw_steps("dpo_sigmoid_vl"); }
-TEST(ObjectiveModelFixtures, RewardVlAdamWStepsMatchTransformers) { check_adamw_steps("reward_vl"); }
-TEST(ObjectiveModelFixtures, ValueVlAdamWStepsMatchTransformers) { check_adamw_steps("value_vl"); }
-TEST(ObjectiveModelFixtures, ActorVlAdamWStepsMatchTransformers) { check_adamw_steps("actor_vl"); }
-TEST(ObjectiveModelFixtures, LoraSftDenseAdamWStepsMatchTransformersPeft) { check_adamw_steps("lora_sft_dense"); }
-TEST(ObjectiveModelFixtures, LoraSftMoeAdamWStepsMatchTransformersPeft) { check_adamw_steps("lora_sft_moe"); }
-TEST(ObjectiveModelFixtures, LoraSftMoeSharedAdamWStepsMatchTransformersPeft) {
-  check_adamw_steps("lora_sft_moe_shared");
+TEST(ObjectiveModelFixtures, DpoSigmoidDenseAdamWStepsMatchTransformers) {
+  check_objective_adamw_steps("dpo_sigmoid_dense");
 }
-TEST(ObjectiveModelFixtures, LoraSftVlAdamWStepsMatchTransformersPeft) { check_adamw_steps("lora_sft_vl"); }
-TEST(ObjectiveModelFixtures, LoraDpoDenseAdamWStepsMatchTransformersPeft) { check_adamw_steps("lora_dpo_dense"); }
+TEST(ObjectiveModelFixtures, DpoIpoMoeAdamWStepsMatchTransformers) { check_objective_adamw_steps("dpo_ipo_moe"); }
+TEST(ObjectiveModelFixtures, RewardDenseAdamWStepsMatchTransformers) { check_objective_adamw_steps("reward_dense"); }
+TEST(ObjectiveModelFixtures, RewardMoeAdamWStepsMatchTransformers) { check_objective_adamw_steps("reward_moe"); }
+TEST(ObjectiveModelFixtures, ValueDenseAdamWStepsMatchTransformers) { check_objective_adamw_steps("value_dense"); }
+TEST(ObjectiveModelFixtures, ValueMoeAdamWStepsMatchTransformers) { check_objective_adamw_steps("value_moe"); }
+TEST(ObjectiveModelFixtures, ActorDenseAdamWStepsMatchTransformers) { check_objective_adamw_steps("actor_dense"); }
+TEST(ObjectiveModelFixtures, ActorMoeAdamWStepsMatchTransformers) { check_objective_adamw_steps("actor_moe"); }
+TEST(ObjectiveModelFixtures, DpoSigmoidVlAdamWStepsMatchTransformers) { check_objective_adamw_steps("dpo_sigmoid_vl"); }
+TEST(ObjectiveModelFixtures, RewardVlAdamWStepsMatchTransformers) { check_objective_adamw_steps("reward_vl"); }
+TEST(ObjectiveModelFixtures, ValueVlAdamWStepsMatchTransformers) { check_objective_adamw_steps("value_vl"); }
+TEST(ObjectiveModelFixtures, ActorVlAdamWStepsMatchTransformers) { check_objective_adamw_steps("actor_vl"); }
+TEST(ObjectiveModelFixtures, LoraSftDenseAdamWStepsMatchTransformersPeft) {
+  check_objective_adamw_steps("lora_sft_dense");
+}
+TEST(ObjectiveModelFixtures, LoraSftMoeAdamWStepsMatchTransformersPeft) { check_objective_adamw_steps("lora_sft_moe"); }
+TEST(ObjectiveModelFixtures, LoraSftMoeSharedAdamWStepsMatchTransformersPeft) {
+  check_objective_adamw_steps("lora_sft_moe_shared");
+}
+TEST(ObjectiveModelFixtures, LoraSftVlAdamWStepsMatchTransformersPeft) { check_objective_adamw_steps("lora_sft_vl"); }
+TEST(ObjectiveModelFixtures, LoraDpoDenseAdamWStepsMatchTransformersPeft) {
+  check_objective_adamw_steps("lora_dpo_dense");
+}

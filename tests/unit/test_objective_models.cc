@@ -28,7 +28,7 @@ std::vector<int64_t> random_ids(Rng& rng, int64_t n, int64_t vocab) {
 }
 
 // A pair: chosen of length c then rejected of length r; the first two tokens of each half are the prompt.
-TokenSample pair_sample(Rng& rng, int64_t c, int64_t r, int64_t vocab) {
+TokenSample random_pair_sample(Rng& rng, int64_t c, int64_t r, int64_t vocab) {
   TokenSample s;
   std::vector<int64_t> ids = random_ids(rng, c + r, vocab), labels = ids, positions;
   for (int64_t i = 0; i < c + r; ++i) positions.push_back(i < c ? i : i - c);
@@ -42,7 +42,7 @@ TokenSample pair_sample(Rng& rng, int64_t c, int64_t r, int64_t vocab) {
 }
 
 // A rollout sample of length n with a 3-token prompt and per-token values of the given keys.
-TokenSample rollout_sample(Rng& rng, int64_t n, int64_t vocab, const std::vector<std::string>& keys) {
+TokenSample random_rollout_sample(Rng& rng, int64_t n, int64_t vocab, const std::vector<std::string>& keys) {
   TokenSample s;
   std::vector<int64_t> ids = random_ids(rng, n, vocab), labels = ids;
   for (int64_t i = 0; i < 3; ++i) labels[static_cast<size_t>(i)] = kIgnoreIndex;
@@ -61,7 +61,7 @@ TokenSample rollout_sample(Rng& rng, int64_t n, int64_t vocab, const std::vector
   return s;
 }
 
-MultimodalBatch collate(const std::vector<TokenSample>& samples, int64_t vocab) {
+MultimodalBatch collate_objective(const std::vector<TokenSample>& samples, int64_t vocab) {
   CollateOptions options;
   options.max_seq_len = 64;
   options.vocab_size = vocab;
@@ -85,7 +85,7 @@ ObjectiveRun run_objective(Objective& objective, TrainModel& model, const Multim
   return run;
 }
 
-double metric(const ObjectiveMetrics& metrics, const std::string& name) {
+double objective_metric(const ObjectiveMetrics& metrics, const std::string& name) {
   for (const auto& [k, v] : metrics)
     if (k == name) return v;
   ADD_FAILURE() << "no metric " << name;
@@ -131,7 +131,7 @@ ModelConfig config_of(bool moe) { return moe ? test::tiny_moe_config(false) : te
 
 std::vector<TokenSample> pairs(const ModelConfig& config) {
   Rng rng(11);
-  return {pair_sample(rng, 7, 5, config.vocab_size), pair_sample(rng, 4, 9, config.vocab_size)};
+  return {random_pair_sample(rng, 7, 5, config.vocab_size), random_pair_sample(rng, 4, 9, config.vocab_size)};
 }
 
 TEST(DpoObjective, AgainstAReferenceCopyStartsAtLog2WithZeroRewards) {
@@ -142,11 +142,11 @@ TEST(DpoObjective, AgainstAReferenceCopyStartsAtLog2WithZeroRewards) {
   ObjectiveSettings settings;
   settings.name = "dpo";
   std::unique_ptr<Objective> dpo = make_objective(settings, config, &reference);
-  const ObjectiveRun run = run_objective(*dpo, policy, collate(pairs(config), config.vocab_size));
-  EXPECT_NEAR(metric(run.metrics, "loss"), std::log(2.0), 1e-6);
-  EXPECT_NEAR(metric(run.metrics, "dpo_loss"), std::log(2.0), 1e-6);
-  EXPECT_NEAR(metric(run.metrics, "chosen_rewards"), 0.0, 1e-6);
-  EXPECT_NEAR(metric(run.metrics, "reward_margin"), 0.0, 1e-6);
+  const ObjectiveRun run = run_objective(*dpo, policy, collate_objective(pairs(config), config.vocab_size));
+  EXPECT_NEAR(objective_metric(run.metrics, "loss"), std::log(2.0), 1e-6);
+  EXPECT_NEAR(objective_metric(run.metrics, "dpo_loss"), std::log(2.0), 1e-6);
+  EXPECT_NEAR(objective_metric(run.metrics, "chosen_rewards"), 0.0, 1e-6);
+  EXPECT_NEAR(objective_metric(run.metrics, "reward_margin"), 0.0, 1e-6);
   EXPECT_EQ(run.scale.global_pairs, 2);
   // The reference stays frozen: no gradient reaches it.
   for (const auto& p : reference.params().all()) EXPECT_FALSE(p->grad.defined()) << p->name;
@@ -164,7 +164,7 @@ TEST(DpoObjective, GradientsMatchFiniteDifferences) {
     settings.name = "dpo";
     settings.dpo.label_smoothing = 0.1;
     std::unique_ptr<Objective> dpo = make_objective(settings, config, &reference);
-    expect_directional_derivative(*dpo, policy, collate(pairs(config), config.vocab_size));
+    expect_directional_derivative(*dpo, policy, collate_objective(pairs(config), config.vocab_size));
   }
 }
 
@@ -177,7 +177,7 @@ TEST(RewardObjective, GradientsMatchFiniteDifferences) {
     ObjectiveSettings settings;
     settings.name = "reward";
     std::unique_ptr<Objective> reward = make_objective(settings, config);
-    expect_directional_derivative(*reward, model, collate(pairs(config), config.vocab_size));
+    expect_directional_derivative(*reward, model, collate_objective(pairs(config), config.vocab_size));
   }
 }
 
@@ -190,9 +190,9 @@ TEST(ValueObjective, GradientsMatchFiniteDifferences) {
   settings.critic.cliprange_value = 5.0;  // no clipping kink near the start values
   std::unique_ptr<Objective> value = make_objective(settings, config);
   Rng rng(2);
-  const std::vector<TokenSample> samples{rollout_sample(rng, 9, config.vocab_size, {"returns", "old_values"}),
-                                         rollout_sample(rng, 6, config.vocab_size, {"returns", "old_values"})};
-  expect_directional_derivative(*value, model, collate(samples, config.vocab_size));
+  const std::vector<TokenSample> samples{random_rollout_sample(rng, 9, config.vocab_size, {"returns", "old_values"}),
+                                         random_rollout_sample(rng, 6, config.vocab_size, {"returns", "old_values"})};
+  expect_directional_derivative(*value, model, collate_objective(samples, config.vocab_size));
 }
 
 TEST(PpoActorObjective, GradientsMatchFiniteDifferences) {
@@ -209,12 +209,12 @@ TEST(PpoActorObjective, GradientsMatchFiniteDifferences) {
     std::unique_ptr<Objective> actor = make_objective(settings, config);
     Rng rng(8);
     const std::vector<std::string> keys{"old_log_probs", "advantages", "ref_log_probs"};
-    const std::vector<TokenSample> samples{rollout_sample(rng, 9, config.vocab_size, keys),
-                                           rollout_sample(rng, 7, config.vocab_size, keys)};
-    const MultimodalBatch batch = collate(samples, config.vocab_size);
+    const std::vector<TokenSample> samples{random_rollout_sample(rng, 9, config.vocab_size, keys),
+                                           random_rollout_sample(rng, 7, config.vocab_size, keys)};
+    const MultimodalBatch batch = collate_objective(samples, config.vocab_size);
     const ObjectiveRun run = run_objective(*actor, model, batch);
-    EXPECT_EQ(metric(run.metrics, "pg_clipfrac"), 0.0);  // the ratio stays inside the clip range
-    EXPECT_GT(metric(run.metrics, "entropy"), 3.0);      // near log(50) for a model at init
+    EXPECT_EQ(objective_metric(run.metrics, "pg_clipfrac"), 0.0);  // the ratio stays inside the clip range
+    EXPECT_GT(objective_metric(run.metrics, "entropy"), 3.0);      // near log(50) for a model at init
     expect_directional_derivative(*actor, model, batch);
   }
 }
@@ -224,7 +224,7 @@ TEST(PreferenceObjectives, CountPairsOncePerSequenceParallelGroup) {
   ObjectiveSettings settings;
   settings.name = "reward";
   std::unique_ptr<Objective> reward = make_objective(settings, config);
-  const MultimodalBatch batch = collate(pairs(config), config.vocab_size);
+  const MultimodalBatch batch = collate_objective(pairs(config), config.vocab_size);
   EXPECT_EQ(reward->normaliser(batch, true), 2);
   EXPECT_EQ(reward->normaliser(batch, false), 0);
 }
@@ -232,7 +232,8 @@ TEST(PreferenceObjectives, CountPairsOncePerSequenceParallelGroup) {
 TEST(RolloutObjectives, MissingRolloutValuesAreInputErrorsNamingTheKey) {
   const ModelConfig config = config_of(false);
   Rng rng(1);
-  const MultimodalBatch batch = collate({rollout_sample(rng, 8, config.vocab_size, {"returns"})}, config.vocab_size);
+  const MultimodalBatch batch =
+      collate_objective({random_rollout_sample(rng, 8, config.vocab_size, {"returns"})}, config.vocab_size);
   for (const char* name : {"value", "ppo_actor"}) {
     TrainModel model(config, ModelOptions{}, model_head_for_objective(name));
     model.init_weights(1);
@@ -261,11 +262,11 @@ TEST(Objectives, EvaluateAddsTheTrainingPassSumsWithoutGradients) {
     std::vector<TokenSample> samples;
   };
   const std::vector<Case> cases{
-      {"sft", ModelHead::LanguageModel, {rollout_sample(rng, 9, config.vocab_size, {})}},
+      {"sft", ModelHead::LanguageModel, {random_rollout_sample(rng, 9, config.vocab_size, {})}},
       {"dpo", ModelHead::LanguageModel, pairs(config)},
       {"reward", ModelHead::SequenceReward, pairs(config)},
-      {"value", ModelHead::TokenValue, {rollout_sample(rng, 8, config.vocab_size, value_keys)}},
-      {"ppo_actor", ModelHead::LanguageModel, {rollout_sample(rng, 8, config.vocab_size, actor_keys)}}};
+      {"value", ModelHead::TokenValue, {random_rollout_sample(rng, 8, config.vocab_size, value_keys)}},
+      {"ppo_actor", ModelHead::LanguageModel, {random_rollout_sample(rng, 8, config.vocab_size, actor_keys)}}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     TrainModel model(config, ModelOptions{}, c.head), reference(config, ModelOptions{});
@@ -274,7 +275,7 @@ TEST(Objectives, EvaluateAddsTheTrainingPassSumsWithoutGradients) {
     ObjectiveSettings settings;
     settings.name = c.name;
     std::unique_ptr<Objective> objective = make_objective(settings, config, &reference);
-    const MultimodalBatch batch = collate(c.samples, config.vocab_size);
+    const MultimodalBatch batch = collate_objective(c.samples, config.vocab_size);
     const StepLossScale scale = objective->step_scale(objective->normaliser(batch, true), 1);
 
     std::vector<double> trained(objective->num_sums(), 0.0), evaluated(objective->num_sums(), 0.0);

@@ -48,7 +48,7 @@ struct Slots {
   }
 };
 
-bool same_bits(const Tensor& a, const Tensor& b) {
+bool same_tensor_bits(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.numel() == b.numel() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
 }
 
@@ -77,10 +77,10 @@ TEST(OpsAdamwPrecision, ComputeCopyEqualsStepThenCastBitForBit) {
         }
         for (size_t i = 0; i < fused.p.size(); ++i) {
           SCOPED_TRACE(fmt::format("slot {}", i));
-          EXPECT_TRUE(same_bits(fused.p[i], separate.p[i]));
-          EXPECT_TRUE(same_bits(fused.m[i], separate.m[i]));
-          EXPECT_TRUE(same_bits(fused.v[i], separate.v[i]));
-          EXPECT_TRUE(same_bits(fused.c[i], separate.c[i]));
+          EXPECT_TRUE(same_tensor_bits(fused.p[i], separate.p[i]));
+          EXPECT_TRUE(same_tensor_bits(fused.m[i], separate.m[i]));
+          EXPECT_TRUE(same_tensor_bits(fused.v[i], separate.v[i]));
+          EXPECT_TRUE(same_tensor_bits(fused.c[i], separate.c[i]));
         }
       }
 }
@@ -113,9 +113,9 @@ TEST(OpsAdamwPrecision, Bf16MomentsFollowTheirRoundingElementByElement) {
       }
     }
     SCOPED_TRACE(fmt::format("beta1 {}", beta1));
-    EXPECT_TRUE(same_bits(s.p[0], p));
-    EXPECT_TRUE(same_bits(s.m[0].to_dtype(DType::F32), m));
-    EXPECT_TRUE(same_bits(s.v[0].to_dtype(DType::F32), v));
+    EXPECT_TRUE(same_tensor_bits(s.p[0], p));
+    EXPECT_TRUE(same_tensor_bits(s.m[0].to_dtype(DType::F32), m));
+    EXPECT_TRUE(same_tensor_bits(s.v[0].to_dtype(DType::F32), v));
   }
 }
 
@@ -160,7 +160,7 @@ TEST(OpsAdamwPrecision, Bf16MomentsChangeTheResult) {
     low.step(t, 1.0f, false);
     full.step(t, 1.0f, false);
   }
-  EXPECT_FALSE(same_bits(low.p[0], full.p[0]));
+  EXPECT_FALSE(same_tensor_bits(low.p[0], full.p[0]));
   EXPECT_EQ(low.m[0].nbytes() * 2, full.m[0].nbytes());
 }
 

@@ -99,7 +99,7 @@ AttnResult run(const AttnCase& c, const AttnTensors& t, float scale) {
 
 // Forward within rtol 1e-5 (atol out_atol); gradients within 1e-4 relative or 1e-5 of the largest gradient (single
 // tokens have dq = dk = 0 exactly in theory, a few 1e-8 in fp32).
-void expect_matches(const AttnResult& got, const AttnReference& want, double out_atol = 1e-6) {
+void expect_attention_matches(const AttnResult& got, const AttnReference& want, double out_atol = 1e-6) {
   EXPECT_TRUE(all_close(got.out, want.out, 1e-5, out_atol));
   EXPECT_TRUE(all_close(got.lse, want.lse, 1e-6, 1e-6));
   const double g = std::max({max_abs(want.dq), max_abs(want.dk), max_abs(want.dv)});
@@ -122,7 +122,7 @@ TEST(OpsAttention, PackedGqaCausalAndNotMatchReference) {
         const AttnTensors t = make_inputs(c, rng);
         const float scale = 1.0f / std::sqrt(static_cast<float>(d));
         const AttnResult got = run(c, t, scale);
-        expect_matches(got, naive_attention(c, t, scale));
+        expect_attention_matches(got, naive_attention(c, t, scale));
       }
 }
 
@@ -131,7 +131,7 @@ TEST(OpsAttention, SingleTokenSequences) {
   for (const AttnCase& c :
        {AttnCase{{0, 1}, 4, 1, 8, true}, AttnCase{{0, 1}, 1, 1, 3, false}, AttnCase{{0, 1, 2, 3}, 2, 1, 5, false}}) {
     const AttnTensors t = make_inputs(c, rng);
-    expect_matches(run(c, t, 0.25f), naive_attention(c, t, 0.25));
+    expect_attention_matches(run(c, t, 0.25f), naive_attention(c, t, 0.25));
   }
 }
 
@@ -142,7 +142,7 @@ TEST(OpsAttention, PeakedScoresStayStable) {
   for (const AttnCase& c : {AttnCase{{0, 90, 100}, 4, 4, 16, true, 6.0f}, AttnCase{{0, 100}, 2, 1, 16, false, 6.0f}}) {
     SCOPED_TRACE(::testing::Message() << "causal " << c.causal);
     const AttnTensors t = make_inputs(c, rng);
-    expect_matches(run(c, t, 0.25f), naive_attention(c, t, 0.25), 2e-5);
+    expect_attention_matches(run(c, t, 0.25f), naive_attention(c, t, 0.25), 2e-5);
   }
 }
 

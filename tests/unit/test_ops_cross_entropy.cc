@@ -11,8 +11,6 @@ using namespace veomni::test_ops;
 
 namespace {
 
-constexpr int64_t kIgnore = -100;
-
 // losses and dlogits = scale * (softmax - onehot) in double; ignored rows give 0.
 void naive_ce(const Tensor& logits, const std::vector<int64_t>& labels, double scale, Doubles& losses, Doubles& grad) {
   const int64_t n = logits.dim(0), v = logits.dim(1);
@@ -31,13 +29,6 @@ void naive_ce(const Tensor& logits, const std::vector<int64_t>& labels, double s
     for (int64_t j = 0; j < v; ++j)
       grad[static_cast<size_t>(r * v + j)] = scale * (std::exp(xr[j] - m) / sum - (j == y ? 1.0 : 0.0));
   }
-}
-
-std::vector<int64_t> random_labels(int64_t n, int64_t v, std::mt19937& rng) {
-  std::uniform_int_distribution<int64_t> dist(0, v - 1);
-  std::vector<int64_t> labels(static_cast<size_t>(n));
-  for (auto& l : labels) l = dist(rng);
-  return labels;
 }
 
 }  // namespace

@@ -11,7 +11,7 @@ using namespace veomni::test_ops;
 namespace {
 
 // op(t)[i][p] of a row-major 2-D tensor held as doubles with `cols` columns.
-double at(const Doubles& t, int64_t cols, bool trans, int64_t i, int64_t p) {
+double gemm_at(const Doubles& t, int64_t cols, bool trans, int64_t i, int64_t p) {
   return t[static_cast<size_t>(trans ? p * cols + i : i * cols + p)];
 }
 
@@ -26,7 +26,7 @@ void naive_matmul(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tens
     for (int64_t j = 0; j < n; ++j) {
       double s = 0.0, mag = 0.0;
       for (int64_t p = 0; p < k; ++p) {
-        const double term = at(ad, a.dim(1), ta, i, p) * at(bd, b.dim(1), tb, p, j);
+        const double term = gemm_at(ad, a.dim(1), ta, i, p) * gemm_at(bd, b.dim(1), tb, p, j);
         s += term;
         mag += std::fabs(term);
       }
@@ -37,7 +37,7 @@ void naive_matmul(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tens
 }
 
 // Every element within 1e-5 of its magnitude bound (sum of |terms|): the relative error of an f32 dot product.
-void expect_matches(const Tensor& got, const Doubles& want, const Doubles& bound) {
+void expect_gemm_matches(const Tensor& got, const Doubles& want, const Doubles& bound) {
   for (size_t i = 0; i < want.size(); ++i) {
     const double g = got.item_as_double(static_cast<int64_t>(i));
     ASSERT_LE(std::fabs(g - want[i]), 1e-5 * bound[i] + 1e-30)
@@ -65,7 +65,7 @@ TEST(OpsGemm, MatmulAllTransposesAndAwkwardSizes) {
         Doubles want, bound;
         naive_matmul(a, ta, b, tb, out, 1.0f, 0.0f, want, bound);
         ops::matmul(a, ta, b, tb, out);  // beta = 0 overwrites, NaN included
-        expect_matches(out, want, bound);
+        expect_gemm_matches(out, want, bound);
       }
 }
 
@@ -77,7 +77,7 @@ TEST(OpsGemm, MatmulAlphaBetaAccumulate) {
   Doubles want, bound;
   naive_matmul(a, false, b, true, out, 0.5f, -2.0f, want, bound);
   ops::matmul(a, false, b, true, out, 0.5f, -2.0f);
-  expect_matches(out, want, bound);
+  expect_gemm_matches(out, want, bound);
 }
 
 TEST(OpsGemm, MatmulWithEmptyInnerDimensionScalesOut) {

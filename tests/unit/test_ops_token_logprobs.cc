@@ -12,8 +12,6 @@ using namespace veomni::test_ops;
 
 namespace {
 
-constexpr int64_t kIgnore = -100;
-
 struct NaiveRow {
   double log_prob = 0.0, entropy = 0.0;
   Doubles p;
@@ -34,13 +32,6 @@ NaiveRow naive_row(const double* x, int64_t v, int64_t label) {
   }
   row.log_prob = x[label] - m - std::log(sum);
   return row;
-}
-
-std::vector<int64_t> random_labels(int64_t n, int64_t v, std::mt19937& rng) {
-  std::uniform_int_distribution<int64_t> dist(0, v - 1);
-  std::vector<int64_t> labels(static_cast<size_t>(n));
-  for (auto& l : labels) l = dist(rng);
-  return labels;
 }
 
 Tensor f32_vector(int64_t n) { return Tensor::empty({n}, DType::F32); }

@@ -111,4 +111,15 @@ inline void expect_gradient(const char* what, Tensor& x, const Tensor& grad, con
   }
 }
 
+// The label ignore_index marks: the loss skips its row.
+inline constexpr int64_t kIgnore = -100;
+
+// n labels drawn uniformly from [0, v).
+inline std::vector<int64_t> random_labels(int64_t n, int64_t v, std::mt19937& rng) {
+  std::uniform_int_distribution<int64_t> dist(0, v - 1);
+  std::vector<int64_t> labels(static_cast<size_t>(n));
+  for (auto& l : labels) l = dist(rng);
+  return labels;
+}
+
 }  // namespace veomni::test_ops

@@ -32,7 +32,7 @@ const PeftTensor& find(const std::vector<PeftTensor>& tensors, std::string_view 
   throw std::runtime_error("no tensor " + std::string(name));
 }
 
-float at(const Tensor& t, int64_t row, int64_t col) { return t.data<float>()[row * t.dim(1) + col]; }
+float weight_at(const Tensor& t, int64_t row, int64_t col) { return t.data<float>()[row * t.dim(1) + col]; }
 
 constexpr int64_t kExperts = 3, kRank = 2, kIn = 5, kOut = 4;
 
@@ -53,7 +53,7 @@ TEST(PeftAdapter, LinearAdaptersKeepTheirLayoutUnderPeftsPrefix) {
   const auto tensors = peft_adapter_tensors(moe_adapters(false), kExperts);
   const PeftTensor& a = find(tensors, "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight");
   EXPECT_EQ(a.value.shape(), (Shape{kRank, kIn}));
-  EXPECT_EQ(at(a.value, 1, 3), 8.0f);
+  EXPECT_EQ(weight_at(a.value, 1, 3), 8.0f);
   EXPECT_EQ(find(tensors, "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight").value.shape(),
             (Shape{kOut, kRank}));
 }
@@ -68,8 +68,8 @@ TEST(PeftAdapter, ExpertAdaptersTakePeftsTargetParametersLayout) {
   for (int64_t e = 0; e < kExperts; ++e)
     for (int64_t k = 0; k < kRank; ++k) {
       // Row e*r + k of A is expert e's row k; column k*E + e of B is expert e's column k.
-      EXPECT_EQ(at(a.value, e * kRank + k, 2), 1000.0f + static_cast<float>((e * kRank + k) * kIn + 2));
-      EXPECT_EQ(at(b.value, 3, k * kExperts + e), 2000.0f + static_cast<float>((e * kOut + 3) * kRank + k));
+      EXPECT_EQ(weight_at(a.value, e * kRank + k, 2), 1000.0f + static_cast<float>((e * kRank + k) * kIn + 2));
+      EXPECT_EQ(weight_at(b.value, 3, k * kExperts + e), 2000.0f + static_cast<float>((e * kOut + 3) * kRank + k));
     }
   EXPECT_EQ(find(tensors, "base_model.model.model.layers.0.mlp.experts.lora_A.weight").value.dim(0),
             kExperts * kRank);
@@ -81,8 +81,8 @@ TEST(PeftAdapter, SharedExpertAdapterIsWrittenForEveryExpert) {
   const Tensor& b = find(tensors, "base_model.model.model.layers.0.mlp.experts.base_layer.lora_B.weight").value;
   for (int64_t e = 0; e < kExperts; ++e)
     for (int64_t k = 0; k < kRank; ++k) {
-      EXPECT_EQ(at(a, e * kRank + k, 4), 1000.0f + static_cast<float>(k * kIn + 4));
-      EXPECT_EQ(at(b, 1, k * kExperts + e), 2000.0f + static_cast<float>(1 * kRank + k));
+      EXPECT_EQ(weight_at(a, e * kRank + k, 4), 1000.0f + static_cast<float>(k * kIn + 4));
+      EXPECT_EQ(weight_at(b, 1, k * kExperts + e), 2000.0f + static_cast<float>(1 * kRank + k));
     }
 }
 
@@ -138,8 +138,8 @@ TEST(PeftAdapter, DeltaIsScaleTimesBA) {
   for (int64_t o = 0; o < kOut; ++o)
     for (int64_t i = 0; i < kIn; ++i) {
       double sum = 0;
-      for (int64_t k = 0; k < kRank; ++k) sum += at(b, o, k) * at(a, k, i);
-      EXPECT_FLOAT_EQ(at(w, o, i), static_cast<float>(0.5 * sum));
+      for (int64_t k = 0; k < kRank; ++k) sum += weight_at(b, o, k) * weight_at(a, k, i);
+      EXPECT_FLOAT_EQ(weight_at(w, o, i), static_cast<float>(0.5 * sum));
     }
   Tensor experts = Tensor::zeros({kExperts, kOut, kIn}, DType::F32);
   const Tensor ea = counting({kExperts, kRank, kIn}, 0), eb = counting({kExperts, kOut, kRank}, 0);

@@ -11,6 +11,7 @@
 #include "core/tensor.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
+#include "test_ckpt_util.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/common/expect_error.h"
 
@@ -33,28 +34,20 @@ class Safetensors : public veomni::testing::ScratchDir {
   }
 };
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 std::string le64(uint64_t v) { return std::string(reinterpret_cast<const char*>(&v), 8); }
 
+using veomni::test::read_bytes;
+using veomni::test::same_bytes;
 using veomni::testing::expect_input_error;
 
 // A tensor whose bytes are 0, 1, 2, ... (mod 251) so any misplaced byte shows.
-Tensor patterned(const Shape& shape, DType dtype, int seed) {
+Tensor patterned_tensor(const Shape& shape, DType dtype, int seed) {
   Tensor t = Tensor::empty(shape, dtype);
   auto* p = static_cast<uint8_t*>(t.raw_data());
   for (size_t i = 0; i < t.nbytes(); ++i) p[i] = static_cast<uint8_t>((i * 7 + seed) % 251);
   if (dtype == DType::Bool)
     for (size_t i = 0; i < t.nbytes(); ++i) p[i] &= 1;
   return t;
-}
-
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() && a.nbytes() == b.nbytes() &&
-         std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
 }
 
 }  // namespace
@@ -71,7 +64,7 @@ TEST_F(Safetensors, ExactBytesWithHeaderPaddedToEight) {
   write_safetensors(path("a.safetensors"), {{"a", Tensor::from_vector<float>({1.0f, 2.0f}, {2})}});
   const std::string header = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";  // 54 bytes
   const float data[2] = {1.0f, 2.0f};
-  EXPECT_EQ(slurp(path("a.safetensors")),
+  EXPECT_EQ(read_bytes(path("a.safetensors")),
             le64(56) + header + "  " + std::string(reinterpret_cast<const char*>(data), 8));
 }
 
@@ -80,7 +73,7 @@ TEST_F(Safetensors, MetadataComesFirstAndScalarsWork) {
   scalar.data<bf16>()[0] = float_to_bf16(1.0f);
   write_safetensors(path("m.safetensors"), {{"w", scalar}}, {{"format", "pt"}});
   const std::string header = R"({"__metadata__":{"format":"pt"},"w":{"dtype":"BF16","shape":[],"data_offsets":[0,2]}})";
-  EXPECT_EQ(slurp(path("m.safetensors")), le64(88) + header + "   " + std::string("\x80\x3f", 2));
+  EXPECT_EQ(read_bytes(path("m.safetensors")), le64(88) + header + "   " + std::string("\x80\x3f", 2));
   SafetensorsReader reader(path("m.safetensors"));
   EXPECT_EQ(reader.metadata(), (std::map<std::string, std::string>{{"format", "pt"}}));
   EXPECT_EQ(reader.data_offset(), 96u);
@@ -91,8 +84,8 @@ TEST_F(Safetensors, RoundTripEveryDType) {
   std::vector<std::pair<std::string, Tensor>> tensors;
   int seed = 0;
   for (DType d : {DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64, DType::U8, DType::Bool}) {
-    tensors.emplace_back(fmt::format("t.{}", dtype_name(d)), patterned({3, 5}, d, ++seed));
-    tensors.emplace_back(fmt::format("v.{}", dtype_name(d)), patterned({7}, d, ++seed));
+    tensors.emplace_back(fmt::format("t.{}", dtype_name(d)), patterned_tensor({3, 5}, d, ++seed));
+    tensors.emplace_back(fmt::format("v.{}", dtype_name(d)), patterned_tensor({7}, d, ++seed));
   }
   tensors.emplace_back("empty", Tensor::empty({0, 4}, DType::F32));
   write_safetensors(path("all.safetensors"), tensors, {{"format", "pt"}, {"producer", "veomni"}});
@@ -118,7 +111,7 @@ TEST_F(Safetensors, RoundTripEveryDType) {
 }
 
 TEST_F(Safetensors, ReadRowsReadsOnlyThoseRows) {
-  const Tensor t = patterned({6, 3}, DType::F32, 5);
+  const Tensor t = patterned_tensor({6, 3}, DType::F32, 5);
   write_safetensors(path("r.safetensors"), {{"x", t}});
   SafetensorsReader reader(path("r.safetensors"));
   EXPECT_TRUE(same_bytes(reader.read_rows("x", 2, 5), t.slice(2, 5).clone()));
@@ -127,8 +120,8 @@ TEST_F(Safetensors, ReadRowsReadsOnlyThoseRows) {
 }
 
 TEST_F(Safetensors, StreamingWriterInRowBlocks) {
-  const Tensor a = patterned({5, 4}, DType::BF16, 1);
-  const Tensor b = patterned({3}, DType::I32, 2);
+  const Tensor a = patterned_tensor({5, 4}, DType::BF16, 1);
+  const Tensor b = patterned_tensor({3}, DType::I32, 2);
   {
     SafetensorsWriter w(path("s.safetensors"), {{"format", "pt"}});
     w.declare("a", DType::BF16, {5, 4});
@@ -174,7 +167,7 @@ TEST_F(Safetensors, UnfinishedWriterLeavesNothing) {
 
 TEST_F(Safetensors, EmptyFileRoundTrip) {
   write_safetensors(path("e.safetensors"), {});
-  EXPECT_EQ(slurp(path("e.safetensors")), le64(8) + "{}      ");
+  EXPECT_EQ(read_bytes(path("e.safetensors")), le64(8) + "{}      ");
   EXPECT_TRUE(SafetensorsReader(path("e.safetensors")).entries().empty());
 }
 
@@ -244,7 +237,7 @@ TEST_F(Safetensors, InvalidFilesAreInputErrorsNamingTheFile) {
 }
 
 TEST_F(Safetensors, TruncatedValidFileIsRejected) {
-  write_safetensors(path("t.safetensors"), {{"a", patterned({64}, DType::F32, 3)}});
+  write_safetensors(path("t.safetensors"), {{"a", patterned_tensor({64}, DType::F32, 3)}});
   fs::resize_file(path("t.safetensors"), fs::file_size(path("t.safetensors")) - 10);
   expect_input_error([&] { SafetensorsReader reader(path("t.safetensors")); },
                      {path("t.safetensors"), "truncated file"});

@@ -168,7 +168,7 @@ TEST_F(ScorePass, RewardIsTheValueHeadAtEachSequencesLastToken) {
   EXPECT_NEAR(out.at("rejected_reward").to_float_vector()[0], values[24], 1e-6);
 }
 
-class ScoreDataset : public testing::ScratchDir {};
+class ScoreDataset : public veomni::testing::ScratchDir {};
 
 TEST_F(ScoreDataset, WithoutLabelsIsAnInputErrorNamingFileAndKey) {
   const std::string file = path("ids_only.h5");
@@ -176,10 +176,12 @@ TEST_F(ScoreDataset, WithoutLabelsIsAnInputErrorNamingFileAndKey) {
   writer.append({{"input_ids", Tensor::from_vector(std::vector<int64_t>{1, 2, 3}, {3})}});
   writer.close();
   const DatasetReader reader(file);
-  testing::expect_input_error([&] { check_score_dataset(reader, file, ScoreWhat::Logprobs, false); }, {file, "labels"});
-  testing::expect_input_error([&] { check_score_dataset(reader, file, ScoreWhat::Value, false); }, {file, "labels"});
+  veomni::testing::expect_input_error([&] { check_score_dataset(reader, file, ScoreWhat::Logprobs, false); },
+                                      {file, "labels"});
+  veomni::testing::expect_input_error([&] { check_score_dataset(reader, file, ScoreWhat::Value, false); },
+                                      {file, "labels"});
   check_score_dataset(reader, file, ScoreWhat::Reward, false);  // a reward reads the last token only
-  testing::expect_input_error([] { score_what_from_name("ppl"); }, {"--what", "ppl"});
+  veomni::testing::expect_input_error([] { score_what_from_name("ppl"); }, {"--what", "ppl"});
 }
 
 }  // namespace

@@ -16,7 +16,7 @@
 namespace veomni {
 namespace {
 
-Tensor random_tensor(const Shape& shape, Rng& rng) {
+Tensor random_linear_tensor(const Shape& shape, Rng& rng) {
   Tensor t = Tensor::empty(shape, DType::F32);
   float* p = t.data<float>();
   for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<float>(rng.uniform() - 0.5);
@@ -39,7 +39,7 @@ struct Projections {
       linears.emplace_back(store, "layers.0." + name + ".weight", Shape{out, 12});
     Rng rng(3);
     for (const auto& p : store.all()) {
-      p->value = random_tensor(p->shape, rng);
+      p->value = random_linear_tensor(p->shape, rng);
       p->trainable = is_lora_param_name(p->name);
     }
   }
@@ -55,7 +55,8 @@ struct Result {
 
 std::vector<Tensor> output_grads(int64_t rows) {
   Rng rng(5);
-  return {random_tensor({rows, 8}, rng), random_tensor({rows, 4}, rng), random_tensor({rows, 4}, rng)};
+  return {random_linear_tensor({rows, 8}, rng), random_linear_tensor({rows, 4}, rng),
+          random_linear_tensor({rows, 4}, rng)};
 }
 
 std::vector<std::vector<float>> take_grads(ParamStore& store) {
@@ -116,7 +117,7 @@ void expect_same(const Result& got, const Result& want, bool exactly) {
 
 Tensor input() {
   Rng rng(4);
-  return random_tensor({7, 12}, rng);
+  return random_linear_tensor({7, 12}, rng);
 }
 
 TEST(SharedInputLinears, StackedAdaptersEqualThemOneByOne) {

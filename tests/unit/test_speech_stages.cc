@@ -73,17 +73,17 @@ code2wav: {device: cuda, chunk_size: 50, left_context: 0}
 }
 
 TEST(SpeechStages, UnknownStagesAndChainsOtherThanAPrefixAreRefused) {
-  testing::expect_input_error([] { speech_stages_from_yaml("stages: [thinker, vocoder]", "s.yaml"); },
+  veomni::testing::expect_input_error([] { speech_stages_from_yaml("stages: [thinker, vocoder]", "s.yaml"); },
                               {"s.yaml", "key 'stages'", "unknown stage 'vocoder'", "thinker, talker, code2wav"});
   for (const char* bad : {"stages: []", "stages: [talker, code2wav]", "stages: [thinker, code2wav]",
                           "stages: [thinker, thinker]", "stages: [thinker, code2wav, talker]"})
-    testing::expect_input_error([&] { speech_stages_from_yaml(bad, "s.yaml"); }, {"s.yaml", "key 'stages'"});
+    veomni::testing::expect_input_error([&] { speech_stages_from_yaml(bad, "s.yaml"); }, {"s.yaml", "key 'stages'"});
 }
 
 TEST(SpeechStages, UnknownKeysNameTheFileTheKeyAndTheLine) {
-  testing::expect_input_error([] { speech_stages_from_yaml("talker:\n  temprature: 0.5\n", "s.yaml"); },
+  veomni::testing::expect_input_error([] { speech_stages_from_yaml("talker:\n  temprature: 0.5\n", "s.yaml"); },
                               {"s.yaml", "talker.temprature", "line 2", "talker.temperature"});
-  testing::expect_input_error([] { speech_stages_from_yaml("vocoder: {device: cpu}\n", "s.yaml"); },
+  veomni::testing::expect_input_error([] { speech_stages_from_yaml("vocoder: {device: cpu}\n", "s.yaml"); },
                               {"s.yaml", "vocoder"});
 }
 
@@ -106,7 +106,7 @@ TEST(SpeechStages, BadValuesNameTheFileAndTheKey) {
       {"stages: thinker: talker", "s.yaml"},
   };
   for (const auto& [yaml, key] : cases)
-    testing::expect_input_error([&] { speech_stages_from_yaml(yaml, "s.yaml"); }, {"s.yaml", key});
+    veomni::testing::expect_input_error([&] { speech_stages_from_yaml(yaml, "s.yaml"); }, {"s.yaml", key});
 }
 
 TEST(SpeechStages, TheReferenceListsEveryKeyAndLoadsBack) {

@@ -29,7 +29,7 @@ namespace {
 
 using speech_test::tiny_talker_json;
 
-TalkerConfig tiny_config() { return talker_config_from_json(tiny_talker_json(), "tiny talker"); }
+TalkerConfig tiny_talker_config() { return talker_config_from_json(tiny_talker_json(), "tiny talker"); }
 
 TEST(TalkerConfig, ReadsTheToyOmniConfig) {
   const TalkerConfig c =
@@ -60,11 +60,11 @@ TEST(TalkerConfig, ReadsTheToyOmniConfig) {
 TEST(TalkerConfig, RejectsMismatchedPredictorWidthAndMissingSharedExpert) {
   nlohmann::json j = tiny_talker_json();
   j["code_predictor_config"]["hidden_size"] = 32;
-  testing::expect_input_error([&] { talker_config_from_json(j, "t"); }, {"code_predictor_config.hidden_size"});
+  veomni::testing::expect_input_error([&] { talker_config_from_json(j, "t"); }, {"code_predictor_config.hidden_size"});
   j = tiny_talker_json();
   j["text_config"].erase("shared_expert_intermediate_size");
-  testing::expect_input_error([&] { talker_config_from_json(j, "t"); }, {"shared_expert_intermediate_size"});
-  testing::expect_input_error(
+  veomni::testing::expect_input_error([&] { talker_config_from_json(j, "t"); }, {"shared_expert_intermediate_size"});
+  veomni::testing::expect_input_error(
       [&] { load_talker_config(std::string(VEOMNI_FIXTURES_DIR) + "/veomni_toy_configs/qwen3_moe_toy/config.json"); },
       {"has no talker"});
 }
@@ -76,7 +76,7 @@ Tensor random_rows(int64_t rows, int64_t cols, uint32_t seed) {
 
 class TalkerTest : public ::testing::Test {
  protected:
-  TalkerTest() : config_(tiny_config()), talker_(config_) { speech_test::randomize(talker_.store(), 17); }
+  TalkerTest() : config_(tiny_talker_config()), talker_(config_) { speech_test::randomize(talker_.store(), 17); }
   TalkerConfig config_;
   Talker talker_;
 };
@@ -95,7 +95,7 @@ TEST_F(TalkerTest, ForwardShapesAndCausality) {
     for (int64_t t = 0; t < 7; ++t) pos3.push_back(t);
   const Talker::Output mrope = talker_.forward(x, Tensor::from_vector(pos3, {3, 7}));
   EXPECT_EQ(mrope.logits.to_float_vector(), whole.logits.to_float_vector());
-  testing::expect_input_error([&] { talker_.forward(random_rows(3, 15, 2)); }, {"expected [T > 0, 16]"});
+  veomni::testing::expect_input_error([&] { talker_.forward(random_rows(3, 15, 2)); }, {"expected [T > 0, 16]"});
 }
 
 TEST_F(TalkerTest, ProjectionsMapThinkerWidthToTalkerWidth) {
@@ -155,10 +155,10 @@ TEST_F(TalkerTest, GreedyGenerationFeedsBackCodesAndTrailingText) {
   }
 }
 
-class TalkerLoad : public testing::ScratchDir {};
+class TalkerLoad : public veomni::testing::ScratchDir {};
 
 TEST_F(TalkerLoad, AMissingTalkerTensorNamesTheTensorAndTheFile) {
-  const TalkerConfig c = tiny_config();
+  const TalkerConfig c = tiny_talker_config();
   Talker model(c);
   speech_test::randomize(model.store(), 9);
   const std::string missing = "talker.model.layers.1.mlp.shared_expert_gate.weight";
@@ -168,7 +168,7 @@ TEST_F(TalkerLoad, AMissingTalkerTensorNamesTheTensorAndTheFile) {
   const std::string file = path("model.safetensors");
   write_safetensors(file, tensors);
   Talker loaded(c);
-  testing::expect_input_error([&] { loaded.load(HfCheckpointSource(file)); }, {missing, "model.safetensors"});
+  veomni::testing::expect_input_error([&] { loaded.load(HfCheckpointSource(file)); }, {missing, "model.safetensors"});
   tensors.emplace_back(missing, model.store().at(missing).value.clone());
   write_safetensors(file, tensors);
   loaded.load(HfCheckpointSource(file));
@@ -178,9 +178,9 @@ TEST_F(TalkerLoad, AMissingTalkerTensorNamesTheTensorAndTheFile) {
 
 // ---------------------------------------------------------------- transformers fixture
 
-std::string speech_fixture_dir() { return std::string(VEOMNI_FIXTURES_DIR) + "/omni_speech"; }
+std::string talker_fixture_dir() { return std::string(VEOMNI_FIXTURES_DIR) + "/omni_speech"; }
 
-std::vector<int64_t> int_vector(const Tensor& t) {
+std::vector<int64_t> talker_int_vector(const Tensor& t) {
   std::vector<int64_t> out(static_cast<size_t>(t.numel()));
   for (int64_t i = 0; i < t.numel(); ++i) out[static_cast<size_t>(i)] = static_cast<int64_t>(t.item_as_double(i));
   return out;
@@ -189,7 +189,7 @@ std::vector<int64_t> int_vector(const Tensor& t) {
 class TalkerHfFixture : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = speech_fixture_dir();
+    dir_ = talker_fixture_dir();
     if (!std::filesystem::exists(dir_))
       GTEST_SKIP() << "no fixture tests/fixtures/omni_speech: generate it with scripts/gen_omni_speech_fixtures.py "
                       "(torch + transformers 5.17)";
@@ -205,24 +205,25 @@ class TalkerHfFixture : public ::testing::Test {
   std::unique_ptr<SafetensorsReader> inputs_, expected_;
 };
 
-constexpr double kRelTol = 1e-4;
+constexpr double kTalkerRelTol = 1e-4;
 
 TEST_F(TalkerHfFixture, ProjectionsMatchTransformers) {
   const Tensor thinker_embeds = inputs_->read("talker.thinker_embeds");
   const Tensor thinker_hidden = inputs_->read("talker.thinker_hidden");
-  EXPECT_LE(testing::relative_error(talker_->project_text(thinker_embeds), expected_->read("talker.text_projection")),
-            kRelTol);
   EXPECT_LE(
-      testing::relative_error(talker_->project_hidden(thinker_hidden), expected_->read("talker.hidden_projection")),
-      kRelTol);
+      veomni::testing::relative_error(talker_->project_text(thinker_embeds), expected_->read("talker.text_projection")),
+      kTalkerRelTol);
+  EXPECT_LE(veomni::testing::relative_error(talker_->project_hidden(thinker_hidden),
+                                            expected_->read("talker.hidden_projection")),
+            kTalkerRelTol);
 }
 
 TEST_F(TalkerHfFixture, ForwardMatchesTransformers) {
   const Talker::Output out = talker_->forward(inputs_->read("talker.inputs_embeds"));
-  const double logits_err = testing::relative_error(out.logits, expected_->read("talker.logits"));
-  const double hidden_err = testing::relative_error(out.hidden, expected_->read("talker.hidden"));
-  EXPECT_LE(logits_err, kRelTol) << "codec logits";
-  EXPECT_LE(hidden_err, kRelTol) << "final hidden states";
+  const double logits_err = veomni::testing::relative_error(out.logits, expected_->read("talker.logits"));
+  const double hidden_err = veomni::testing::relative_error(out.hidden, expected_->read("talker.hidden"));
+  EXPECT_LE(logits_err, kTalkerRelTol) << "codec logits";
+  EXPECT_LE(hidden_err, kTalkerRelTol) << "final hidden states";
   std::printf("[talker] logits rel err %.3g, hidden rel err %.3g\n", logits_err, hidden_err);
 }
 
@@ -236,11 +237,12 @@ TEST_F(TalkerHfFixture, CodePredictorMatchesTransformers) {
   ASSERT_EQ(want.dim(0), predictor.groups());
   double worst = 0;
   for (int64_t g = 0; g < predictor.groups(); ++g)
-    worst = std::max(worst, testing::relative_error(predictor.logits(hidden.slice(g + 1, g + 2), g), want.select(g)));
-  EXPECT_LE(worst, kRelTol) << "residual-group logits";
+    worst = std::max(worst,
+                     veomni::testing::relative_error(predictor.logits(hidden.slice(g + 1, g + 2), g), want.select(g)));
+  EXPECT_LE(worst, kTalkerRelTol) << "residual-group logits";
   // Greedy residual codes from the first two rows.
   const CodePredictor::Prediction p = predictor.predict(sequence.slice(0, 1), sequence.slice(1, 2));
-  EXPECT_EQ(p.codes, int_vector(expected_->read("code_predictor.greedy_codes")));
+  EXPECT_EQ(p.codes, talker_int_vector(expected_->read("code_predictor.greedy_codes")));
   std::printf("[code_predictor] worst logits rel err %.3g\n", worst);
 }
 
@@ -250,9 +252,9 @@ TEST_F(TalkerHfFixture, GreedyCodesMatchTransformers) {
   const Talker::Generation g = talker_->generate(inputs_->read("talker.inputs_embeds"),
                                                  inputs_->read("talker.trailing_text_hidden"),
                                                  inputs_->read("talker.tts_pad_embed"), max_new);
-  EXPECT_EQ(g.tokens, int_vector(expected_->read("talker.greedy_tokens")));
+  EXPECT_EQ(g.tokens, talker_int_vector(expected_->read("talker.greedy_tokens")));
   EXPECT_EQ(g.frames, want_codes.dim(0));
-  EXPECT_EQ(g.codes, int_vector(want_codes));
+  EXPECT_EQ(g.codes, talker_int_vector(want_codes));
 }
 
 }  // namespace

@@ -32,7 +32,7 @@ OmniSpeechIds tiny_ids() {
       "tiny config");
 }
 
-Tensor random_rows(int64_t rows, int64_t cols, uint32_t seed) {
+Tensor random_prompt_rows(int64_t rows, int64_t cols, uint32_t seed) {
   std::mt19937 rng(seed);
   return test_ops::random_f32({rows, cols}, rng);
 }
@@ -73,12 +73,12 @@ class TalkerPromptTest : public ::testing::Test {
   }
   TalkerConfig config_;
   Talker talker_;
-  Tensor special_ = random_rows(3, 24, 5);  // tts_bos, tts_eos, tts_pad thinker embeddings
+  Tensor special_ = random_prompt_rows(3, 24, 5);  // tts_bos, tts_eos, tts_pad thinker embeddings
 };
 
 TEST_F(TalkerPromptTest, UserTurnsThenTheAssistantOverCodecTokensThenTrailingText) {
   const std::vector<int64_t> p = prompt(), reply = {11, 12, 13, 901};
-  const Tensor embeds = random_rows(20, 24, 1);  // 17 + 4 - 1 rows
+  const Tensor embeds = random_prompt_rows(20, 24, 1);  // 17 + 4 - 1 rows
   const TalkerPrompt t = build(p, reply, embeds);
   // The system turn (rows 0..5) is dropped; the user turn is rows 6..13; the assistant's 9 rows follow.
   ASSERT_EQ(t.prefill.shape(), (Shape{17, 16}));
@@ -105,7 +105,7 @@ TEST_F(TalkerPromptTest, MultimodalPlaceholdersTakeTheAcceptLayerThroughHiddenPr
   const std::vector<int64_t> p = prompt(911), reply = {11, 12};
   EXPECT_TRUE(user_turns_hold_multimodal(tiny_ids(), p));
   EXPECT_FALSE(user_turns_hold_multimodal(tiny_ids(), prompt()));
-  const Tensor embeds = random_rows(18, 24, 2), hidden = random_rows(18, 24, 3);
+  const Tensor embeds = random_prompt_rows(18, 24, 2), hidden = random_prompt_rows(18, 24, 3);
   const TalkerPrompt t = build(p, reply, embeds, hidden);
   expect_rows_near(t.prefill.slice(0, 4), talker_.project_text(embeds.slice(6, 10)), "text before");
   expect_rows_near(t.prefill.slice(4, 5), talker_.project_hidden(hidden.slice(10, 11)), "image placeholder");
@@ -115,29 +115,30 @@ TEST_F(TalkerPromptTest, MultimodalPlaceholdersTakeTheAcceptLayerThroughHiddenPr
 
 TEST_F(TalkerPromptTest, PromptsThatAreNotAnOpenAssistantTurnAreInputErrors) {
   const OmniSpeechIds ids = tiny_ids();
-  const Tensor embeds = random_rows(8, 24, 4);
-  testing::expect_input_error([&] { build({5, 6, 7, 8, 9, 10, 11}, {12, 13}, embeds); },
+  const Tensor embeds = random_prompt_rows(8, 24, 4);
+  veomni::testing::expect_input_error([&] { build({5, 6, 7, 8, 9, 10, 11}, {12, 13}, embeds); },
                               {"prompts.jsonl:3", "no <|im_start|>"});
-  testing::expect_input_error(
+  veomni::testing::expect_input_error(
       [&] { build({ids.im_start, ids.user, kNewline, 5, ids.im_end, kNewline, 7}, {12, 13}, embeds); },
       {"prompts.jsonl:3", "open assistant turn"});
-  testing::expect_input_error(
+  veomni::testing::expect_input_error(
       [&] { build({ids.im_start, 77, kNewline, ids.im_start, ids.assistant, kNewline, 7}, {12, 13}, embeds); },
       {"prompts.jsonl:3", "token 77 after <|im_start|> at position 0"});
-  testing::expect_input_error(
+  veomni::testing::expect_input_error(
       [&] { build({5, 6, 7, 8, 9, 10, ids.im_start}, {12, 13}, embeds); }, {"no role follows"});
 }
 
 TEST_F(TalkerPromptTest, AOneTokenReplyFailsTheRunNotTheInput) {
   const std::vector<int64_t> p = prompt();
-  const Tensor embeds = random_rows(17, 24, 6);
-  testing::expect_internal_error([&] { build(p, {901}, embeds); }, {"prompts.jsonl:3", "nothing to speak"});
+  const Tensor embeds = random_prompt_rows(17, 24, 6);
+  veomni::testing::expect_internal_error([&] { build(p, {901}, embeds); }, {"prompts.jsonl:3", "nothing to speak"});
 }
 
 // The talker's sampled loop.
 class TalkerSamplingTest : public TalkerPromptTest {
  protected:
-  Tensor prefill_ = random_rows(6, 16, 31), text_ = random_rows(2, 16, 32), pad_ = random_rows(1, 16, 33);
+  Tensor prefill_ = random_prompt_rows(6, 16, 31), text_ = random_prompt_rows(2, 16, 32),
+         pad_ = random_prompt_rows(1, 16, 33);
 };
 
 TEST_F(TalkerSamplingTest, GreedyWithoutPenaltyIsTheGreedyLoop) {

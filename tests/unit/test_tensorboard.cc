@@ -12,18 +12,15 @@
 #include "metrics/tensorboard_reader.h"
 #include "metrics/tensorboard_writer.h"
 #include "metrics/tfrecord.h"
+#include "test_ckpt_util.h"
 
 namespace veomni {
 namespace {
 
-using testing::expect_input_error;
+using test::read_bytes;
+using veomni::testing::expect_input_error;
 
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
+void write_record_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
@@ -59,10 +56,10 @@ TEST(TfRecord, FramesLengthCrcDataCrc) {
   EXPECT_EQ(le(record, 17, 4), mask_crc32c(crc32c("hello")));
 }
 
-class TfRecordFile : public testing::ScratchDir {};
+class TfRecordFile : public veomni::testing::ScratchDir {};
 
 TEST_F(TfRecordFile, ReadsBackEveryRecordWithItsOffset) {
-  write_bytes(path("r"), frame_tfrecord("a") + frame_tfrecord("") + frame_tfrecord("third"));
+  write_record_bytes(path("r"), frame_tfrecord("a") + frame_tfrecord("") + frame_tfrecord("third"));
   const std::vector<TfRecord> records = read_tfrecords(path("r"));
   ASSERT_EQ(records.size(), 3u);
   EXPECT_EQ(records[0].data, "a");
@@ -75,7 +72,7 @@ TEST_F(TfRecordFile, ReadsBackEveryRecordWithItsOffset) {
 TEST_F(TfRecordFile, CorruptDataIsReportedWithFileAndOffset) {
   std::string bytes = frame_tfrecord("first") + frame_tfrecord("second");
   bytes[21 + 12 + 2] ^= 0x01;  // a data byte of the second record (the first is 21 bytes)
-  write_bytes(path("r"), bytes);
+  write_record_bytes(path("r"), bytes);
   expect_input_error([&] { read_tfrecords(path("r")); },
                      {path("r"), "record at byte offset 21", "CRC of its 6 data bytes does not match"});
 }
@@ -83,12 +80,12 @@ TEST_F(TfRecordFile, CorruptDataIsReportedWithFileAndOffset) {
 TEST_F(TfRecordFile, CorruptLengthAndTruncationAreReported) {
   std::string bytes = frame_tfrecord("first");
   bytes[3] ^= 0x40;
-  write_bytes(path("len"), bytes);
+  write_record_bytes(path("len"), bytes);
   expect_input_error([&] { read_tfrecords(path("len")); }, {"byte offset 0", "CRC of its length field"});
   const std::string whole = frame_tfrecord("first") + frame_tfrecord("second");
-  write_bytes(path("cut"), whole.substr(0, whole.size() - 3));
+  write_record_bytes(path("cut"), whole.substr(0, whole.size() - 3));
   expect_input_error([&] { read_tfrecords(path("cut")); }, {"byte offset 21", "truncated"});
-  write_bytes(path("head"), whole.substr(0, 21 + 5));
+  write_record_bytes(path("head"), whole.substr(0, 21 + 5));
   expect_input_error([&] { read_tfrecords(path("head")); }, {"byte offset 21", "ends inside its header"});
 }
 
@@ -96,7 +93,7 @@ TEST(TensorBoardWriter, EventFileNameIsWhatTensorBoardLooksFor) {
   EXPECT_EQ(tensorboard_event_file_name(1700000000, "node-3"), "events.out.tfevents.1700000000.node-3");
 }
 
-class TensorBoardFiles : public testing::ScratchDir {};
+class TensorBoardFiles : public veomni::testing::ScratchDir {};
 
 TEST_F(TensorBoardFiles, WritesFileVersionThenOneEventPerStepAndReadsThemBack) {
   if (!tensorboard_supported()) {
@@ -171,10 +168,10 @@ TEST_F(TensorBoardFiles, CorruptEventRecordIsReportedWithFileAndOffset) {
     written = writer.path();
     writer.add_scalars(1, {{"loss", 3.0}});
   }
-  std::string bytes = file_bytes(written);
+  std::string bytes = read_bytes(written);
   const size_t second = read_tfrecords(written)[1].offset;
   bytes[bytes.size() - 6] ^= 0x10;  // inside the step's value
-  write_bytes(written, bytes);
+  write_record_bytes(written, bytes);
   expect_input_error([&] { read_tensorboard_event_file(written); },
                      {written, fmt::format("record at byte offset {}", second), "does not match"});
 }

@@ -31,7 +31,7 @@
 namespace veomni {
 namespace {
 
-constexpr double kRelTol = 1e-4;
+constexpr double kThinkerRelTol = 1e-4;
 
 struct CaseName {
   std::string model, family, input_set;
@@ -94,7 +94,7 @@ MultimodalBatch read_batch(const std::string& inputs_path) {
 }
 
 // The model with the fixture's weights; our names and shapes must be exactly transformers'.
-std::unique_ptr<MultimodalLM> load_model(const ThinkerCase& c) {
+std::unique_ptr<MultimodalLM> load_thinker_model(const ThinkerCase& c) {
   auto model = std::make_unique<MultimodalLM>(c.config, MultimodalOptions{});
   SafetensorsReader weights(c.model_dir + "/weights.safetensors");
   std::set<std::string> ours, theirs;
@@ -112,9 +112,9 @@ std::unique_ptr<MultimodalLM> load_model(const ThinkerCase& c) {
 
 double mean_loss(const ForwardStats& stats) { return stats.ce_sum / static_cast<double>(stats.valid_tokens); }
 
-void check_forward_backward(const CaseName& name) {
+void check_thinker_forward_backward(const CaseName& name) {
   const ThinkerCase c = open_case(name);
-  auto model = load_model(c);
+  auto model = load_thinker_model(c);
   const MultimodalBatch batch = read_batch(c.inputs_path);
   ASSERT_EQ(batch.text.valid_tokens, c.expected["valid_tokens"].get<int64_t>()) << name.name();
   SafetensorsReader outputs(c.case_dir + "/outputs.safetensors"), grads(c.case_dir + "/grads.safetensors");
@@ -124,21 +124,22 @@ void check_forward_backward(const CaseName& name) {
   SftPass pass = model->forward(batch, true, &logits);
   const ForwardStats stats = pass.stats;
   const double loss = mean_loss(stats), expected_loss = c.expected["loss"].get<double>();
-  EXPECT_NEAR(loss, expected_loss, kRelTol * std::fabs(expected_loss)) << name.name() << " loss";
-  const double logits_err = testing::relative_error(logits, outputs.read("logits"));
-  EXPECT_LE(logits_err, kRelTol) << name.name() << " logits";
+  EXPECT_NEAR(loss, expected_loss, kThinkerRelTol * std::fabs(expected_loss)) << name.name() << " loss";
+  const double logits_err = veomni::testing::relative_error(logits, outputs.read("logits"));
+  EXPECT_LE(logits_err, kThinkerRelTol) << name.name() << " logits";
   model->backward(std::move(pass), 1.0f / static_cast<float>(stats.valid_tokens), 0.0f);
   double worst = 0;
   std::string worst_name;
   for (const auto& p : model->params().all()) {
     const std::string key = "grad." + p->name;
     ASSERT_TRUE(grads.contains(key)) << name.name() << ": the fixture has no gradient for " << p->name;
-    double err = testing::relative_error(p->grad, grads.read(key));
-    if (testing::gradient_is_zero_in_exact_arithmetic(p->name)) {
-      const Tensor weight_grad = grads.read("grad." + testing::matching_weight_name(p->name));
-      err = std::max(testing::noise_level(p->grad, weight_grad), testing::noise_level(grads.read(key), weight_grad));
+    double err = veomni::testing::relative_error(p->grad, grads.read(key));
+    if (veomni::testing::gradient_is_zero_in_exact_arithmetic(p->name)) {
+      const Tensor weight_grad = grads.read("grad." + veomni::testing::matching_weight_name(p->name));
+      err = std::max(veomni::testing::noise_level(p->grad, weight_grad),
+                     veomni::testing::noise_level(grads.read(key), weight_grad));
     }
-    EXPECT_LE(err, kRelTol) << name.name() << " gradient of " << p->name;
+    EXPECT_LE(err, kThinkerRelTol) << name.name() << " gradient of " << p->name;
     if (err >= worst) worst = err, worst_name = p->name;
   }
   std::printf("[%s] loss %.9g vs %.9g, logits rel err %.3g, worst gradient rel err %.3g (%s)\n", name.name().c_str(),
@@ -146,12 +147,13 @@ void check_forward_backward(const CaseName& name) {
 }
 
 void expect_checksum(double ours, double theirs, double scale, const std::string& what) {
-  EXPECT_LE(std::fabs(ours - theirs), kRelTol * std::max(scale, 1e-12)) << what << ": " << ours << " vs " << theirs;
+  EXPECT_LE(std::fabs(ours - theirs), kThinkerRelTol * std::max(scale, 1e-12))
+      << what << ": " << ours << " vs " << theirs;
 }
 
-void check_adamw_steps(const CaseName& name) {
+void check_thinker_adamw_steps(const CaseName& name) {
   const ThinkerCase c = open_case(name);
-  auto model = load_model(c);
+  auto model = load_thinker_model(c);
   const MultimodalBatch batch = read_batch(c.inputs_path);
   const nlohmann::json& hp = c.expected["adamw"];
   AdamWOptions options;
@@ -173,7 +175,8 @@ void check_adamw_steps(const CaseName& name) {
     model->params().zero_grads();
     SftPass pass = model->forward(batch, !last);
     const double loss = mean_loss(pass.stats);
-    EXPECT_NEAR(loss, expected[step], kRelTol * expected[step]) << name.name() << " loss before AdamW step " << step + 1;
+    EXPECT_NEAR(loss, expected[step], kThinkerRelTol * expected[step])
+        << name.name() << " loss before AdamW step " << step + 1;
     std::printf("[%s] AdamW step %zu: loss %.9g vs %.9g\n", name.name().c_str(), step, loss, expected[step]);
     if (last) break;
     model->backward(std::move(pass), 1.0f / static_cast<float>(batch.text.valid_tokens), 0.0f);
@@ -197,7 +200,7 @@ void check_adamw_steps(const CaseName& name) {
     // A gradient that is 0 in exact arithmetic (gradient_is_zero_in_exact_arithmetic) is rounding noise in both
     // implementations, and AdamW divides it by its own root mean square: the updates are noise-sized on both sides
     // (below 1e-6 of the parameter here) but not comparable to each other. The values still are (above).
-    if (testing::gradient_is_zero_in_exact_arithmetic(p->name)) {
+    if (veomni::testing::gradient_is_zero_in_exact_arithmetic(p->name)) {
       EXPECT_LE(delta_abs_sum, 1e-6 * std::max(abs_sum, 1.0)) << name.name() << " " << p->name << " moved";
       continue;
     }
@@ -208,8 +211,8 @@ void check_adamw_steps(const CaseName& name) {
 
 class ThinkerHfFixture : public ::testing::TestWithParam<CaseName> {};
 
-TEST_P(ThinkerHfFixture, LogitsLossAndEveryGradientMatchTransformers) { check_forward_backward(GetParam()); }
-TEST_P(ThinkerHfFixture, ThreeAdamWStepsMatchTransformers) { check_adamw_steps(GetParam()); }
+TEST_P(ThinkerHfFixture, LogitsLossAndEveryGradientMatchTransformers) { check_thinker_forward_backward(GetParam()); }
+TEST_P(ThinkerHfFixture, ThreeAdamWStepsMatchTransformers) { check_thinker_adamw_steps(GetParam()); }
 
 const CaseName kCases[] = {
     {"qwen3_vl_toy", "qwen3vl", "dummy"},          {"qwen3_vl_toy", "qwen3vl", "preprocess"},

@@ -23,10 +23,10 @@ namespace veomni {
 namespace {
 
 using ojson = nlohmann::ordered_json;
-using testing::kQwen3TokenizerPath;
-using testing::qwen3_tokenizer;
+using veomni::testing::kQwen3TokenizerPath;
+using veomni::testing::qwen3_tokenizer;
 
-const std::string kTemplates = std::string(VEOMNI_FIXTURES_DIR) + "/chat_templates";
+const std::string kModelTemplates = std::string(VEOMNI_FIXTURES_DIR) + "/chat_templates";
 
 ojson parse(const std::string& text) { return ojson::parse(text); }
 
@@ -203,7 +203,7 @@ TEST(ChatTemplateQwen3, ToolsToolCallsAndToolResults) {
 
 TEST(ChatTemplateQwen3Vl, ImageAndVideoPartsBecomePlaceholders) {
   ASSERT_TRUE(qwen3_tokenizer());
-  auto worker = start_worker(kTemplates + "/qwen3_vl_chat_template.json");
+  auto worker = start_worker(kModelTemplates + "/qwen3_vl_chat_template.json");
   const Rendered r = render(*worker, conversation(R"({"messages": [{"role": "user", "content": [
       {"type": "image", "image": "cat.png"}, {"type": "video", "video": "v.mp4"}, {"type": "text", "text": "What?"}]},
       {"role": "assistant", "content": [{"type": "text", "text": "A cat."}]}]})"));
@@ -297,8 +297,9 @@ TEST(ChatTemplateFixtures, TransformersRenderingsMatch) {
   for (std::string line; std::getline(in, line);) {
     if (line.empty()) continue;
     const ojson fixture = ojson::parse(line);
-    const std::string spec = fixture["template"] == "qwen3" ? std::string("model")
-                                                             : kTemplates + "/" + fixture["template"].get<std::string>();
+    const std::string spec = fixture["template"] == "qwen3"
+                                 ? std::string("model")
+                                 : kModelTemplates + "/" + fixture["template"].get<std::string>();
     if (!workers.count(spec)) workers[spec] = start_worker(spec);
     SCOPED_TRACE(fixture["name"].get<std::string>());
     const Conversation c = conversation_from_record(fixture["record"], std::nullopt, ojson::object());

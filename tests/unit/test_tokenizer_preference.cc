@@ -14,7 +14,7 @@ namespace {
 
 using json = nlohmann::json;
 using V = std::vector<int64_t>;
-constexpr int64_t X = -100;
+using veomni::testing::X;
 
 // <|im_start|>user\nHello world<|im_end|>\n then <|im_start|>assistant\n{answer}<|im_end|>\n.
 const V kChosenIds = {151644, 872,  198,   9707, 1879, 151645, 198, 151644, 77091,  198,
@@ -24,35 +24,36 @@ const V kRejectedIds = {151644, 872, 198, 9707, 1879, 151645, 198, 151644, 77091
 const V kRejectedLabels = {X, X, X, X, X, X, X, X, X, X, 9707, 1879, 151645, X};
 
 const json kUser = {{"role", "user"}, {"content", "Hello world"}};
-const json kChosen = {{"role", "assistant"}, {"content", "你好，世界！ 123"}};
+const json kChosenMessage = {{"role", "assistant"}, {"content", "你好，世界！ 123"}};
 const json kRejected = {{"role", "assistant"}, {"content", "Hello world"}};
 
-V values(const Tensor& t) { return {t.data<int64_t>(), t.data<int64_t>() + t.numel()}; }
+V id_values(const Tensor& t) { return {t.data<int64_t>(), t.data<int64_t>() + t.numel()}; }
 
-V concat(V a, const V& b) {
+V concat_ids(V a, const V& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
 }
 
 TEST(TokenizerPreference, BothLayoutsGiveTheSameLabelledPair) {
-  const Tokenizer* tokenizer = testing::qwen3_tokenizer();
+  const Tokenizer* tokenizer = veomni::testing::qwen3_tokenizer();
   ASSERT_NE(tokenizer, nullptr);
   const PairEncoder encoder(*tokenizer, {});
-  const json shared = {{"chosen", {kUser, kChosen}}, {"rejected", {kUser, kRejected}}};
-  const json explicit_prompt = {{"prompt", {kUser}}, {"chosen", {kChosen}}, {"rejected", {kRejected}},
+  const json shared = {{"chosen", {kUser, kChosenMessage}}, {"rejected", {kUser, kRejected}}};
+  const json explicit_prompt = {{"prompt", {kUser}}, {"chosen", {kChosenMessage}}, {"rejected", {kRejected}},
                                 {"ref_chosen_logps", -3.5}, {"ref_rejected_logps", -7}};
   // ultrafeedback_binarized: whole conversations beside a string "prompt" (the first user turn's text).
-  const json ultrafeedback = {{"prompt", "Hello world"}, {"chosen", {kUser, kChosen}}, {"rejected", {kUser, kRejected}}};
+  const json ultrafeedback = {
+      {"prompt", "Hello world"}, {"chosen", {kUser, kChosenMessage}}, {"rejected", {kUser, kRejected}}};
   for (const json& record : {shared, explicit_prompt, ultrafeedback}) {
     const Sample s = preference_sample(encoder.encode_record(record));
-    EXPECT_EQ(values(s.at("input_ids")), concat(kChosenIds, kRejectedIds));
-    EXPECT_EQ(values(s.at("labels")), concat(kChosenLabels, kRejectedLabels));
+    EXPECT_EQ(id_values(s.at("input_ids")), concat_ids(kChosenIds, kRejectedIds));
+    EXPECT_EQ(id_values(s.at("labels")), concat_ids(kChosenLabels, kRejectedLabels));
     V positions;
     for (int64_t i = 0; i < 20; ++i) positions.push_back(i);
     for (int64_t i = 0; i < 14; ++i) positions.push_back(i);
-    EXPECT_EQ(values(s.at("position_ids")), positions);
-    EXPECT_EQ(values(s.at(kChosenLengthKey)), V{20});
-    EXPECT_EQ(values(s.at("attention_mask")), V(34, 1));
+    EXPECT_EQ(id_values(s.at("position_ids")), positions);
+    EXPECT_EQ(id_values(s.at(kChosenLengthKey)), V{20});
+    EXPECT_EQ(id_values(s.at("attention_mask")), V(34, 1));
     EXPECT_EQ(s.count(kRefChosenLogpsKey), record.contains("ref_chosen_logps") ? 1u : 0u);
   }
   const Sample with_ref = preference_sample(encoder.encode_record(explicit_prompt));
@@ -61,11 +62,12 @@ TEST(TokenizerPreference, BothLayoutsGiveTheSameLabelledPair) {
 }
 
 TEST(TokenizerPreference, AssistantTurnsOfThePromptAreNotTrained) {
-  const Tokenizer* tokenizer = testing::qwen3_tokenizer();
+  const Tokenizer* tokenizer = veomni::testing::qwen3_tokenizer();
   ASSERT_NE(tokenizer, nullptr);
   const PairEncoder encoder(*tokenizer, {});
   const json earlier = {{"role", "assistant"}, {"content", "Hi"}};
-  const json record = {{"chosen", {kUser, earlier, kUser, kChosen}}, {"rejected", {kUser, earlier, kUser, kRejected}}};
+  const json record = {{"chosen", {kUser, earlier, kUser, kChosenMessage}},
+                       {"rejected", {kUser, earlier, kUser, kRejected}}};
   const EncodedPair pair = encoder.encode_record(record);
   // Only the answers train: 9 targets on the chosen side, 3 on the rejected one.
   EXPECT_EQ(pair.chosen.trained_count(), 9);
@@ -73,9 +75,9 @@ TEST(TokenizerPreference, AssistantTurnsOfThePromptAreNotTrained) {
 }
 
 TEST(TokenizerPreference, SystemPromptAndLengthLimit) {
-  const Tokenizer* tokenizer = testing::qwen3_tokenizer();
+  const Tokenizer* tokenizer = veomni::testing::qwen3_tokenizer();
   ASSERT_NE(tokenizer, nullptr);
-  const json record = {{"prompt", {kUser}}, {"chosen", {kChosen}}, {"rejected", {kRejected}}};
+  const json record = {{"prompt", {kUser}}, {"chosen", {kChosenMessage}}, {"rejected", {kRejected}}};
   const PairEncoder with_system(*tokenizer, {.system_prompt = "Hello world", .max_seq_len = 0});
   const EncodedPair pair = with_system.encode_record(record);
   EXPECT_EQ(pair.chosen.ids[1], 8948);  // "system"

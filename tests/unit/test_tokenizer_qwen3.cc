@@ -14,7 +14,7 @@ namespace veomni {
 namespace {
 
 using Ids = std::vector<int32_t>;
-using testing::qwen3_tokenizer;
+using veomni::testing::qwen3_tokenizer;
 
 const std::string kCorpus = std::string(VEOMNI_FIXTURES_DIR) + "/tokenizer/corpus.jsonl";
 const std::string kHfIds = std::string(VEOMNI_FIXTURES_DIR) + "/tokenizer/qwen3_ids.jsonl";
@@ -75,7 +75,7 @@ TEST(TokenizerQwen3, CorpusRoundTrip) {
 TEST(TokenizerQwen3, MatchesHuggingFaceFixtures) {
   if (!std::filesystem::exists(kHfIds))
     GTEST_SKIP() << kHfIds << " not generated yet: python3 scripts/gen_tokenizer_fixtures.py "
-                 << testing::kQwen3TokenizerPath;
+                 << veomni::testing::kQwen3TokenizerPath;
   const Tokenizer* tok = qwen3_tokenizer();
   ASSERT_TRUE(tok);
   const std::vector<nlohmann::json> lines = read_jsonl(kHfIds);

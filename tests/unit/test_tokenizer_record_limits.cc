@@ -18,7 +18,7 @@ namespace {
 
 using RecordLimits = veomni::testing::ScratchDir;
 
-std::string error_of(const std::function<void()>& f) {
+std::string record_error_of(const std::function<void()>& f) {
   try {
     f();
   } catch (const InputError& e) {
@@ -38,14 +38,14 @@ void read_all(RecordReader& reader) {
 TEST_F(RecordLimits, LineLongerThanTheLimitNamesFileAndLine) {
   std::ofstream(path("a.jsonl")) << "{\"text\": \"ok\"}\n{\"text\": \"" << std::string(300, 'x') << "\"}\n";
   RecordReader reader({path("a.jsonl")}, 16, 100);
-  const std::string message = error_of([&] { read_all(reader); });
+  const std::string message = record_error_of([&] { read_all(reader); });
   EXPECT_NE(message.find("a.jsonl:2: the line is longer than 100 bytes"), std::string::npos) << message;
   EXPECT_NE(message.find("--max-line-bytes"), std::string::npos) << message;
 }
 
 TEST_F(RecordLimits, EndlessInputStopsAtTheLimit) {
   RecordReader reader({"/dev/zero"}, 1 << 16, 1 << 20);
-  const std::string message = error_of([&] { read_all(reader); });
+  const std::string message = record_error_of([&] { read_all(reader); });
   EXPECT_NE(message.find("/dev/zero:1: the line is longer than 1048576 bytes"), std::string::npos) << message;
 }
 
@@ -60,8 +60,8 @@ TEST_F(RecordLimits, LinesWithinTheLimitAreRead) {
 
 TEST(RecordLine, NulByteAndNumberOverflowAreErrorsWithTheColumn) {
   const std::string with_nul("{\"text\": \"ok\"}\0{\"text\": \"hidden\"}", 33);
-  EXPECT_NE(error_of([&] { parse_record_line(with_nul); }).find("NUL byte at column 15"), std::string::npos);
-  const std::string overflow = error_of([] { parse_record_line("{\"text\": 1e999}"); });
+  EXPECT_NE(record_error_of([&] { parse_record_line(with_nul); }).find("NUL byte at column 15"), std::string::npos);
+  const std::string overflow = record_error_of([] { parse_record_line("{\"text\": 1e999}"); });
   EXPECT_NE(overflow.find("invalid JSON at column 10: number overflow"), std::string::npos) << overflow;
 }
 

@@ -21,7 +21,7 @@ LabeledTokens tokens_of(int64_t seed, int64_t length) {
   return t;
 }
 
-void expect_same_sample(const Sample& a, const Sample& b) {
+void expect_same_stored_sample(const Sample& a, const Sample& b) {
   ASSERT_EQ(a.size(), b.size());
   for (const auto& [key, tensor] : a) {
     const Tensor& other = b.at(key);
@@ -46,10 +46,11 @@ TEST(SampleStore, SpilledSamplesReadBackExactly) {
     EXPECT_EQ(memory.spooled_tokens(), 0);
     EXPECT_EQ(spooled.total_tokens(), memory.total_tokens());
     EXPECT_EQ(spooled.trained_tokens(), memory.trained_tokens());
-    for (int64_t s = 0; s < 40; ++s) expect_same_sample(spooled.sample(s), memory.sample(s));
+    for (int64_t s = 0; s < 40; ++s) expect_same_stored_sample(spooled.sample(s), memory.sample(s));
     const auto rows = pack_best_fit(memory, 48);
     EXPECT_EQ(pack_best_fit(spooled, 48), rows);
-    for (const auto& row : rows) expect_same_sample(spooled.packed_row(row, 48, 7), memory.packed_row(row, 48, 7));
+    for (const auto& row : rows)
+      expect_same_stored_sample(spooled.packed_row(row, 48, 7), memory.packed_row(row, 48, 7));
     EXPECT_TRUE(std::filesystem::is_empty(dir)) << "the spool file must be unlinked";
   }
   std::filesystem::remove_all(dir);

@@ -14,9 +14,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using V = std::vector<int64_t>;
-constexpr int64_t X = -100;
+using veomni::testing::X;
 
-const std::string kConversations = std::string(VEOMNI_FIXTURES_DIR) + "/tokenizer/conversations.jsonl";
+const std::string kTokenizerConversations = std::string(VEOMNI_FIXTURES_DIR) + "/tokenizer/conversations.jsonl";
 
 // Record 0: user "Hello world", assistant "你好，世界！ 123".
 const V kIds0 = {151644, 872,  198,   9707, 1879, 151645, 198, 151644, 77091,  198,
@@ -30,7 +30,7 @@ const V kLabels1 = {X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, X, 9707, 1879, 
 const V kIds2 = {9707, 1879, 151643};
 // Record 3 has no assistant message: dropped.
 
-V values(const Sample& s, const std::string& key) {
+V sample_values(const Sample& s, const std::string& key) {
   const Tensor& t = s.at(key);
   EXPECT_EQ(t.dtype(), DType::I64) << key;
   const int64_t* p = t.data<int64_t>();
@@ -46,13 +46,13 @@ V arange(int64_t n) {
 class TextPreprocess : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(testing::qwen3_tokenizer());  // fails with the setup hint when the file is missing
+    ASSERT_TRUE(veomni::testing::qwen3_tokenizer());  // fails with the setup hint when the file is missing
     dir_ = fs::temp_directory_path() / ("veomni-preprocess-" + std::to_string(::getpid()) + "-" +
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    options_.tokenizer_path = testing::kQwen3TokenizerPath;
-    options_.inputs = {kConversations};
+    options_.tokenizer_path = veomni::testing::kQwen3TokenizerPath;
+    options_.inputs = {kTokenizerConversations};
     options_.out = (dir_ / "out.h5").string();
     options_.threads = 2;
   }
@@ -84,10 +84,10 @@ TEST_F(TextPreprocess, ConversationsLabelsAndMasks) {
   for (int64_t i = 0; i < 3; ++i) {
     const Sample s = reader.read(i);
     const auto& [ids, labels] = expected[static_cast<size_t>(i)];
-    EXPECT_EQ(values(s, "input_ids"), ids) << "sample " << i;
-    EXPECT_EQ(values(s, "labels"), labels) << "sample " << i;
-    EXPECT_EQ(values(s, "attention_mask"), V(ids.size(), 1)) << "sample " << i;
-    EXPECT_EQ(values(s, "position_ids"), arange(static_cast<int64_t>(ids.size()))) << "sample " << i;
+    EXPECT_EQ(sample_values(s, "input_ids"), ids) << "sample " << i;
+    EXPECT_EQ(sample_values(s, "labels"), labels) << "sample " << i;
+    EXPECT_EQ(sample_values(s, "attention_mask"), V(ids.size(), 1)) << "sample " << i;
+    EXPECT_EQ(sample_values(s, "position_ids"), arange(static_cast<int64_t>(ids.size()))) << "sample " << i;
   }
 }
 
@@ -98,9 +98,9 @@ TEST_F(TextPreprocess, SystemPromptIsAddedWhereMissing) {
   const V system = {151644, 8948, 198, 9707, 1879, 151645, 198};
   V ids = system;
   ids.insert(ids.end(), kIds0.begin(), kIds0.end());
-  EXPECT_EQ(values(reader.read(0), "input_ids"), ids);
-  EXPECT_EQ(values(reader.read(1), "input_ids"), kIds1);  // already starts with a system message
-  EXPECT_EQ(values(reader.read(2), "input_ids"), kIds2);  // plain text has no system prompt
+  EXPECT_EQ(sample_values(reader.read(0), "input_ids"), ids);
+  EXPECT_EQ(sample_values(reader.read(1), "input_ids"), kIds1);  // already starts with a system message
+  EXPECT_EQ(sample_values(reader.read(2), "input_ids"), kIds2);  // plain text has no system prompt
 }
 
 TEST_F(TextPreprocess, Truncation) {
@@ -110,9 +110,9 @@ TEST_F(TextPreprocess, Truncation) {
   EXPECT_EQ(summary.truncated, 2);
   const DatasetReader left(options_.out);
   ASSERT_EQ(left.num_samples(), 3);
-  EXPECT_EQ(values(left.read(0), "input_ids"), (V{16, 17, 18, 151645, 198}));
-  EXPECT_EQ(values(left.read(0), "labels"), (V{16, 17, 18, 151645, X}));
-  EXPECT_EQ(values(left.read(1), "labels"), (V{X, 9707, 1879, 151645, X}));
+  EXPECT_EQ(sample_values(left.read(0), "input_ids"), (V{16, 17, 18, 151645, 198}));
+  EXPECT_EQ(sample_values(left.read(0), "labels"), (V{16, 17, 18, 151645, X}));
+  EXPECT_EQ(sample_values(left.read(1), "labels"), (V{X, 9707, 1879, 151645, X}));
 
   // Keeping the start of both conversations leaves no assistant token: both are dropped.
   options_.record.truncation = Truncation::Right;
@@ -126,7 +126,7 @@ TEST_F(TextPreprocess, Truncation) {
   EXPECT_EQ(summary.dropped_too_long, 3);  // the user-only conversation (7 tokens) too
   EXPECT_EQ(summary.dropped_no_target, 0);
   EXPECT_EQ(summary.truncated, 0);
-  EXPECT_EQ(values(DatasetReader(options_.out).read(0), "input_ids"), kIds2);
+  EXPECT_EQ(sample_values(DatasetReader(options_.out).read(0), "input_ids"), kIds2);
 }
 
 TEST_F(TextPreprocess, PackedRowsRestartPositions) {
@@ -147,18 +147,18 @@ TEST_F(TextPreprocess, PackedRowsRestartPositions) {
   labels.push_back(X);
   positions.push_back(0);
   mask.push_back(0);
-  EXPECT_EQ(values(row0, "input_ids"), ids);
-  EXPECT_EQ(values(row0, "labels"), labels);
-  EXPECT_EQ(values(row0, "position_ids"), positions);
-  EXPECT_EQ(values(row0, "attention_mask"), mask);
+  EXPECT_EQ(sample_values(row0, "input_ids"), ids);
+  EXPECT_EQ(sample_values(row0, "labels"), labels);
+  EXPECT_EQ(sample_values(row0, "position_ids"), positions);
+  EXPECT_EQ(sample_values(row0, "attention_mask"), mask);
   const Sample row1 = reader.read(1);
   V padded_ids = kIds1, padded_labels = kLabels1, padded_positions = arange(20);
   padded_ids.insert(padded_ids.end(), 4, 151643);
   padded_labels.insert(padded_labels.end(), 4, X);
   padded_positions.insert(padded_positions.end(), {0, 1, 2, 3});
-  EXPECT_EQ(values(row1, "input_ids"), padded_ids);
-  EXPECT_EQ(values(row1, "labels"), padded_labels);
-  EXPECT_EQ(values(row1, "position_ids"), padded_positions);
+  EXPECT_EQ(sample_values(row1, "input_ids"), padded_ids);
+  EXPECT_EQ(sample_values(row1, "labels"), padded_labels);
+  EXPECT_EQ(sample_values(row1, "position_ids"), padded_positions);
 }
 
 TEST_F(TextPreprocess, JsonArrayAndThreadCountGiveTheSameDataset) {
@@ -167,7 +167,7 @@ TEST_F(TextPreprocess, JsonArrayAndThreadCountGiveTheSameDataset) {
   // The same records as one JSON array, tokenized on one thread.
   const fs::path array_path = dir_ / "records.json";
   {
-    std::ifstream in(kConversations);
+    std::ifstream in(kTokenizerConversations);
     std::ofstream out(array_path);
     out << "[\n";
     bool first = true;
@@ -186,7 +186,7 @@ TEST_F(TextPreprocess, JsonArrayAndThreadCountGiveTheSameDataset) {
   ASSERT_EQ(array.num_samples(), jsonl.num_samples());
   for (int64_t i = 0; i < array.num_samples(); ++i)
     for (const char* key : {"input_ids", "labels", "attention_mask", "position_ids"})
-      EXPECT_EQ(values(array.read(i), key), values(jsonl.read(i), key)) << key << " of sample " << i;
+      EXPECT_EQ(sample_values(array.read(i), key), sample_values(jsonl.read(i), key)) << key << " of sample " << i;
 }
 
 TEST_F(TextPreprocess, BadRecordNamesFileAndLineAndWritesNothing) {

@@ -2,6 +2,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -11,6 +12,9 @@
 namespace veomni::testing {
 
 inline const std::string kQwen3TokenizerPath = VEOMNI_TOKENIZER_JSON;
+
+// The label of a token the loss ignores: one letter, so that tables of expected labels line up with their ids.
+inline constexpr int64_t X = -100;
 
 // The tokenizer, or nullptr after recording a failure that says how to get the file: tests that need it fail
 // rather than skip, because the setup script guarantees it.

@@ -22,8 +22,8 @@ using namespace veomni;
 
 namespace {
 
-const std::string kSource = VEOMNI_SOURCE_DIR;
-const std::string kFixtures = std::string(VEOMNI_FIXTURES_DIR) + "/configs";
+const std::string kRepoSource = VEOMNI_SOURCE_DIR;
+const std::string kConfigFixtures = std::string(VEOMNI_FIXTURES_DIR) + "/configs";
 
 using veomni::testing::input_error_of;
 
@@ -41,7 +41,7 @@ TrainConfig with_overrides(const std::vector<std::string>& args) {
 }
 
 // A config that passes validate_train_config.
-TrainConfig valid_config() {
+TrainConfig valid_train_config() {
   TrainConfig c;
   c.model.config_path = "configs/model_configs/qwen3_toy";
   c.data.train_path = "data.h5";
@@ -49,12 +49,13 @@ TrainConfig valid_config() {
   return c;
 }
 
-class TempDir {
+class ConfigTempDir {
  public:
-  TempDir() : path_(std::filesystem::temp_directory_path() / ("veomni_train_config_" + std::to_string(getpid()))) {
+  ConfigTempDir()
+      : path_(std::filesystem::temp_directory_path() / ("veomni_train_config_" + std::to_string(getpid()))) {
     std::filesystem::create_directories(path_);
   }
-  ~TempDir() { std::filesystem::remove_all(path_); }
+  ~ConfigTempDir() { std::filesystem::remove_all(path_); }
   std::string file(const std::string& name) const { return (path_ / name).string(); }
 
  private:
@@ -135,7 +136,7 @@ train:
 }
 
 TEST(TrainConfig, LoadsEveryKeyFixture) {
-  const TrainConfig c = load_train_config(kFixtures + "/every_key.yaml");
+  const TrainConfig c = load_train_config(kConfigFixtures + "/every_key.yaml");
   EXPECT_EQ(c.model.model_path, "/ckpt/Qwen3-30B-A3B");
   EXPECT_EQ(c.model.tokenizer_path, "/tok/with: colon # and hash");
   EXPECT_FALSE(c.data.dataloader.shuffle);
@@ -241,7 +242,7 @@ TEST(TrainConfig, OverrideLists) {
 }
 
 TEST(TrainConfig, OverridesApplyAfterTheFileAndLastWins) {
-  const TempDir dir;
+  const ConfigTempDir dir;
   const std::string path = dir.file("cfg.yaml");
   std::ofstream(path) << "model:\n  config_path: m\ndata:\n  train_path: d.h5\ntrain:\n  global_batch_size: 4\n";
   const TrainConfig c = load_train_config(path, {"--train.global_batch_size", "8", "--train.global_batch_size=16"});
@@ -312,7 +313,7 @@ TEST(TrainConfig, RejectsMalformedInput) {
 }
 
 TEST(TrainConfig, ToYamlRoundTrips) {
-  for (const TrainConfig& original : {TrainConfig(), load_train_config(kFixtures + "/every_key.yaml")}) {
+  for (const TrainConfig& original : {TrainConfig(), load_train_config(kConfigFixtures + "/every_key.yaml")}) {
     const std::string text = train_config_to_yaml(original);
     EXPECT_EQ(from_yaml(text), original) << text;
     EXPECT_EQ(train_config_to_yaml(from_yaml(text)), text);
@@ -375,14 +376,14 @@ TEST(TrainConfig, FormatsValuesAsYaml) {
 }
 
 TEST(TrainConfig, SaveAndLoadBack) {
-  const TempDir dir;
-  TrainConfig c = load_train_config(kFixtures + "/every_key.yaml");
+  const ConfigTempDir dir;
+  TrainConfig c = load_train_config(kConfigFixtures + "/every_key.yaml");
   c.train.optimizer.lr = 0.000123;
   save_train_config(c, dir.file("veomni_cli.yaml"));
   EXPECT_EQ(load_train_config(dir.file("veomni_cli.yaml")), c);
 }
 
-TEST(TrainConfig, ValidateAcceptsAValidConfig) { EXPECT_NO_THROW(validate_train_config(valid_config())); }
+TEST(TrainConfig, ValidateAcceptsAValidConfig) { EXPECT_NO_THROW(validate_train_config(valid_train_config())); }
 
 TEST(TrainConfig, ValidateErrors) {
   struct Case {
@@ -455,14 +456,14 @@ TEST(TrainConfig, ValidateErrors) {
        "train.checkpoint.save_hf_weights merges the LoRA adapters into the base model of model.model_path"},
   };
   for (const Case& test : cases) {
-    TrainConfig c = valid_config();
+    TrainConfig c = valid_train_config();
     test.edit(c);
     expect_error_parts([&] { validate_train_config(c); }, {"invalid config: ", test.fragment});
   }
 }
 
 TEST(TrainConfig, LoaderValidatesAndNamesTheFile) {
-  const TempDir dir;
+  const ConfigTempDir dir;
   const std::string path = dir.file("cfg.yaml");
   std::ofstream(path) << "model:\n  config_path: m\ndata:\n  train_path: d.h5\n";
   EXPECT_EQ(input_error_of([&] { load_train_config(path, {"--train.optimizer.lr_warmup_ratio", "2"}); }),
@@ -471,7 +472,7 @@ TEST(TrainConfig, LoaderValidatesAndNamesTheFile) {
 }
 
 TEST(TrainConfig, BatchLayout) {
-  TrainConfig c = valid_config();
+  TrainConfig c = valid_train_config();
   c.train.accelerator.ulysses_size = 2;
   BatchLayout l = resolve_batch_layout(c, 4);
   EXPECT_EQ(l.dp_size, 2);
@@ -489,16 +490,16 @@ TEST(TrainConfig, BatchLayout) {
   c.train.accelerator.ulysses_size = 1;
   c.train.accelerator.ep_size = 4;
   expect_error_parts([&] { resolve_batch_layout(c, 2); }, {"world size (2)", "ep_size (4)"});
-  c = valid_config();
+  c = valid_train_config();
   c.train.global_batch_size = 6;
   expect_error_parts([&] { resolve_batch_layout(c, 4); },
                      {"train.global_batch_size (6)", "micro_batch_size (1) x data-parallel size (4"});
 }
 
 TEST(TrainConfig, ParallelLayoutAgainstTheModel) {
-  const ModelConfig dense = load_model_config(kSource + "/configs/model_configs/qwen3_toy");  // 4 heads, 2 kv
-  const ModelConfig moe = load_model_config(kSource + "/configs/model_configs/qwen3_moe_toy");  // 8 experts
-  TrainConfig c = valid_config();
+  const ModelConfig dense = load_model_config(kRepoSource + "/configs/model_configs/qwen3_toy");  // 4 heads, 2 kv
+  const ModelConfig moe = load_model_config(kRepoSource + "/configs/model_configs/qwen3_moe_toy");  // 8 experts
+  TrainConfig c = valid_train_config();
   EXPECT_NO_THROW(validate_parallel_layout(c, dense));
   c.train.accelerator.ep_size = 2;
   expect_error_parts([&] { validate_parallel_layout(c, dense); }, {"ep_size is 2", "no experts"});
@@ -532,21 +533,21 @@ TEST(TrainConfig, ResolvedModelConfigPath) {
 
 TEST(TrainConfig, RecipesLoadAndValidate) {
   for (const char* name : {"qwen3_toy", "qwen3_moe_toy"}) {
-    const TrainConfig c = load_train_config(kSource + "/configs/" + name + ".yaml", {"--data.train_path", "x.h5"});
+    const TrainConfig c = load_train_config(kRepoSource + "/configs/" + name + ".yaml", {"--data.train_path", "x.h5"});
     EXPECT_EQ(c.model.config_path, std::string("configs/model_configs/") + name);
     EXPECT_EQ(c.data.train_path, "x.h5");
     EXPECT_EQ(c.train.global_batch_size, 8);
     EXPECT_EQ(c.train.micro_batch_size, 1);
     EXPECT_EQ(c.train.max_steps, 8);
     EXPECT_EQ(c.compute_dtype(), DType::F32);
-    const ModelConfig model = load_model_config(kSource + "/" + c.model.config_path);
+    const ModelConfig model = load_model_config(kRepoSource + "/" + c.model.config_path);
     EXPECT_NO_THROW(validate_parallel_layout(c, model));
     EXPECT_EQ(resolve_batch_layout(c, 2).grad_accum_steps, 4);
   }
 }
 
 TEST(TrainConfig, ManPageListsEveryKeyWithItsDefault) {
-  const std::string page = read_text_file(kSource + "/man/veomni-config.5");
+  const std::string page = read_text_file(kRepoSource + "/man/veomni-config.5");
   const auto& schema = train_config_schema();
   TrainConfig documented;
   documented.train.use_tensorboard = true;  // the page gives the default of a build with protobuf
@@ -585,10 +586,10 @@ TEST(TrainConfig, DatasetsTakeMappingsPathsAndOverrides) {
 }
 
 TEST(TrainConfig, DatasetsErrorsNameTheEntryAndKey) {
-  TrainConfig both = valid_config();
+  TrainConfig both = valid_train_config();
   both.data.datasets = {"{path: a.h5}"};
   expect_error_parts([&] { validate_train_config(both); }, {"data.train_path and data.datasets are both set"});
-  TrainConfig mixed = valid_config();
+  TrainConfig mixed = valid_train_config();
   mixed.data.train_path.clear();
   mixed.data.datasets = {"{path: a.h5, weight: 2}", "b.h5"};
   EXPECT_NO_THROW(validate_train_config(mixed));

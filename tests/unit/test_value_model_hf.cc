@@ -26,7 +26,7 @@ namespace {
 
 const std::string kCausalLm = std::string(VEOMNI_FIXTURES_DIR) + "/hf/qwen3_toy/model";
 
-ModelConfig toy_config() { return load_model_config(kCausalLm); }
+ModelConfig value_toy_config() { return load_model_config(kCausalLm); }
 
 // score.weight [1, hidden] (and score.bias [1]) values a classification directory holds: not the HF init's.
 Tensor score_weight(int64_t hidden) {
@@ -49,7 +49,7 @@ void write_classification_dir(const std::string& dir, ModelHead head, const nloh
   std::map<std::string, Tensor> tensors;
   for (const std::string& name : source.names())
     if (name != "lm_head.weight") tensors[name] = source.read(name);
-  tensors["score.weight"] = score_weight(toy_config().hidden_size);
+  tensors["score.weight"] = score_weight(value_toy_config().hidden_size);
   if (head == ModelHead::TokenValue) tensors["score.bias"] = score_bias();
   HfCheckpointWriter writer(dir, uint64_t{1} << 40);
   for (const auto& [name, t] : tensors) writer.declare(name, t.dtype(), t.shape());
@@ -58,13 +58,13 @@ void write_classification_dir(const std::string& dir, ModelHead head, const nloh
 }
 
 std::unique_ptr<TrainModel> started_model(ModelHead head, const std::string& model_path, uint64_t seed = 7) {
-  auto model = std::make_unique<TrainModel>(toy_config(), ModelOptions{}, head);
+  auto model = std::make_unique<TrainModel>(value_toy_config(), ModelOptions{}, head);
   model->params().materialize_all(Device::cpu(), DType::F32);
   load_start_weights(*model, model_path, seed);
   return model;
 }
 
-std::vector<float> values_of(TrainModel& model, const std::string& name) {
+std::vector<float> param_values_of(TrainModel& model, const std::string& name) {
   for (const auto& p : model.params().all())
     if (p->name == name) return p->value.to_float_vector();
   ADD_FAILURE() << "no parameter " << name;
@@ -76,7 +76,7 @@ class ValueModelHf : public veomni::testing::ScratchDir {};
 }  // namespace
 
 TEST(ModelHeadHf, ConfigNamesTheClassAndOneLabel) {
-  const ModelConfig dense = toy_config();
+  const ModelConfig dense = value_toy_config();
   const nlohmann::json lm = model_config_to_json(dense);
   EXPECT_EQ(lm["architectures"], nlohmann::json::array({"Qwen3ForCausalLM"}));
   EXPECT_FALSE(lm.contains("id2label"));
@@ -124,17 +124,17 @@ TEST_F(ValueModelHf, ValueHeadFromCausalLmStartsAsTransformersInitialisesIt) {
     auto loaded = started_model(head, kCausalLm, 11);
     // The body is the causal LM's; the head's draws are those of a random init with the same seed.
     const HfCheckpointReader source(kCausalLm);
-    EXPECT_EQ(values_of(*loaded, "model.layers.1.mlp.down_proj.weight"),
+    EXPECT_EQ(param_values_of(*loaded, "model.layers.1.mlp.down_proj.weight"),
               source.read("model.layers.1.mlp.down_proj.weight").to_float_vector());
     auto fresh = started_model(head, "", 11);
-    const std::vector<float> weight = values_of(*loaded, "score.weight");
-    EXPECT_EQ(weight, values_of(*fresh, "score.weight"));
+    const std::vector<float> weight = param_values_of(*loaded, "score.weight");
+    EXPECT_EQ(weight, param_values_of(*fresh, "score.weight"));
     double sum_sq = 0;
     for (float w : weight) sum_sq += double{w} * w;
     EXPECT_NEAR(std::sqrt(sum_sq / static_cast<double>(weight.size())), 0.02, 0.01);  // initializer_range
-    EXPECT_NE(weight, values_of(*started_model(head, kCausalLm, 12), "score.weight"));  // train.seed seeds it
+    EXPECT_NE(weight, param_values_of(*started_model(head, kCausalLm, 12), "score.weight"));  // train.seed seeds it
     if (head == ModelHead::TokenValue) {
-      EXPECT_EQ(values_of(*loaded, "score.bias"), std::vector<float>{0.0f});
+      EXPECT_EQ(param_values_of(*loaded, "score.bias"), std::vector<float>{0.0f});
     }
   }
 }
@@ -142,19 +142,19 @@ TEST_F(ValueModelHf, ValueHeadFromCausalLmStartsAsTransformersInitialisesIt) {
 TEST_F(ValueModelHf, ValueHeadFromClassificationDirectoryReadsScore) {
   write_classification_dir(path("reward"), ModelHead::SequenceReward);
   write_classification_dir(path("value"), ModelHead::TokenValue);
-  const std::vector<float> weight = score_weight(toy_config().hidden_size).to_float_vector();
+  const std::vector<float> weight = score_weight(value_toy_config().hidden_size).to_float_vector();
   auto reward = started_model(ModelHead::SequenceReward, path("reward"));
-  EXPECT_EQ(values_of(*reward, "score.weight"), weight);
-  EXPECT_EQ(values_of(*reward, "model.norm.weight"),
+  EXPECT_EQ(param_values_of(*reward, "score.weight"), weight);
+  EXPECT_EQ(param_values_of(*reward, "model.norm.weight"),
             HfCheckpointReader(kCausalLm).read("model.norm.weight").to_float_vector());
   auto value = started_model(ModelHead::TokenValue, path("value"));
-  EXPECT_EQ(values_of(*value, "score.weight"), weight);
-  EXPECT_EQ(values_of(*value, "score.bias"), score_bias().to_float_vector());
+  EXPECT_EQ(param_values_of(*value, "score.weight"), weight);
+  EXPECT_EQ(param_values_of(*value, "score.bias"), score_bias().to_float_vector());
   // A value model from a reward model: its weight, a zero bias; a reward model from a value model drops the bias.
   auto value_from_reward = started_model(ModelHead::TokenValue, path("reward"));
-  EXPECT_EQ(values_of(*value_from_reward, "score.weight"), weight);
-  EXPECT_EQ(values_of(*value_from_reward, "score.bias"), std::vector<float>{0.0f});
-  EXPECT_EQ(values_of(*started_model(ModelHead::SequenceReward, path("value")), "score.weight"), weight);
+  EXPECT_EQ(param_values_of(*value_from_reward, "score.weight"), weight);
+  EXPECT_EQ(param_values_of(*value_from_reward, "score.bias"), std::vector<float>{0.0f});
+  EXPECT_EQ(param_values_of(*started_model(ModelHead::SequenceReward, path("value")), "score.weight"), weight);
 }
 
 TEST_F(ValueModelHf, ClassificationDirectoryOfMoreLabelsIsAnInputError) {
@@ -173,7 +173,7 @@ TEST_F(ValueModelHf, CausalLmObjectiveFromRewardModelIsAnInputErrorWithAHint) {
                      {path("reward"), "score.weight and no lm_head.weight", "Qwen3ForSequenceClassification",
                       "sft, dpo or ppo_actor", "hint"});
   // Also with tied embeddings, where the embedding would silently serve as the LM head.
-  ModelConfig tied = toy_config();
+  ModelConfig tied = value_toy_config();
   tied.tie_word_embeddings = true;
   TrainModel model(tied, ModelOptions{});
   model.params().materialize_all(Device::cpu(), DType::F32);
@@ -185,7 +185,7 @@ TEST_F(ValueModelHf, MetadataRecordsTheHeadInFormatVersion2) {
     SCOPED_TRACE(model_head_name(head));
     CheckpointMetadata m;
     m.producer = "test";
-    m.model_config = toy_config();
+    m.model_config = value_toy_config();
     m.head = head;
     m.params.push_back(checkpoint_param("score.weight", {1, 64}, false, m.mesh));
     m.rank_files.push_back({rank_file_name(0, 1), 1, 0});
@@ -265,15 +265,15 @@ TEST_F(ValueModelHf, ResumingUnderAnotherHeadNamesBoth) {
   ModelOptions model_options;
   model_options.hooks.params = &no_values;
   for (ModelHead head : {ModelHead::LanguageModel, ModelHead::TokenValue}) {
-    TrainModel model(toy_config(), model_options, head);
+    TrainModel model(value_toy_config(), model_options, head);
     std::vector<ParamShardState> shards;
     for (const auto& p : model.params().all()) shards.push_back({p->name, p->shape, p->is_expert, {}, {}, {}});
-    expect_input_error([&] { check_checkpoint_model(reader, toy_config(), head, shards); },
+    expect_input_error([&] { check_checkpoint_model(reader, value_toy_config(), head, shards); },
                        {"metadata.json", "model head is sequence_reward (train.objective reward)",
                         fmt::format("trains the {} head", model_head_name(head))});
   }
-  TrainModel same(toy_config(), model_options, ModelHead::SequenceReward);
+  TrainModel same(value_toy_config(), model_options, ModelHead::SequenceReward);
   std::vector<ParamShardState> shards;
   for (const auto& p : same.params().all()) shards.push_back({p->name, p->shape, p->is_expert, {}, {}, {}});
-  EXPECT_NO_THROW(check_checkpoint_model(reader, toy_config(), ModelHead::SequenceReward, shards));
+  EXPECT_NO_THROW(check_checkpoint_model(reader, value_toy_config(), ModelHead::SequenceReward, shards));
 }

@@ -16,14 +16,14 @@ using namespace veomni;
 
 namespace {
 
-struct ValueFixture {
+struct TransformersValueFixture {
   std::string name;        // tests/fixtures/merged_value/<name>
   ModelHead head;          // what its config.json's architectures must name
   std::string batch_from;  // the HF fixture whose batch.json it was scored on
 };
 
 // Our rewards (each sequence's value at its last token) or values (every token) of the merged model on the batch.
-Tensor our_values(const ValueFixture& f, const std::string& dir, const Batch& batch) {
+Tensor our_values(const TransformersValueFixture& f, const std::string& dir, const Batch& batch) {
   const ModelConfig config = load_model_config(dir + "/model");
   const ModelHead head = hf_head_of_architectures(read_json_file(dir + "/model/config.json"), ModelHead::LanguageModel);
   EXPECT_EQ(head, f.head) << dir << "/model/config.json names another class";
@@ -40,7 +40,7 @@ Tensor our_values(const ValueFixture& f, const std::string& dir, const Batch& ba
   return Tensor::from_vector(rewards, {static_cast<int64_t>(rewards.size())});
 }
 
-void expect_matches_transformers(const ValueFixture& f) {
+void expect_matches_transformers(const TransformersValueFixture& f) {
   SCOPED_TRACE(f.name);
   const std::string dir = std::string(VEOMNI_FIXTURES_DIR) + "/merged_value/" + f.name;
   const std::string expected_file = dir + "/expected.safetensors";

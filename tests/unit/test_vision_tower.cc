@@ -35,7 +35,7 @@ VisionConfig small_config(VisionFlavor flavor = VisionFlavor::Qwen3VL) {
   return vision_config_from_json(j, flavor == VisionFlavor::Qwen3Omni ? "qwen3_omni_moe" : "qwen3_vl", "test");
 }
 
-Tensor random_tensor(const Shape& shape, uint64_t seed, double scale) {
+Tensor random_vision_tensor(const Shape& shape, uint64_t seed, double scale) {
   Rng rng(seed);
   Tensor t = Tensor::empty(shape, DType::F32);
   float* p = t.data<float>();
@@ -49,7 +49,7 @@ struct Model {
 };
 
 // HF init, then LayerNorm weights and all biases moved off 1 and 0 so that their gradients are exercised.
-std::unique_ptr<Model> make_model(const VisionConfig& config, uint64_t seed = 7) {
+std::unique_ptr<Model> make_vision_model(const VisionConfig& config, uint64_t seed = 7) {
   auto m = std::make_unique<Model>();
   m->tower = std::make_unique<VisionTower>(m->store, config, VisionOptions{});
   m->store.materialize_all(Device::cpu(), DType::F32);
@@ -58,7 +58,7 @@ std::unique_ptr<Model> make_model(const VisionConfig& config, uint64_t seed = 7)
   for (const auto& p : m->store.all()) {
     const bool bias = p->name.size() > 5 && p->name.compare(p->name.size() - 5, 5, ".bias") == 0;
     const bool norm = p->name.find("norm") != std::string::npos || p->name.find("ln_q") != std::string::npos;
-    if (bias || norm) ops::add_(p->value, random_tensor(p->shape, ++s, 0.2));
+    if (bias || norm) ops::add_(p->value, random_vision_tensor(p->shape, ++s, 0.2));
   }
   return m;
 }
@@ -69,7 +69,7 @@ struct Input {
 };
 
 Input make_input(const VisionConfig& c, std::vector<VisionGrid> grids, uint64_t seed = 3) {
-  return {random_tensor({total_patches(grids), c.patch_dim()}, seed, 1.0), std::move(grids)};
+  return {random_vision_tensor({total_patches(grids), c.patch_dim()}, seed, 1.0), std::move(grids)};
 }
 
 // L = sum(merged * Wm) + sum_k sum(deepstack_k * W_k) with fixed random weights (the fixture script's loss).
@@ -79,8 +79,9 @@ struct LossWeights {
 };
 
 LossWeights loss_weights(const VisionTower::Output& out) {
-  LossWeights w{random_tensor(out.merged.shape(), 101, 1.0), {}};
-  for (size_t k = 0; k < out.deepstack.size(); ++k) w.deepstack.push_back(random_tensor(out.deepstack[k].shape(), 200 + k, 1.0));
+  LossWeights w{random_vision_tensor(out.merged.shape(), 101, 1.0), {}};
+  for (size_t k = 0; k < out.deepstack.size(); ++k)
+    w.deepstack.push_back(random_vision_tensor(out.deepstack[k].shape(), 200 + k, 1.0));
   return w;
 }
 
@@ -92,7 +93,7 @@ double dot(const Tensor& a, const Tensor& b) {
   return s;
 }
 
-double loss_of(const VisionTower::Output& out, const LossWeights& w) {
+double vision_loss_of(const VisionTower::Output& out, const LossWeights& w) {
   double l = dot(out.merged, w.merged);
   for (size_t k = 0; k < out.deepstack.size(); ++k) l += dot(out.deepstack[k], w.deepstack[k]);
   return l;
@@ -193,7 +194,7 @@ TEST(VisionTowerTest, OmniNames) {
 
 TEST(VisionTowerTest, OutputShapesAndDeepstackOrder) {
   const VisionConfig c = small_config();
-  auto m = make_model(c);
+  auto m = make_vision_model(c);
   const Input in = make_input(c, {{1, 4, 4}, {2, 4, 6}});
   const VisionTower::Output out = m->tower->forward(in.pixels, in.grids, false);
   EXPECT_EQ(out.merged.shape(), (Shape{16, 12}));
@@ -222,7 +223,7 @@ TEST(VisionTowerTest, OutputShapesAndDeepstackOrder) {
 TEST(VisionTowerTest, OutOfRangeDeepstackIndexesProduceNoFeature) {
   VisionConfig c = small_config();
   c.deepstack_visual_indexes = {1, 5, 11};  // like VeOmni's qwen3vl toy: only block 1 exists
-  auto m = make_model(c);
+  auto m = make_vision_model(c);
   EXPECT_EQ(m->tower->num_deepstack_features(), 1);
   const Input in = make_input(c, {{1, 2, 2}});
   VisionTower::Output out = m->tower->forward(in.pixels, in.grids);
@@ -238,7 +239,7 @@ TEST(VisionTowerTest, OutOfRangeDeepstackIndexesProduceNoFeature) {
 
 TEST(VisionTowerTest, BackwardWithoutSavedForwardIsAnInternalError) {
   const VisionConfig c = small_config();
-  auto m = make_model(c);
+  auto m = make_vision_model(c);
   const Input in = make_input(c, {{1, 2, 2}});
   const std::vector<Tensor> no_deepstack(2);
   const std::vector<std::string> message{"vision backward without the saved values"};
@@ -266,7 +267,7 @@ TEST(VisionTowerTest, BackwardWithoutSavedForwardIsAnInternalError) {
 // one backward at a time, from zero gradients: summed, the two orders differ in rounding only.)
 TEST(VisionTowerTest, InterleavedForwardsAndReversedBackwardsMatchSeparatePairs) {
   const VisionConfig c = small_config();
-  auto m = make_model(c);
+  auto m = make_vision_model(c);
   const Input a = make_input(c, {{1, 4, 4}, {2, 4, 6}}, 3), b = make_input(c, {{1, 2, 4}}, 4);
   auto pair = [&](const Input& in) {
     m->store.zero_grads();
@@ -295,7 +296,7 @@ TEST(VisionTowerTest, InterleavedForwardsAndReversedBackwardsMatchSeparatePairs)
 TEST(VisionTowerTest, FiniteDifferenceEveryParameter) {
   for (VisionFlavor flavor : {VisionFlavor::Qwen3VL, VisionFlavor::Qwen3Omni}) {
     const VisionConfig c = small_config(flavor);
-    auto m = make_model(c);
+    auto m = make_vision_model(c);
     const Input in = make_input(c, {{1, 4, 4}, {2, 4, 6}});
     VisionTower::Output out = m->tower->forward(in.pixels, in.grids);
     const LossWeights w = loss_weights(out);
@@ -317,9 +318,9 @@ TEST(VisionTowerTest, FiniteDifferenceEveryParameter) {
         float* v = p->value.data<float>();
         const float saved = v[i], step = 1e-2f;
         v[i] = saved + step;
-        const double up = loss_of(m->tower->forward(in.pixels, in.grids, false), w);
+        const double up = vision_loss_of(m->tower->forward(in.pixels, in.grids, false), w);
         v[i] = saved - step;
-        const double down = loss_of(m->tower->forward(in.pixels, in.grids, false), w);
+        const double down = vision_loss_of(m->tower->forward(in.pixels, in.grids, false), w);
         v[i] = saved;
         const double fd = (up - down) / (2.0 * step);
         EXPECT_NEAR(fd, g[i], 0.03 * std::fabs(g[i]) + 0.01 * gmax + 1e-4) << p->name << "[" << i << "]";
@@ -332,7 +333,7 @@ TEST(VisionTowerTest, FiniteDifferenceEveryParameter) {
 
 TEST(VisionTowerTest, AttentionIsBoundedPerFrameAndImage) {
   const VisionConfig c = small_config();
-  auto m = make_model(c);
+  auto m = make_vision_model(c);
   Input in = make_input(c, {{2, 4, 4}, {1, 2, 4}});  // frames of 16 patches, then an image of 8
   const VisionTower::Output base = m->tower->forward(in.pixels, in.grids, false);
   Tensor changed = in.pixels.clone();
@@ -351,7 +352,7 @@ TEST(VisionTowerTest, AttentionIsBoundedPerFrameAndImage) {
 
 TEST(VisionTowerTest, BadGridsAreInputErrors) {
   const VisionConfig c = small_config();
-  auto m = make_model(c);
+  auto m = make_vision_model(c);
   const Input in = make_input(c, {{1, 4, 4}});
   auto run = [&](const Tensor& pixels, std::vector<VisionGrid> grids) { m->tower->forward(pixels, grids, false); };
   EXPECT_THROW(run(in.pixels, {{1, 4, 3}}), InputError);        // w not a multiple of the merge size
@@ -374,7 +375,7 @@ TEST(VisionPosEmbedTest, MatchesTheFourTapFormInPatchOrder) {
   ParamStore store;
   store.begin_group("visual.embed");
   Parameter* table = store.add("pos_embed.weight", {side * side, d});
-  table->value = random_tensor({side * side, d}, 9, 1.0);
+  table->value = random_vision_tensor({side * side, d}, 9, 1.0);
   VisionPosEmbed pos(table, side, m);
   const std::vector<VisionGrid> grids{{2, 4, 6}, {1, 2, 2}};
   const Tensor out = pos.forward(grids, false).out;
