@@ -81,6 +81,21 @@ class TalkerTest : public ::testing::Test {
   Talker talker_;
 };
 
+TEST(TalkerCachedStep, RowsAndPositionsOfOneSequence) {
+  const CachedStep prompt = single_sequence_step(0, 3, 8, 4, 10000.0, Device::cpu());
+  EXPECT_EQ(prompt.cu_seqlens, (std::vector<int32_t>{0, 3}));
+  EXPECT_FALSE(prompt.one_token_each());
+  const CachedStep step = single_sequence_step(5, 1, 8, 4, 10000.0, Device::cpu());
+  EXPECT_TRUE(step.one_token_each());
+  EXPECT_EQ(step.starts, (std::vector<int32_t>{5}));
+  // Position 5's RoPE table row, as the uncached forward computes it for the sixth token.
+  Tensor cos = Tensor::empty({6, 4}, DType::F32, Device::cpu()), sin = cos.clone();
+  ops::rope_tables(arange_positions(6), 4, 10000.0, {}, cos, sin);
+  EXPECT_EQ(step.cos.to_float_vector(), cos.slice(5, 6).clone().to_float_vector());
+  EXPECT_EQ(step.sin.to_float_vector(), sin.slice(5, 6).clone().to_float_vector());
+  EXPECT_THROW(single_sequence_step(7, 2, 8, 4, 10000.0, Device::cpu()), Error);  // past the cache's capacity
+}
+
 TEST_F(TalkerTest, ForwardShapesAndCausality) {
   const Tensor x = random_rows(7, 16, 1);
   const Talker::Output whole = talker_.forward(x);

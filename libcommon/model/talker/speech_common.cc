@@ -30,17 +30,15 @@ CachedStep single_sequence_step(int64_t start, int64_t rows, int64_t capacity, i
   step.slots = {0};
   step.starts = {static_cast<int32_t>(start)};
   step.upload_rows(capacity, device);
-  std::vector<int64_t> positions(static_cast<size_t>(rows));
-  for (int64_t i = 0; i < rows; ++i) positions[static_cast<size_t>(i)] = start + i;
   step.cos = Tensor::empty({rows, head_dim}, DType::F32, device);
   step.sin = Tensor::empty({rows, head_dim}, DType::F32, device);
-  ops::rope_tables(Tensor::from_vector(positions, {rows}).to(device), head_dim, theta, {}, step.cos, step.sin);
+  ops::rope_tables(arange_positions(rows, start).to(device), head_dim, theta, {}, step.cos, step.sin);
   return step;
 }
 
-Tensor arange_positions(int64_t count) {
+Tensor arange_positions(int64_t count, int64_t first) {
   std::vector<int64_t> values(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i) values[static_cast<size_t>(i)] = i;
+  for (int64_t i = 0; i < count; ++i) values[static_cast<size_t>(i)] = first + i;
   return Tensor::from_vector(values, {count});
 }
 

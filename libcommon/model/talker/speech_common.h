@@ -20,8 +20,8 @@ LayerInputs single_sequence_inputs(const Tensor& positions, int64_t head_dim, do
 // rows on `device`.
 CachedStep single_sequence_step(int64_t start, int64_t rows, int64_t capacity, int64_t head_dim, double theta,
                                 Device device);
-// Positions 0..count-1 (i64 [count], host).
-Tensor arange_positions(int64_t count);
+// Positions first..first+count-1 (i64 [count], host).
+Tensor arange_positions(int64_t count, int64_t first = 0);
 // [a; b]: rows of a then rows of b (same width, dtype and device).
 Tensor concat_rows(const Tensor& a, const Tensor& b);
 // The index of the largest entry of row [V] (the first one on ties, as torch.argmax), skipping tokens for which
