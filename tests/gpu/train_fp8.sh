@@ -15,6 +15,7 @@ for fp8 in false true; do
   mpirun --oversubscribe --bind-to none -np 1 "$bin/veomni-train" configs/qwen3_toy.yaml \
     --data.train_path "$work/data.h5" --data.max_seq_len 128 --train.global_batch_size 8 --train.num_train_epochs 10 \
     --train.max_steps -1 --train.optimizer.lr 2e-3 --train.device cuda --train.precision mixed \
+    --train.accelerator.fsdp_config.mixed_precision.enable true \
     --train.accelerator.fp8 "$fp8" --train.checkpoint.output_dir "$work/fp8_$fp8" --train.checkpoint.save_steps -1 \
     --log-level warn
 done
