@@ -23,8 +23,16 @@ struct GemmProblem {
   float beta = 0.0f;
 };
 
+// The instruction sets the micro-kernel is built for. All give the same bits (no fused multiply-adds); the widest one
+// the CPU has is used.
+enum class GemmIsa { baseline, avx2, avx512 };
+bool gemm_isa_available(GemmIsa isa);
+const char* gemm_isa_name(GemmIsa isa);
+
 // Runs every problem, spreading their output tiles over the threads. Each element of c is computed by one thread,
-// summing over k in a fixed blocked order, so results do not depend on the thread count.
+// summing over k in a fixed blocked order, so results do not depend on the thread count (nor on the instruction set).
 void gemm(const std::vector<GemmProblem>& problems);
+// The same on a chosen instruction set (which must be available): for tests.
+void gemm(const std::vector<GemmProblem>& problems, GemmIsa isa);
 
 }  // namespace veomni::ops::cpu

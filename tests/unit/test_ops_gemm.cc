@@ -1,7 +1,9 @@
 // Tests of the GEMM ops (matmul, grouped_matmul and its weight gradient) against double-precision triple loops.
+#include <array>
 #include <cmath>
 #include <limits>
 
+#include "kernels/cpu/gemm.h"
 #include "kernels/ops.h"
 #include "test_ops_util.h"
 
@@ -100,6 +102,36 @@ TEST(OpsGemm, MatmulIsBitwiseIndependentOfThreadCount) {
   with_threads(3, [&] { ops::matmul(a, false, b, true, three); });
   EXPECT_TRUE(bitwise_equal(one, two));
   EXPECT_TRUE(bitwise_equal(one, three));
+}
+
+// The wider micro-kernels must not change a bit: a fused multiply-add (which AVX-512 brings, should gemm.cc lose its
+// -ffp-contract=off) or another summation order would. Edge tiles, k across slices, every transpose and beta.
+TEST(OpsGemm, EveryInstructionSetGivesTheBaselineBits) {
+  std::mt19937 rng(11);
+  int compared = 0;
+  for (const auto [m, n, k] : {std::array<int64_t, 3>{13, 37, 300}, {100, 17, 513}, {1, 200, 64}})
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true}) {
+        const Tensor a = random_f32(ta ? Shape{k, m} : Shape{m, k}, rng);
+        const Tensor b = random_f32(tb ? Shape{n, k} : Shape{k, n}, rng);
+        const Tensor c0 = random_f32({m, n}, rng);
+        ops::cpu::GemmProblem g{.m = m, .n = n, .k = k, .a = a.data<float>(), .lda = a.dim(1), .trans_a = ta,
+                                .b = b.data<float>(), .ldb = b.dim(1), .trans_b = tb, .alpha = 0.75f, .beta = 0.5f};
+        Tensor want = c0.clone();
+        g.c = want.data<float>();
+        g.ldc = n;
+        ops::cpu::gemm({g}, ops::cpu::GemmIsa::baseline);
+        for (const auto isa : {ops::cpu::GemmIsa::avx2, ops::cpu::GemmIsa::avx512}) {
+          if (!ops::cpu::gemm_isa_available(isa)) continue;
+          Tensor got = c0.clone();
+          g.c = got.data<float>();
+          ops::cpu::gemm({g}, isa);
+          EXPECT_TRUE(bitwise_equal(want, got)) << ops::cpu::gemm_isa_name(isa) << " m=" << m << " n=" << n
+                                                << " k=" << k << " ta=" << ta << " tb=" << tb;
+          ++compared;
+        }
+      }
+  if (compared == 0) GTEST_SKIP() << "this CPU has neither AVX2 nor AVX-512";
 }
 
 TEST(OpsGemm, MatmulRejectsBadShapesDtypesAndAliasing) {
