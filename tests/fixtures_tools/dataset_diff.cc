@@ -1,5 +1,6 @@
-// Test support: compares two veomni datasets key by key, sample by sample, within a tolerance; exit 0 when they agree,
-// 1 at the first difference (printed), 2 when their samples or keys differ. usage: dataset_diff A B RTOL ATOL
+// Test support: compares two veomni datasets key by key, sample by sample, within a tolerance (every dtype; a dtype
+// that differs is a difference); exit 0 when they agree, 1 at the first difference (printed), 2 when their samples or
+// keys differ. usage: dataset_diff A B RTOL ATOL
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -9,15 +10,6 @@
 #include "data/dataset_reader.h"
 
 namespace {
-
-double element(const veomni::Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case veomni::DType::F32: return t.data<float>()[i];
-    case veomni::DType::I64: return static_cast<double>(t.data<int64_t>()[i]);
-    case veomni::DType::I32: return t.data<int32_t>()[i];
-    default: throw veomni::InputError("dataset_diff compares f32, i32 and i64 keys only");
-  }
-}
 
 int diff_main(int argc, char** argv) {
   if (argc != 5) {
@@ -35,12 +27,13 @@ int diff_main(int argc, char** argv) {
     const veomni::Sample x = a.read(s), y = b.read(s);
     for (const auto& [key, tx] : x) {
       const veomni::Tensor& ty = y.at(key);
-      if (tx.shape() != ty.shape()) {
-        std::printf("sample %lld key %s: shapes differ\n", static_cast<long long>(s), key.c_str());
+      if (tx.shape() != ty.shape() || tx.dtype() != ty.dtype()) {
+        std::printf("sample %lld key %s: %s vs %s\n", static_cast<long long>(s), key.c_str(), tx.describe().c_str(),
+                    ty.describe().c_str());
         return 1;
       }
       for (int64_t i = 0; i < tx.numel(); ++i) {
-        const double u = element(tx, i), v = element(ty, i), d = std::abs(u - v);
+        const double u = tx.item_as_double(i), v = ty.item_as_double(i), d = std::abs(u - v);
         worst = std::max(worst, d);
         if (!(d <= atol + rtol * std::abs(v))) {
           std::printf("sample %lld key %s[%lld]: %.9g vs %.9g\n", static_cast<long long>(s), key.c_str(),

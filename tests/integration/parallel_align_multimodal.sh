@@ -7,7 +7,8 @@
 # Environment (for the GPU machine, which has no veomni-preprocess multimodal): MM_DEVICE (cpu | cuda; default cpu),
 #   MM_PRECISION (fp32 | bf16; default fp32), MM_RTOL (default 1e-4), MM_DATA (mixed_media: use this dataset instead
 #   of preprocessing one, e.g. tests/fixtures/multimodal_train/mixed_media.h5), MM_SAVE_DATA (mixed_media: copy the
-#   preprocessed dataset there, which is how that fixture is made).
+#   preprocessed dataset there, which is how that fixture is made), MM_EXPECT_DATA (mixed_media: require the
+#   preprocessed dataset to equal this one exactly, and stop there: the MM_DATA case trains it).
 set -euo pipefail
 case_name=$1 bin=$2 src=$3 tokenizer=${4:-}
 work=$(mktemp -d "${TMPDIR:-/tmp}/veomni-mm-align-XXXXXX")
@@ -112,6 +113,11 @@ case $case_name in
       "$bin/veomni-preprocess" multimodal --tokenizer "$tokenizer" --model-type qwen3_omni_moe --input "$work/in.jsonl" \
         --out "$data" --log-level warn >/dev/null
       if [ -n "${MM_SAVE_DATA:-}" ]; then cp "$data" "$MM_SAVE_DATA"; fi
+      # The committed dataset trains across layouts in its own case: equal bytes here make that run this one's.
+      if [ -n "${MM_EXPECT_DATA:-}" ]; then
+        "$bin/dataset_diff" "$data" "$MM_EXPECT_DATA" 0 0 || fail "the preprocessed dataset differs from $MM_EXPECT_DATA (remake it with MM_SAVE_DATA)"
+        exit 0
+      fi
     fi
     # The real token ids need the full 151,936-row vocabulary: two parallel layouts only (EP is covered above).
     for layout in 1:1:1 2:1:1 2:2:1; do
