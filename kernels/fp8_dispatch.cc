@@ -3,6 +3,7 @@
 #include "kernels/cpu/ops_cpu.h"
 #include "kernels/fp8_ops.h"
 #include "kernels/op_call.h"
+#include "kernels/op_profiler.h"
 
 #if defined(VEOMNI_WITH_CUDA) && __has_include("kernels/cuda/ops_cuda.h")
 #include "kernels/cuda/ops_cuda.h"
@@ -11,6 +12,10 @@
 #define VEOMNI_FP8_BACKEND(op, device, ...) \
   ((device).is_cuda() ? no_cuda_kernels(#op, device) : cpu::op(__VA_ARGS__))
 #endif
+// The backend call, timed by the op profiler (VEOMNI_PROFILE_OPS) under `key_expr`, like the other ops.
+#define VEOMNI_FP8_ROUTE(key_expr, op, device, ...)                                                  \
+  ::veomni::op_profile_timed(device, [&]() -> OpKey { return key_expr; },                          \
+                             [&]() -> decltype(auto) { return VEOMNI_FP8_BACKEND(op, device, __VA_ARGS__); })
 
 namespace veomni::ops {
 namespace {
@@ -37,7 +42,8 @@ void quantize_fp8_rows(const Tensor& x, Tensor& q, Tensor& scales) {
   c.float_dtype(x, "x");
   c.tensor(q, "q", DType::U8, x.shape());
   c.tensor(scales, "scales", DType::F32, {x.dim(0)});
-  VEOMNI_FP8_BACKEND(quantize_fp8_rows, c.device(), x, q, scales);
+  VEOMNI_FP8_ROUTE((OpKey{.op = "quantize_fp8_rows", .dims = {x.dim(0), x.dim(1), 0, 0}, .ndims = 2}),
+                   quantize_fp8_rows, c.device(), x, q, scales);
 }
 
 void quantize_fp8_cols_transposed(const Tensor& x, Tensor& qt, Tensor& scales) {
@@ -46,7 +52,8 @@ void quantize_fp8_cols_transposed(const Tensor& x, Tensor& qt, Tensor& scales) {
   c.float_dtype(x, "x");
   c.tensor(qt, "qt", DType::U8, {x.dim(1), x.dim(0)});
   c.tensor(scales, "scales", DType::F32, {x.dim(1)});
-  VEOMNI_FP8_BACKEND(quantize_fp8_cols_transposed, c.device(), x, qt, scales);
+  VEOMNI_FP8_ROUTE((OpKey{.op = "quantize_fp8_cols_transposed", .dims = {x.dim(0), x.dim(1), 0, 0}, .ndims = 2}),
+                   quantize_fp8_cols_transposed, c.device(), x, qt, scales);
 }
 
 void matmul_fp8_tn(const Tensor& a, const Tensor& a_scales, const Tensor& b, const Tensor& b_scales, Tensor& out,
@@ -65,7 +72,9 @@ void matmul_fp8_tn(const Tensor& a, const Tensor& a_scales, const Tensor& b, con
   if (c.device().is_cuda())
     c.require(m % 16 == 0 && n % 16 == 0 && k % 16 == 0,
               "m={} n={} k={}: cuBLASLt's FP8 GEMMs need multiples of 16", m, n, k);
-  VEOMNI_FP8_BACKEND(matmul_fp8_tn, c.device(), a, a_scales, b, b_scales, out, beta);
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  VEOMNI_FP8_ROUTE((OpKey{.op = "matmul_fp8 TN", .dims = {m, n, k, 0}, .ndims = 3, .flops = flops}), matmul_fp8_tn,
+                   c.device(), a, a_scales, b, b_scales, out, beta);
 }
 
 }  // namespace veomni::ops
