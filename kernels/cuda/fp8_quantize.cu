@@ -1,5 +1,5 @@
-// CUDA FP8 quantization: rowwise (one block per row: the row's amax, then its E4M3 bytes) and columnwise into the
-// transpose (column amaxes by atomic max over row chunks, then a 32x32 tiled transpose). The scale and the value
+// CUDA FP8 quantization: rowwise (bf16 rows of a multiple of 8 elements: one warp per row moving 16 bytes per load;
+// otherwise one block per row: the row's amax, then its E4M3 bytes) and columnwise into the transpose (column amaxes by atomic max over row chunks, then a 32x32 tiled transpose). The scale and the value
 // divided by it are IEEE f32 divisions and the E4M3 rounding is the hardware's (round to nearest even, satfinite),
 // so the bytes equal the CPU reference's.
 #include <cuda_fp8.h>
@@ -36,6 +36,38 @@ __global__ void quantize_rows_kernel(ConstFloats x, int64_t cols, uint8_t* q, fl
   const float scale = scale_for(amax);
   if (threadIdx.x == 0) scales[blockIdx.x] = scale;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) q[base + c] = to_e4m3(x[base + c], scale);
+}
+
+// The same for bf16 rows of 8k elements (16-byte aligned): one warp per row, eight elements per load and store. The
+// row is read twice (amax, then the bytes); the second pass mostly hits L1. The maximum is exact in any order, so the
+// bytes are those of the kernel above.
+constexpr int kRowsPerBlock = 8;  // warps per block, one row each
+using Bf16x8 = packed::Pack<__nv_bfloat16, 8>;
+using Bytes8 = packed::Pack<uint8_t, 8>;
+
+__global__ void quantize_bf16_rows_kernel(const __nv_bfloat16* x, int64_t rows, int64_t cols, uint8_t* q,
+                                          float* scales) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
+  if (row >= rows) return;  // whole warps leave together: warp_max below has every lane of a live row
+  const unsigned lane = threadIdx.x % kWarp;
+  const int64_t packs = cols / 8;
+  const Bf16x8* src = reinterpret_cast<const Bf16x8*>(x + row * cols);
+  float amax = 0.0f;
+  for (int64_t p = lane; p < packs; p += kWarp) {
+    const Bf16x8 v = src[p];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(__bfloat162float(v.v[j])));
+  }
+  const float scale = scale_for(warp_max(amax));
+  if (lane == 0) scales[row] = scale;
+  Bytes8* dst = reinterpret_cast<Bytes8*>(q + row * cols);
+  for (int64_t p = lane; p < packs; p += kWarp) {
+    const Bf16x8 v = src[p];
+    Bytes8 out;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) out.v[j] = to_e4m3(__bfloat162float(v.v[j]), scale);
+    dst[p] = out;
+  }
 }
 
 // amax_bits[c] = max over its rows of |x[r, c]| as the bits of a non-negative float (which order as integers), so
@@ -84,6 +116,13 @@ unsigned blocks_of(int64_t n, int64_t per_block) { return static_cast<unsigned>(
 void quantize_fp8_rows(const Tensor& x, Tensor& q, Tensor& scales) {
   const int64_t rows = x.dim(0), cols = x.dim(1);
   if (rows == 0) return;
+  const auto aligned = [](const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; };
+  if (x.dtype() == DType::BF16 && cols % 8 == 0 && aligned(x.raw_data(), 16) && aligned(q.raw_data(), 8)) {
+    quantize_bf16_rows_kernel<<<blocks_of(rows, kRowsPerBlock), kRowsPerBlock * kWarp, 0, cuda_rt::stream()>>>(
+        data_of<const __nv_bfloat16>(x), rows, cols, data_of<uint8_t>(q), data_of<float>(scales));
+    VEOMNI_CUDA_LAUNCH_CHECK();
+    return;
+  }
   quantize_rows_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, cuda_rt::stream()>>>(
       floats_of(x), cols, data_of<uint8_t>(q), data_of<float>(scales));
   VEOMNI_CUDA_LAUNCH_CHECK();

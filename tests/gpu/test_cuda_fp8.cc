@@ -58,19 +58,27 @@ TEST_F(CudaFp8, QuantizeIsBitIdenticalToTheCpu) {
   for (const DType dtype : float_dtypes()) {
     expect_rows_match_cpu(spread_values(37, 300, rng), dtype);   // odd sizes: partial tiles and blocks
     expect_rows_match_cpu(spread_values(600, 96, rng), dtype);   // more rows than one column-amax block
+    expect_rows_match_cpu(spread_values(5, 4104, rng), dtype);   // bf16 rows of 8k: several loads per lane
     expect_rows_match_cpu(Tensor::zeros({3, 40}, DType::F32), dtype);  // scale 1
   }
 }
 
 TEST_F(CudaFp8, QuantizeSaturatesAndKeepsNan) {
-  // A NaN is left out of the amax (fmax) on both sides and quantizes to 0x7F.
-  Tensor x = Tensor::from_vector<float>({1.0f, std::nanf(""), -2.0f, 0.5f}, {1, 4});
-  Tensor q = Tensor::empty({1, 4}, DType::U8, gpu()), s = Tensor::empty({1}, DType::F32, gpu());
-  ops::quantize_fp8_rows(to_gpu(x), q, s);
-  const Tensor host_q = q.to(Device::cpu());
-  EXPECT_EQ(host_q.data<uint8_t>()[1], 0x7F);
-  EXPECT_EQ(host_q.data<uint8_t>()[2], 0xFE);
-  EXPECT_EQ(s.to(Device::cpu()).data<float>()[0], 2.0f / 448.0f);
+  // A NaN is left out of the amax (fmax) on both sides and quantizes to 0x7F; 4 columns take the general kernel,
+  // 8 (in bf16) the one of 16-byte loads.
+  for (const int64_t cols : {4, 8})
+    for (const DType dtype : float_dtypes()) {
+      SCOPED_TRACE(fmt::format("{} columns of {}", cols, dtype_name(dtype)));
+      std::vector<float> row(static_cast<size_t>(cols), 0.25f);
+      row[0] = 1.0f, row[1] = std::nanf(""), row[2] = -2.0f, row[3] = 0.5f;
+      const Tensor x = Tensor::from_vector<float>(row, {1, cols});
+      Tensor q = Tensor::empty({1, cols}, DType::U8, gpu()), s = Tensor::empty({1}, DType::F32, gpu());
+      ops::quantize_fp8_rows(to_gpu(x, dtype), q, s);
+      const Tensor host_q = q.to(Device::cpu());
+      EXPECT_EQ(host_q.data<uint8_t>()[1], 0x7F);
+      EXPECT_EQ(host_q.data<uint8_t>()[2], 0xFE);
+      EXPECT_EQ(s.to(Device::cpu()).data<float>()[0], 2.0f / 448.0f);
+    }
 }
 
 void check_gemm(int64_t m, int64_t n, int64_t k, DType out_dtype, float beta, std::mt19937& rng) {
