@@ -6,6 +6,8 @@
 # the decode reached counting one read of the bf16 weights per step (the bound at small batch; PEAK_BW bytes/s,
 # default 3.35e12 for an H100 SXM). MODEL_CONFIG_DIRS is a space-separated list; by default the dense Qwen3-0.6B
 # shape and the MoE shape of Qwen3-30B-A3B cut to 4 layers.
+# Each run decodes two batches of BATCH prompts and reports the second: the first pays the one-time costs (loading
+# cuBLAS, building cuDNN attention plans, capturing CUDA graphs), as the peer's warm-up generate calls do.
 # GENERATE_ARGS adds options to every veomni-generate call (e.g. --eager: decode op by op, without CUDA graphs).
 # usage: bench/generate_throughput.sh BIN_DIR [MODEL_CONFIG_DIRS] [BATCHES="1 32"] [PROMPT=128] [NEW=128]
 set -euo pipefail
@@ -19,15 +21,15 @@ source "$here/bench/generate_bench_lib.sh"
 for model in $models; do  # the body is not indented: its here-documents end at column 0
 hf=$(random_hf_dir "$bin" "$model" "$work")
 for batch in $batches; do
-  random_prompts "$batch" "$prompt" "$work/prompts.jsonl"
+  random_prompts $((2 * batch)) "$prompt" "$work/prompts.jsonl"
   "$bin/veomni-generate" --model "$hf" --prompts "$work/prompts.jsonl" --out "$work/out.jsonl" --device cuda \
     --batch-size "$batch" --max-new-tokens "$new" ${GENERATE_ARGS:-} 2>"$work/log" || { cat "$work/log" >&2; exit 1; }
   python3 - "$hf" "$work/log" "$work/out.jsonl" "$batch" "$prompt" "${PEAK_BW:-3.35e12}" <<'PY'
 import json, os, re, sys
 hf, log, out, batch, prompt, peak_bw = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
-line = [l for l in open(log) if "done:" in l][-1]
-prefill, decode = (float(x) for x in re.search(r"prefill ([\d.]+) tok/s, decode ([\d.]+) tok/s", line).groups())
-rows = [json.loads(l) for l in open(out)]
+rows = [json.loads(l) for l in open(out)][-batch:]  # the second batch: the first one warmed up
+prefill = round(sum(r["prompt_tokens"] for r in rows) / rows[0]["prefill_s"], 1)
+decode = round(sum(len(r["token_ids"]) for r in rows) / rows[0]["decode_s"], 1)
 new = sum(len(r["token_ids"]) for r in rows) // len(rows)
 def bf16_bytes(path):  # 2 bytes per element of every tensor in a safetensors file, whatever dtype it is stored in
     with open(path, "rb") as f:
