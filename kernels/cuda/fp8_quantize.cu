@@ -1,5 +1,6 @@
 // CUDA FP8 quantization: rowwise (bf16 rows of a multiple of 8 elements: one warp per row moving 16 bytes per load;
-// otherwise one block per row: the row's amax, then its E4M3 bytes) and columnwise into the transpose (column amaxes by atomic max over row chunks, then a 32x32 tiled transpose). The scale and the value
+// otherwise one block per row: the row's amax, then its E4M3 bytes) and columnwise into the transpose (column amaxes
+// by atomic max over row chunks, then a 32x32 tiled transpose). The scale and the value
 // divided by it are IEEE f32 divisions and the E4M3 rounding is the hardware's (round to nearest even, satfinite),
 // so the bytes equal the CPU reference's.
 #include <cuda_fp8.h>

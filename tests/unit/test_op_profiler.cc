@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "kernels/fp8_ops.h"
 #include "kernels/op_profiler.h"
 #include "kernels/ops.h"
 
@@ -85,6 +86,24 @@ TEST_F(OpProfiler, AttentionFlopsCountCausalPairsOnly) {
   EXPECT_EQ(rows[0].calls, 1);
   // Causal pairs 3*4/2 + 2*3/2 = 9; 4 FLOPs per pair, head and head dim: 4 * 9 * 2 * 4.
   EXPECT_EQ(rows[0].flops, 288.0);
+}
+
+TEST_F(OpProfiler, Fp8OpsAreTimedWithTheirShapes) {
+  op_profile_set_enabled_for_testing(true);
+  const Tensor x = Tensor::full<float>({4, 32}, 0.5f), w = Tensor::full<float>({16, 32}, 0.25f);
+  Tensor qx = Tensor::empty({4, 32}, DType::U8), sx = Tensor::empty({4}, DType::F32);
+  Tensor qw = Tensor::empty({16, 32}, DType::U8), sw = Tensor::empty({16}, DType::F32);
+  Tensor qwt = Tensor::empty({32, 16}, DType::U8), swt = Tensor::empty({32}, DType::F32);
+  Tensor y = Tensor::empty({4, 16}, DType::F32);
+  ops::quantize_fp8_rows(x, qx, sx);
+  ops::quantize_fp8_rows(w, qw, sw);
+  ops::quantize_fp8_cols_transposed(w, qwt, swt);
+  ops::matmul_fp8_tn(qx, sx, qw, sw, y);
+  const std::vector<OpProfileRow> rows = op_profile_rows();
+  const std::map<std::string, int64_t> want{{"quantize_fp8_rows 4x32", 1}, {"quantize_fp8_rows 16x32", 1},
+                                            {"quantize_fp8_cols_transposed 16x32", 1}, {"matmul_fp8 TN 4x16x32", 1}};
+  EXPECT_EQ(calls_by_name(rows), want);
+  for (const OpProfileRow& r : rows) EXPECT_EQ(r.flops, r.name == "matmul_fp8 TN 4x16x32" ? 2.0 * 4 * 16 * 32 : 0.0);
 }
 
 TEST_F(OpProfiler, CallsThatFailTheirChecksAreNotRecorded) {
