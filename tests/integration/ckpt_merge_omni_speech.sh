@@ -10,13 +10,12 @@ trap 'rm -rf "$work"' EXIT
 export OMP_NUM_THREADS=1
 cd "$src"  # the recipe names its model config relative to the repository root
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$src/tests/integration/tool_test_lib.sh"  # fail, small_vocab_config
 
 # The toy thinker with a vocabulary of 2048 (the dummy tokens are below 1024), with audio output (the talker and
 # code2wav exist in transformers only then); config_mute keeps the toy's enable_audio_output false.
-mkdir -p "$work/config" "$work/config_mute"
-sed 's/"vocab_size": 151936/"vocab_size": 2048/' configs/model_configs/qwen3_omni_moe_toy/config.json \
-  >"$work/config_mute/config.json"
+mkdir -p "$work/config"
+small_vocab_config qwen3_omni_moe_toy "$work/config_mute"
 sed 's/"enable_audio_output": false/"enable_audio_output": true/' "$work/config_mute/config.json" \
   >"$work/config/config.json"
 grep -q '"enable_audio_output": true' "$work/config/config.json" || fail "the toy config changed: no enable_audio_output"

@@ -17,14 +17,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS
 export OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_rmaps_base_oversubscribe=1
 cd "$src"  # the recipes name their model config relative to the repository root
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-# The toy configs with a vocabulary of 2048 (the dummy tokens are below 1024): the 152k-row embedding and head would
-# dominate the CPU time without changing what is tested.
-small_vocab() {
-  mkdir -p "$work/$2"
-  sed 's/"vocab_size": 151936/"vocab_size": 2048/' "configs/model_configs/$1/config.json" >"$work/$2/config.json"
-}
+source "$src/tests/integration/tool_test_lib.sh"  # fail, small_vocab_config
 
 device=${MM_DEVICE:-cpu} rtol=${MM_RTOL:-1e-4}
 case "${MM_PRECISION:-fp32}" in
@@ -60,7 +53,7 @@ tensor_sha() {
 }
 
 omni_data() {
-  small_vocab qwen3_omni_moe_toy omni_config
+  small_vocab_config qwen3_omni_moe_toy "$work/omni_config"
   data=$work/omni.h5 seq_len=256
   "$bin/veomni-dummy-data" --type qwen3omni --seq-len "$seq_len" --num-samples "${1:-8}" --seed 3 --out "$data" \
     >/dev/null
@@ -76,7 +69,7 @@ case $case_name in
     align "$work"/np1_sp1_ep1 "$work"/np2_sp1_ep1 "$work"/np2_sp2_ep1 "$work"/np2_sp1_ep2 "$work"/np4_sp2_ep2
     ;;
   vl_layouts)  # Qwen3-VL-MoE (deepstack): FSDP2, SP2, EP2
-    small_vocab qwen3_vl_moe_toy vl_config
+    small_vocab_config qwen3_vl_moe_toy "$work/vl_config"
     data=$work/vl.h5 seq_len=128
     "$bin/veomni-dummy-data" --type qwen3vl --seq-len "$seq_len" --num-samples 8 --seed 3 --out "$data" >/dev/null
     for layout in 1:1:1 2:1:1 2:2:1 2:1:2; do

@@ -124,12 +124,8 @@ bad_inputs)
 multimodal)
   # Qwen3-VL and the Qwen3-Omni thinker: the same scores under SP2 (VL), FSDP2 and EP2 x SP2 (Omni), and their
   # perplexity is exp of veomni-train's first-step cross-entropy on the same samples.
-  # The toy configs with a vocabulary of 2048 (the dummy text tokens are below 1024): the 152k-row embedding and
-  # head would dominate the CPU time without changing what is tested.
-  for model in qwen3_vl_toy qwen3_omni_moe_toy; do
-    mkdir -p "$work/$model"
-    sed 's/"vocab_size": 151936/"vocab_size": 2048/' "configs/model_configs/$model/config.json" >"$work/$model/config.json"
-  done
+  small_vocab_config qwen3_vl_toy "$work/qwen3_vl_toy"
+  small_vocab_config qwen3_omni_moe_toy "$work/qwen3_omni_moe_toy"
   vl=(--model.config_path "$work/qwen3_vl_toy") omni=(--model.config_path "$work/qwen3_omni_moe_toy")
   "$bin/veomni-dummy-data" --type qwen3vl --seq-len 256 --num-samples 3 --seed 2 --out "$work/vl.h5" >/dev/null
   "$bin/veomni-dummy-data" --type qwen3omni --seq-len 256 --num-samples 2 --seed 2 --out "$work/omni.h5" >/dev/null
