@@ -41,6 +41,13 @@ VEOMNI_OP(void, qkv_norm_rope_cache_write,
           (const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& cos,
            const Tensor& sin, const Tensor& dest, Tensor& q, Tensor& k, Tensor& v, Tensor& k_cache, Tensor& v_cache))
 
+// A dense MLP's gate, up and SwiGLU in one op (decoding's fused weight): out [M, I] = silu(x Wg^T) * (x Wu^T) for
+// x [M, K] and gate_up [2I, K] (Wg's rows, then Wu's). The values of matmul into a [M, 2I] product (rounded to the
+// compute dtype) followed by swiglu_fused_forward; CUDA computes both in one kernel, with those bits, for bf16 x of at
+// most 8 rows (the skinny decoding GEMM), and runs the two ops otherwise. The CPU runs the two ops
+// (kernels/dispatch.cc).
+VEOMNI_CUDA_ONLY_OP(void, matmul_swiglu, (const Tensor& x, const Tensor& gate_up, Tensor& out))
+
 // Greedy decoding's choice: ids i64 [N] = the index of each row's greatest value of x [N, V] (V >= 1), the lowest
 // index on a tie and the first NaN if a row holds one (torch.argmax's rules).
 VEOMNI_OP(void, argmax_rows, (const Tensor& x, Tensor& ids))

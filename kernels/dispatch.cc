@@ -1049,6 +1049,31 @@ void qkv_norm_rope_cache_write(const Tensor& qkv, const Tensor& q_norm, const Te
                v_cache);
 }
 
+void matmul_swiglu(const Tensor& x, const Tensor& gate_up, Tensor& out) {
+  const Call c("matmul_swiglu", x);
+  c.rank(x, "x", 2);
+  c.rank(gate_up, "gate_up", 2);
+  const int64_t m = x.dim(0), k = x.dim(1), two_i = gate_up.dim(0);
+  c.require(two_i % 2 == 0, "gate_up {} has an odd number of rows", gate_up.describe());
+  c.floats(x, "x", {m, k});
+  c.floats(gate_up, "gate_up", {two_i, k});
+  c.floats(out, "out", {m, two_i / 2});
+  c.disjoint(out, "out", x, "x");
+  c.disjoint(out, "out", gate_up, "gate_up");
+  if (c.device().is_cpu()) {
+    Tensor product = Tensor::empty({m, two_i}, x.dtype(), x.device());
+    matmul(x, false, gate_up, true, product);
+    return swiglu_fused_forward(product, out);
+  }
+#ifdef VEOMNI_HAVE_CUDA_OPS
+  op_profile_timed(
+      c.device(), [&]() -> OpKey { return OpKey{.op = "matmul_swiglu"}; },
+      [&]() { cuda::matmul_swiglu(x, gate_up, out); });
+#else
+  no_cuda_backend<void>("matmul_swiglu", c.device());
+#endif
+}
+
 void argmax_rows(const Tensor& x, Tensor& ids) {
   const Call c("argmax_rows", x);
   c.rank(x, "x", 2);

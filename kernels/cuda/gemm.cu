@@ -509,11 +509,19 @@ void run_all(const std::vector<Gemm>& jobs, bool spread, Device device) {
 
 void set_grouped_gemm_loop(bool loop) { g_grouped_api.store(!loop, std::memory_order_relaxed); }
 
+void matmul_swiglu(const Tensor& x, const Tensor& gate_up, Tensor& out) {
+  if (x.dim(0) == 0) return;
+  if (skinny_swiglu_applies(x, gate_up, out)) return skinny_swiglu(x, gate_up, out);
+  Tensor product = Tensor::empty({x.dim(0), gate_up.dim(0)}, out.dtype(), out.device());
+  matmul(x, false, gate_up, true, product, 1.0f, 0.0f);
+  swiglu_fused_forward(product, out);
+}
+
 void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& out, float alpha, float beta) {
   const int64_t m = out.dim(0), n = out.dim(1), k = trans_a ? a.dim(0) : a.dim(1);
   if (m == 0 || n == 0) return;
   if (k == 0) return scale_output(out.raw_data(), m, n, out.dtype(), out.device(), beta);
-  if (skinny_matmul_applies(a, trans_a, b, trans_b, out, alpha, beta)) return skinny_matmul(a, b, out);
+  if (skinny_matmul_applies(a, trans_a, b, trans_b, out, alpha, beta)) return skinny_matmul(a, b, out, beta != 0.0f);
   const Inputs in = common_inputs(a, b);
   Output target(out, in.type, beta != 0.0f);
   Gemm g;

@@ -10,11 +10,18 @@ namespace veomni::ops::cuda {
 inline constexpr int64_t kSkinnyMaxRows = 8;
 
 // Whether matmul(a, trans_a, b, trans_b, out, alpha, beta) is one the skinny kernel computes: a [M, K] (no
-// transpose), b [N, K] (transposed), all bf16, M <= kSkinnyMaxRows, K a multiple of 8, alpha 1, beta 0, 16-byte
+// transpose), b [N, K] (transposed), all bf16, M <= kSkinnyMaxRows, K a multiple of 8, alpha 1, beta 0 or 1, 16-byte
 // aligned operands; and VEOMNI_SKINNY_GEMM is not 0 (the switch for comparing against cuBLASLt).
 bool skinny_matmul_applies(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& out,
                            float alpha, float beta);
-// out [M, N] = a [M, K] b[N, K]^T, fp32 accumulation, bf16 output rounded to nearest even.
-void skinny_matmul(const Tensor& a, const Tensor& b, Tensor& out);
+// out [M, N] = a [M, K] b[N, K]^T (+ out when accumulate), fp32 accumulation, bf16 output rounded to nearest even
+// once.
+void skinny_matmul(const Tensor& a, const Tensor& b, Tensor& out, bool accumulate);
+
+// Whether matmul_swiglu(x, gate_up, out) takes the one-kernel path: the skinny GEMM's conditions on x and gate_up
+// [2I, K], out [M, I] bf16 and 16-byte aligned.
+bool skinny_swiglu_applies(const Tensor& x, const Tensor& gate_up, const Tensor& out);
+// out [M, I] = SwiGLU of x gate_up^T: the same bits as skinny_matmul into [M, 2I] followed by swiglu_fused_forward.
+void skinny_swiglu(const Tensor& x, const Tensor& gate_up, Tensor& out);
 
 }  // namespace veomni::ops::cuda

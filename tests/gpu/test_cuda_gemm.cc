@@ -1,8 +1,10 @@
 // GPU tests of the cuBLASLt GEMMs against the CPU GEMM: every transpose, f32/bf16 inputs and outputs (mixed too),
-// alpha/beta, empty dimensions, the skinny decoding GEMM (a few rows, bf16), and the grouped expert GEMMs with empty
+// alpha/beta, empty dimensions, the skinny decoding GEMM (a few rows, bf16; its residual add and its SwiGLU
+// epilogue), and the grouped expert GEMMs with empty
 // groups. Inputs are bf16-representable on both
 // sides, so only a bf16 output is held to the bf16 tolerance.
 #include "gpu_test_util.h"
+#include "kernels/decode_ops.h"
 #include "kernels/ops.h"
 
 using namespace veomni;
@@ -61,9 +63,34 @@ TEST_F(CudaGemm, SkinnyDecodeShapesMatchCpu) {
     check_matmul(m, 1024, 1024, false, true, bf16, 1.0f, 0.0f, rng);  // q_proj of the 0.6B shape
     check_matmul(m, 3000, 1024, false, true, bf16, 1.0f, 0.0f, rng);  // columns not a multiple of the block's 8
     check_matmul(m, 64, 3072, false, true, bf16, 1.0f, 0.0f, rng);    // down_proj's K
+    check_matmul(m, 1024, 2048, false, true, bf16, 1.0f, 1.0f, rng);  // o_proj adding into the residual (beta 1)
   }
   check_matmul(1, 100, 1001, false, true, bf16, 1.0f, 0.0f, rng);
   check_matmul(2, 100, 64, false, true, bf16, 0.5f, 1.0f, rng);
+}
+
+// matmul_swiglu on the GPU: the skinny kernel (1..8 rows) gives the bits of the skinny GEMM into gate_up followed by
+// swiglu_fused_forward; 9 rows and an f32 input run those two ops. All are within bf16 rounding of the CPU.
+TEST_F(CudaGemm, MatmulSwigluIsTheGemmThenSwiglu) {
+  std::mt19937 rng(17);
+  const int64_t k = 1024, intermediate = 1000;
+  for (const DType dtype : {DType::BF16, DType::F32})
+    for (const int64_t m : {1, 2, 8, 9}) {
+      SCOPED_TRACE(fmt::format("m {} {}", m, dtype_name(dtype)));
+      const Tensor x = representable(random_f32({m, k}, rng), DType::BF16);
+      const Tensor gate_up = representable(random_f32({2 * intermediate, k}, rng), DType::BF16);
+      const Tensor x_gpu = to_gpu(x, dtype), gate_up_gpu = to_gpu(gate_up, dtype);
+      Tensor product = Tensor::empty({m, 2 * intermediate}, dtype, gpu());
+      ops::matmul(x_gpu, false, gate_up_gpu, true, product);
+      Tensor two_ops = Tensor::empty({m, intermediate}, dtype, gpu());
+      ops::swiglu_fused_forward(product, two_ops);
+      Tensor fused = Tensor::empty({m, intermediate}, dtype, gpu());
+      ops::matmul_swiglu(x_gpu, gate_up_gpu, fused);
+      EXPECT_TRUE(bitwise_equal(fused, two_ops));
+      Tensor want = Tensor::empty({m, intermediate}, DType::F32);
+      ops::matmul_swiglu(x, gate_up, want);
+      EXPECT_TRUE(close_to(fused, want, rtol_for(dtype)));
+    }
 }
 
 TEST_F(CudaGemm, MatmulAtModelShapes) {
