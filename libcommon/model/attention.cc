@@ -183,6 +183,15 @@ bool Attention::qkv_current() const {
 }
 
 Tensor Attention::forward_cached(const Tensor& x, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const {
+  return o_proj_.forward(attend_cached(x, step, k_cache, v_cache), false).out;
+}
+
+void Attention::add_forward_cached(const Tensor& x, const CachedStep& step, Tensor& k_cache, Tensor& v_cache,
+                                   Tensor& residual) const {
+  o_proj_.forward_accumulate(attend_cached(x, step, k_cache, v_cache), residual);
+}
+
+Tensor Attention::attend_cached(const Tensor& x, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const {
   const int64_t s = x.dim(0);
   Tensor qkv;
   if (qkv_current()) {
@@ -207,7 +216,7 @@ Tensor Attention::forward_cached(const Tensor& x, const CachedStep& step, Tensor
     Tensor lse = Tensor::empty({num_heads_, s}, DType::F32, q.device());
     ops::attention_forward(q, k, v, step.cu_seqlens, true, scale_, out, lse);
   }
-  return o_proj_.forward(out.view({s, num_heads_ * head_dim_}), false).out;
+  return out.view({s, num_heads_ * head_dim_});
 }
 
 }  // namespace veomni

@@ -252,9 +252,9 @@ Tensor TextBody::forward_cached(const Tensor& inputs_embeds, const Tensor& posit
   step.sin = Tensor::empty({s, head_dim}, DType::F32, options.device);
   ops::rope_tables(position_ids.device() == options.device ? position_ids : position_ids.to(options.device), head_dim, impl_->config.rope_theta, options.mrope_section,
                    step.cos, step.sin);
-  Tensor h = inputs_embeds;
+  Tensor h = inputs_embeds.clone();  // the layers update it in place; the caller's embeddings stay as they are
   for (size_t i = 0; i < impl_->layers.size(); ++i) {
-    h = impl_->layers[i]->forward_cached(h, step, cache.k[i], cache.v[i]);
+    impl_->layers[i]->forward_cached(h, step, cache.k[i], cache.v[i]);
     if (after_layer) after_layer(i, h);
   }
   return h;

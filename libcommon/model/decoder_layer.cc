@@ -81,20 +81,14 @@ void DecoderLayer::fuse_for_decoding() {
   if (mlp_) mlp_->fuse_gate_up();
 }
 
-Tensor DecoderLayer::forward_cached(const Tensor& h, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const {
-  Tensor h1 = attention_.forward_cached(input_norm_.forward(h, false).out, step, k_cache, v_cache);
-  ops::add_(h1, h);
-  Tensor normed = post_attention_norm_.forward(h1, false).out;
-  Tensor out;
-  if (moe_) {
-    LayerInputs in;  // single process: no expert-parallel seams; every row is real
-    in.real_rows = normed.dim(0);
-    out = moe_->forward(normed, in, /*save=*/false, /*with_stats=*/false).out;  // decoding keeps no router statistics
-  } else {
-    out = mlp_->forward_inference(normed);
-  }
-  ops::add_(out, h1);
-  return out;
+void DecoderLayer::forward_cached(Tensor& h, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const {
+  attention_.add_forward_cached(input_norm_.forward(h, false).out, step, k_cache, v_cache, h);
+  const Tensor normed = post_attention_norm_.forward(h, false).out;
+  if (!moe_) return mlp_->add_forward_inference(normed, h);
+  LayerInputs in;  // single process: no expert-parallel seams; every row is real
+  in.real_rows = normed.dim(0);
+  // Decoding keeps no router statistics.
+  ops::add_(h, moe_->forward(normed, in, /*save=*/false, /*with_stats=*/false).out);
 }
 
 }  // namespace veomni

@@ -51,8 +51,10 @@ class DecoderLayer {
   Output forward(const Tensor& h, const LayerInputs& in, bool save) const;
   // aux_dprob: see MoeBlock::backward (ignored by a dense layer).
   Tensor backward(Saved&& saved, const Tensor& dh, const LayerInputs& in, const Tensor& aux_dprob) const;
-  // Inference over this layer's KV caches (Attention::forward_cached): h [S, hidden] -> the layer's output.
-  Tensor forward_cached(const Tensor& h, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const;
+  // Inference over this layer's KV caches (Attention::forward_cached): h [S, hidden], the layer's input, becomes its
+  // output in place (the residual adds are done by the GEMMs that end the attention and the MLP), so h must be a
+  // buffer that nothing else reads.
+  void forward_cached(Tensor& h, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const;
   // Fuses the weights that decoding runs as one GEMM (a dense layer's gate and up: Mlp::fuse_gate_up).
   void fuse_for_decoding();
 

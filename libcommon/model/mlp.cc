@@ -1,6 +1,7 @@
 // Dense SwiGLU MLP forward and backward.
 #include "model/mlp.h"
 
+#include "kernels/decode_ops.h"
 #include "kernels/ops.h"
 #include "model/layers/common.h"
 
@@ -42,6 +43,13 @@ Tensor Mlp::forward_inference(const Tensor& x) const {
   Tensor act = empty_like(x, {x.dim(0), intermediate});
   ops::swiglu_fused_forward(gate_up, act);
   return down_proj_.forward(act, false).out;
+}
+
+void Mlp::add_forward_inference(const Tensor& x, Tensor& residual) const {
+  if (!gate_up_current()) return ops::add_(residual, forward(x, false).out);
+  Tensor act = empty_like(x, {x.dim(0), gate_up_.dim(0) / 2});
+  ops::matmul_swiglu(x, gate_up_, act);
+  down_proj_.forward_accumulate(act, residual);
 }
 
 Mlp::Output Mlp::forward(const Tensor& x, bool save) const {

@@ -36,6 +36,9 @@ class Mlp {
   // the parameters still view it, else it is forward without saving.
   void fuse_gate_up();
   Tensor forward_inference(const Tensor& x) const;
+  // residual += forward_inference(x), the add done by the down projection's GEMM; gate, up and SwiGLU run as one op
+  // (ops::matmul_swiglu) on the fused weight.
+  void add_forward_inference(const Tensor& x, Tensor& residual) const;
 
  private:
   bool gate_up_current() const;

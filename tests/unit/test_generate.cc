@@ -1,7 +1,6 @@
 // Unit tests of generation: the KV-cache path against full recomputation (dense and MoE, batched prompts of
-// different lengths), the KV-cache ops (attention_kv_cache, kv_cache_write, qkv_norm_rope_cache_write) and argmax_rows
-// against naive
-// computations, and the sampling rules.
+// different lengths, with unmerged LoRA adapters), the KV-cache ops (attention_kv_cache, kv_cache_write,
+// qkv_norm_rope_cache_write), matmul_swiglu and argmax_rows against naive computations, and the sampling rules.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,9 +24,9 @@ using namespace veomni;
 namespace {
 
 // A toy model with weights large enough that the logits of different tokens differ clearly.
-std::unique_ptr<CausalLM> toy_model(ModelConfig config) {
+std::unique_ptr<CausalLM> toy_model(ModelConfig config, const ModelOptions& options = {}) {
   config.initializer_range = 0.3;
-  auto model = std::make_unique<CausalLM>(config, ModelOptions{});
+  auto model = std::make_unique<CausalLM>(config, options);
   model->init_weights(7);
   return model;
 }
@@ -61,8 +60,7 @@ Tensor full_forward_logits(CausalLM& model, const std::vector<int64_t>& ids) {
 
 // Every step's logits of every prompt through the cache equal the full forward's at that position (1e-5), and each
 // greedy token is the argmax of the full forward's logits.
-void expect_cache_matches_recompute(const ModelConfig& config) {
-  auto model = toy_model(config);
+void expect_cache_matches_recompute(std::unique_ptr<CausalLM> model) {
   GenerateOptions options;
   options.max_new_tokens = 7;
   Generator generator(*model, options);
@@ -74,7 +72,7 @@ void expect_cache_matches_recompute(const ModelConfig& config) {
       seen[rows[r]].emplace_back(p, p + vocab);
     }
   });
-  const auto prompts = toy_prompts(config.vocab_size);
+  const auto prompts = toy_prompts(model->config().vocab_size);
   const std::vector<Generation> out = generator.generate(prompts, 0);
   ASSERT_EQ(out.size(), prompts.size());
   std::set<int64_t> distinct_tokens;
@@ -100,9 +98,32 @@ void expect_cache_matches_recompute(const ModelConfig& config) {
   EXPECT_GT(distinct_tokens.size(), 2u) << "the toy model should not repeat one token";
 }
 
-TEST(GenerateCache, DenseMatchesFullForward) { expect_cache_matches_recompute(test::tiny_dense_config(false)); }
+TEST(GenerateCache, DenseMatchesFullForward) {
+  expect_cache_matches_recompute(toy_model(test::tiny_dense_config(false)));
+}
 
-TEST(GenerateCache, MoeMatchesFullForward) { expect_cache_matches_recompute(test::tiny_moe_config(true)); }
+TEST(GenerateCache, MoeMatchesFullForward) { expect_cache_matches_recompute(toy_model(test::tiny_moe_config(true))); }
+
+// Unmerged LoRA adapters: decoding adds each adapter's part into the output its projection accumulates into (o_proj
+// and down_proj add into the residual), and a gate/up pair with an adapter stays unfused.
+TEST(GenerateCache, DenseWithAdaptersMatchesFullForward) {
+  ModelOptions options;
+  options.lora_config.rank = 2;
+  options.lora_config.alpha = 4;
+  options.lora_config.lora_modules = {"q_proj", "o_proj", "gate_proj", "down_proj"};
+  auto model = toy_model(test::tiny_dense_config(false), options);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 0.3f);
+  int adapters = 0;
+  for (const std::unique_ptr<Parameter>& param : model->params().all()) {
+    if (!param->name.ends_with(".lora_B.weight")) continue;  // B starts at zero: the adapter would add nothing
+    float* b = param->value.data<float>();
+    for (int64_t i = 0; i < param->value.numel(); ++i) b[i] = normal(rng);
+    ++adapters;
+  }
+  ASSERT_GE(adapters, 4);
+  expect_cache_matches_recompute(std::move(model));
+}
 
 Parameter& param_named(CausalLM& model, const std::string& name) {
   for (const std::unique_ptr<Parameter>& param : model.params().all())
@@ -338,6 +359,37 @@ TEST(OpsArgmaxRows, FirstGreatestValueOfEachRow) {
   EXPECT_EQ(ids.data<int64_t>()[3], 0);
   Tensor wrong = Tensor::empty({4}, DType::I32);
   EXPECT_THROW(ops::argmax_rows(x, wrong), Error);
+}
+
+// matmul_swiglu is matmul into [M, 2I] followed by swiglu_fused_forward, bit for bit on the CPU.
+TEST(OpsMatmulSwiglu, EqualsMatmulThenSwiglu) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const auto random = [&](Shape shape) {
+    Tensor t = Tensor::empty(shape, DType::F32);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = normal(rng);
+    return t;
+  };
+  for (const int64_t m : {1, 3, 17}) {
+    const Tensor x = random({m, 24});
+    const Tensor gate_up = random({2 * 10, 24});
+    Tensor product = Tensor::empty({m, 20}, DType::F32);
+    ops::matmul(x, false, gate_up, true, product);
+    Tensor want = Tensor::empty({m, 10}, DType::F32);
+    ops::swiglu_fused_forward(product, want);
+    Tensor got = Tensor::empty({m, 10}, DType::F32);
+    ops::matmul_swiglu(x, gate_up, got);
+    EXPECT_EQ(got.to_float_vector(), want.to_float_vector()) << "m " << m;
+  }
+}
+
+TEST(OpsMatmulSwiglu, RejectsMismatchedShapes) {
+  const Tensor x = Tensor::zeros({2, 8}, DType::F32);
+  Tensor out = Tensor::empty({2, 3}, DType::F32);
+  EXPECT_THROW(ops::matmul_swiglu(x, Tensor::zeros({5, 8}, DType::F32), out), Error);  // odd rows: no [gate; up]
+  EXPECT_THROW(ops::matmul_swiglu(x, Tensor::zeros({6, 7}, DType::F32), out), Error);  // K differs
+  Tensor wide = Tensor::empty({2, 4}, DType::F32);
+  EXPECT_THROW(ops::matmul_swiglu(x, Tensor::zeros({6, 8}, DType::F32), wide), Error);  // out is not [M, I]
 }
 
 std::vector<float> spread_logits() { return {0.5f, 2.0f, -1.0f, 1.5f, 0.0f, 3.0f, -2.0f, 1.0f}; }

@@ -28,6 +28,16 @@ Linear::Output Linear::forward_base(const Tensor& x, bool save) const {
   return {y, {save ? x : Tensor(), Tensor()}};
 }
 
+void Linear::forward_accumulate(const Tensor& x, Tensor& y) const {
+  const Tensor& w = weight_->value;
+  if (fp8_ && fp8_linear_applies(x, w)) {
+    ops::add_(y, forward_base(x, false).out);
+  } else {
+    ops::matmul(x, false, w, true, y, 1.0f, 1.0f);
+  }
+  adapter_.forward(x, y, false);
+}
+
 // Takes the saved input by value: it is freed on return. dx already holds dy W.
 void Linear::parameter_grads(Saved saved, const Tensor& dy, Tensor& dx) const {
   VEOMNI_CHECK(saved.x.defined(), "backward of '{}' without a saved forward input", weight_->name);

@@ -31,6 +31,9 @@ class Linear {
   // The same without the adapter (y = x W^T, saved.lora_xa undefined): for SharedInputLinears, which runs the
   // adapters of projections that share an input together. Backward then leaves the adapter to the caller too.
   Output forward_base(const Tensor& x, bool save) const;
+  // Inference: y [N, out] += x W^T (+ the adapter's part), nothing saved. The residual adds of decoding ride on the
+  // GEMM this way (beta 1) instead of taking a pass of their own.
+  void forward_accumulate(const Tensor& x, Tensor& y) const;
   // Returns dx = dy W (+ the adapter's part) and accumulates dW += dy^T x unless W is frozen.
   Tensor backward(Saved&& saved, const Tensor& dy) const;
   // dx += dy W, with the same parameter gradients: for layers whose input feeds several projections.

@@ -36,8 +36,8 @@ Tensor CodePredictor::hidden(const Tensor& embeddings) const {
 Tensor CodePredictor::hidden_cached(const Tensor& x, int64_t start, KvCache& cache) const {
   const CachedStep step =
       single_sequence_step(start, x.dim(0), cache.capacity(), config_.head_dim, config_.rope_theta, x.device());
-  Tensor h = x;
-  for (size_t i = 0; i < layers_.size(); ++i) h = layers_[i]->forward_cached(h, step, cache.k[i], cache.v[i]);
+  Tensor h = x.clone();  // the layers update it in place
+  for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->forward_cached(h, step, cache.k[i], cache.v[i]);
   return norm_.forward(h, false).out;
 }
 
