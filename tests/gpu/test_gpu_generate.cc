@@ -324,6 +324,9 @@ TEST_F(GpuGenerate, ArgmaxRowsMatchesCpu) {
   p[1 * vocab + vocab - 1] = 5.0f;                 // the last column
   p[2 * vocab + 3] = std::nanf("");                // NaN wins, as torch.argmax
   p[2 * vocab + 100] = 5.0f;
+  p[3 * vocab + 100000] = std::nanf("");  // two NaNs in different chunks of the GPU's first pass: the lower index
+  p[3 * vocab + 50000] = std::nanf("");
+  p[4 * vocab + 151000] = p[4 * vocab + 2] = 7.0f;  // a tie between the first and the last chunk
   for (DType dtype : {DType::F32, DType::BF16}) {
     const Tensor xr = gpu_test::representable(x, dtype);
     Tensor want = Tensor::empty({n}, DType::I64);
@@ -336,7 +339,16 @@ TEST_F(GpuGenerate, ArgmaxRowsMatchesCpu) {
     EXPECT_EQ(want.data<int64_t>()[0], 7);
     EXPECT_EQ(want.data<int64_t>()[1], vocab - 1);
     EXPECT_EQ(want.data<int64_t>()[2], 3);
+    EXPECT_EQ(want.data<int64_t>()[3], 50000);
+    EXPECT_EQ(want.data<int64_t>()[4], 2);
   }
+  // A row narrower than one chunk: the first pass writes the ids itself.
+  const Tensor narrow = gpu_test::random_f32({3, 100}, rng);
+  Tensor want = Tensor::empty({3}, DType::I64);
+  ops::argmax_rows(narrow, want);
+  Tensor got = Tensor::empty({3}, DType::I64, gpu_test::gpu());
+  ops::argmax_rows(gpu_test::to_gpu(narrow), got);
+  EXPECT_EQ(got.to(Device::cpu()).to_float_vector(), want.to_float_vector());
 }
 
 }  // namespace
