@@ -35,16 +35,6 @@ bool Mlp::gate_up_current() const {
   return gate.defined() && up.defined() && gate.raw_data() == base && up.raw_data() == base + gate_up_.nbytes() / 2;
 }
 
-Tensor Mlp::forward_inference(const Tensor& x) const {
-  if (!gate_up_current()) return forward(x, false).out;
-  const int64_t intermediate = gate_up_.dim(0) / 2;
-  Tensor gate_up = empty_like(x, {x.dim(0), 2 * intermediate});
-  ops::matmul(x, false, gate_up_, true, gate_up);
-  Tensor act = empty_like(x, {x.dim(0), intermediate});
-  ops::swiglu_fused_forward(gate_up, act);
-  return down_proj_.forward(act, false).out;
-}
-
 void Mlp::add_forward_inference(const Tensor& x, Tensor& residual) const {
   if (!gate_up_current()) return ops::add_(residual, forward(x, false).out);
   Tensor act = empty_like(x, {x.dim(0), gate_up_.dim(0) / 2});

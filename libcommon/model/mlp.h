@@ -32,12 +32,10 @@ class Mlp {
 
   // Decoding runs gate and up as one GEMM: fuse_gate_up() (once, after the weights are loaded) moves the two weights
   // into one [2I, hidden] tensor whose halves the parameters then view, so no memory is added and the parameters
-  // keep their values; a weight with a LoRA adapter is left as it is. forward_inference uses the fused weight while
-  // the parameters still view it, else it is forward without saving.
+  // keep their values; a weight with a LoRA adapter is left as it is.
   void fuse_gate_up();
-  Tensor forward_inference(const Tensor& x) const;
-  // residual += forward_inference(x), the add done by the down projection's GEMM; gate, up and SwiGLU run as one op
-  // (ops::matmul_swiglu) on the fused weight.
+  // Inference: residual += the MLP of x, the add done by the down projection's GEMM. While the parameters still view
+  // the fused weight, gate, up and SwiGLU run as one op (ops::matmul_swiglu); else it is forward without saving.
   void add_forward_inference(const Tensor& x, Tensor& residual) const;
 
  private:
