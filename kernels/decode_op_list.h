@@ -48,6 +48,18 @@ VEOMNI_OP(void, qkv_norm_rope_cache_write,
 // (kernels/dispatch.cc).
 VEOMNI_CUDA_ONLY_OP(void, matmul_swiglu, (const Tensor& x, const Tensor& gate_up, Tensor& out))
 
+// A normalised input's GEMM (decoding's q/k/v projection and LM head): out [M, N] = rmsnorm(x) w^T for x [M, K], the
+// norm's gain [K] and eps, w [N, K]. The values of rmsnorm_forward (its rows rounded to x's dtype) followed by
+// matmul; CUDA computes both in one kernel, with those bits, for bf16 x of at most 8 rows (the skinny decoding GEMM),
+// and runs the two ops otherwise. The CPU runs the two ops (kernels/dispatch.cc).
+VEOMNI_CUDA_ONLY_OP(void, rmsnorm_matmul,
+                    (const Tensor& x, const Tensor& gain, float eps, const Tensor& w, Tensor& out))
+
+// matmul_swiglu of the normalised input (decoding's MLP after its norm): out [M, I] = SwiGLU of rmsnorm(x)
+// gate_up^T; the values of rmsnorm_forward followed by matmul_swiglu, in one kernel where rmsnorm_matmul has one.
+VEOMNI_CUDA_ONLY_OP(void, rmsnorm_matmul_swiglu,
+                    (const Tensor& x, const Tensor& gain, float eps, const Tensor& gate_up, Tensor& out))
+
 // Greedy decoding's choice: ids i64 [N] = the index of each row's greatest value of x [N, V] (V >= 1), the lowest
 // index on a tie and the first NaN if a row holds one (torch.argmax's rules).
 VEOMNI_OP(void, argmax_rows, (const Tensor& x, Tensor& ids))

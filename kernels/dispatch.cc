@@ -1074,6 +1074,61 @@ void matmul_swiglu(const Tensor& x, const Tensor& gate_up, Tensor& out) {
 #endif
 }
 
+namespace {
+
+// The checks rmsnorm_matmul and rmsnorm_matmul_swiglu share: x [M, K], gain [K], w [rows, K], out [M, out_columns].
+void check_normalised_gemm(const Call& c, const Tensor& x, const Tensor& gain, const Tensor& w, const Tensor& out,
+                           int64_t out_columns) {
+  const int64_t m = x.dim(0), k = x.dim(1);
+  c.floats(x, "x", {m, k});
+  c.floats(gain, "gain", {k});
+  c.floats(w, "w", {w.dim(0), k});
+  c.floats(out, "out", {m, out_columns});
+  c.disjoint(out, "out", x, "x");
+  c.disjoint(out, "out", w, "w");
+}
+
+// The CPU's two-op path: rmsnorm_forward's rows, in x's dtype.
+Tensor normalised_rows(const Tensor& x, const Tensor& gain, float eps) {
+  Tensor normed = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor rstd = Tensor::empty({x.dim(0)}, DType::F32, x.device());
+  rmsnorm_forward(x, gain, eps, normed, rstd);
+  return normed;
+}
+
+}  // namespace
+
+void rmsnorm_matmul(const Tensor& x, const Tensor& gain, float eps, const Tensor& w, Tensor& out) {
+  const Call c("rmsnorm_matmul", x);
+  c.rank(x, "x", 2);
+  c.rank(w, "w", 2);
+  check_normalised_gemm(c, x, gain, w, out, w.dim(0));
+  if (c.device().is_cpu()) return matmul(normalised_rows(x, gain, eps), false, w, true, out);
+#ifdef VEOMNI_HAVE_CUDA_OPS
+  op_profile_timed(
+      c.device(), [&]() -> OpKey { return OpKey{.op = "rmsnorm_matmul"}; },
+      [&]() { cuda::rmsnorm_matmul(x, gain, eps, w, out); });
+#else
+  no_cuda_backend<void>("rmsnorm_matmul", c.device());
+#endif
+}
+
+void rmsnorm_matmul_swiglu(const Tensor& x, const Tensor& gain, float eps, const Tensor& gate_up, Tensor& out) {
+  const Call c("rmsnorm_matmul_swiglu", x);
+  c.rank(x, "x", 2);
+  c.rank(gate_up, "gate_up", 2);
+  c.require(gate_up.dim(0) % 2 == 0, "gate_up {} has an odd number of rows", gate_up.describe());
+  check_normalised_gemm(c, x, gain, gate_up, out, gate_up.dim(0) / 2);
+  if (c.device().is_cpu()) return matmul_swiglu(normalised_rows(x, gain, eps), gate_up, out);
+#ifdef VEOMNI_HAVE_CUDA_OPS
+  op_profile_timed(
+      c.device(), [&]() -> OpKey { return OpKey{.op = "rmsnorm_matmul_swiglu"}; },
+      [&]() { cuda::rmsnorm_matmul_swiglu(x, gain, eps, gate_up, out); });
+#else
+  no_cuda_backend<void>("rmsnorm_matmul_swiglu", c.device());
+#endif
+}
+
 void argmax_rows(const Tensor& x, Tensor& ids) {
   const Call c("argmax_rows", x);
   c.rank(x, "x", 2);

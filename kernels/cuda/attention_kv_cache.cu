@@ -1,5 +1,5 @@
 // CUDA ops over a per-sequence KV cache. Attention of decoded tokens, split across the sequence (flash-decoding):
-// one block per (split of kKeysPerSplit cached keys, kv head, row) serves all the query heads that share the kv head
+// one block per (split of cached keys, kv head, row) serves all the query heads that share the kv head
 // (GQA), so each cached key and value is read once per step; each warp runs an online softmax over every kWarps-th
 // key of the split, kUnroll keys at a time so that their loads overlap, each lane holding a contiguous run of the
 // head dimension (one vector load per key); the warps merge in shared memory, and when the cache holds more than one
@@ -10,6 +10,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "kernels/cuda/dependent_launch.cuh"
 #include "kernels/cuda/kernel_utils.cuh"
 #include "kernels/cuda/ops_cuda.h"
 #include "kernels/cuda/runtime.h"
@@ -20,14 +21,26 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kUnroll = 4;
 constexpr int kMaxDimPerLane = 8;  // head_dim up to 256
-constexpr int64_t kKeysPerSplit = 64;
+// Keys per split: a power of two in [kMinKeysPerSplit, kMaxKeysPerSplit], the smallest that gives the step at most
+// kBlocksWanted blocks (a few waves of the GPU). A short cache and few rows then get more splits with shorter softmax
+// chains: a batch-1 step over a few hundred keys is latency, not bandwidth. It depends on the shapes only (the
+// cache's capacity, the kv heads and the rows), so a step's bits do not depend on timing.
+constexpr int64_t kMaxKeysPerSplit = 64;
+constexpr int64_t kMinKeysPerSplit = 16;
+constexpr int64_t kBlocksWanted = 2 * 132;
+
+int64_t keys_per_split_for(int64_t cache_len, int64_t kv_heads, int64_t rows) {
+  int64_t keys = kMinKeysPerSplit;
+  while (keys < kMaxKeysPerSplit && (cache_len + keys - 1) / keys * kv_heads * rows > kBlocksWanted) keys *= 2;
+  return keys;
+}
 
 struct KvCacheArgs {
   ConstFloats q, k, v;
   Floats out;
   float* partial;        // [N, Hq, splits, D + 2]: unnormalized sums, then max score and denominator (splits > 1)
   const int32_t* rows;   // [2, N]: slots, then kv_lens
-  int64_t n, hq, hkv, d, batch, cache_len, splits;
+  int64_t n, hq, hkv, d, batch, cache_len, splits, keys_per_split;
   float scale;
 };
 
@@ -45,11 +58,13 @@ __global__ void attention_kv_cache_split_kernel(KvCacheArgs a) {
   __shared__ float warp_max_score[kWarps];
   __shared__ float warp_denominator[kWarps];
   __shared__ float warp_acc[kWarps][kMaxDimPerLane * kWarp];
+  let_next_kernel_launch();
+  wait_for_previous_kernel();
   const int64_t split = blockIdx.x, head = blockIdx.y, row = blockIdx.z;
   const int lane = static_cast<int>(threadIdx.x) % kWarp, warp = static_cast<int>(threadIdx.x) / kWarp;
   const int64_t kv_head = head / (a.hq / a.hkv);
   const RowSpan span = row_span(a, row);
-  const int64_t begin = split * kKeysPerSplit;
+  const int64_t begin = split * a.keys_per_split;
   if (!span.valid) {
     // A row outside the cache: NaN says so (the merge kernel writes it when there are several splits).
     if (a.splits == 1)
@@ -57,7 +72,7 @@ __global__ void attention_kv_cache_split_kernel(KvCacheArgs a) {
     return;
   }
   if (begin >= span.len) return;  // past this row's keys: the merge reads only the splits that hold some
-  const int64_t end = min(span.len, begin + kKeysPerSplit);
+  const int64_t end = min(span.len, begin + a.keys_per_split);
 
   float q[kMaxDimPerLane], acc[kMaxDimPerLane];
   for (int i = 0; i < kMaxDimPerLane; ++i) {
@@ -160,10 +175,12 @@ __global__ void __launch_bounds__(kWarps * kWarp) attention_kv_cache_grouped_ker
   __shared__ float warp_max_score[kWarps][kGroup];
   __shared__ float warp_denominator[kWarps][kGroup];
   __shared__ float warp_acc[kWarps][kGroup][kD];
+  let_next_kernel_launch();
+  wait_for_previous_kernel();
   const int64_t split = blockIdx.x, kv_head = blockIdx.y, row = blockIdx.z;
   const int lane = static_cast<int>(threadIdx.x) % kWarp, warp = static_cast<int>(threadIdx.x) / kWarp;
   const RowSpan span = row_span(a, row);
-  const int64_t begin = split * kKeysPerSplit;
+  const int64_t begin = split * a.keys_per_split;
   if (!span.valid) {
     if (a.splits == 1)
       for (int64_t i = threadIdx.x; i < kGroup * kD; i += blockDim.x)
@@ -171,7 +188,7 @@ __global__ void __launch_bounds__(kWarps * kWarp) attention_kv_cache_grouped_ker
     return;
   }
   if (begin >= span.len) return;
-  const int64_t end = min(span.len, begin + kKeysPerSplit);
+  const int64_t end = min(span.len, begin + a.keys_per_split);
 
   float q[kGroup][kDims], acc[kGroup][kDims], max_score[kGroup], denominator[kGroup];
 #pragma unroll
@@ -270,8 +287,7 @@ template <typename T>
 bool launch_grouped(const KvCacheArgs& args, int64_t group) {
   const dim3 grid(static_cast<unsigned>(args.splits), static_cast<unsigned>(args.hkv), static_cast<unsigned>(args.n));
   auto run = [&](auto kernel) {
-    kernel<<<grid, kWarps * kWarp, 0, cuda_rt::stream()>>>(args);
-    VEOMNI_CUDA_LAUNCH_CHECK();
+    launch_overlapped(kernel, grid, dim3(kWarps * kWarp), 0, args);
     return true;
   };
   auto by_group = [&](auto dims) {
@@ -297,6 +313,8 @@ bool launch_grouped(const KvCacheArgs& args, int64_t group) {
 
 // One block per (query head, row): merges the partial results of the splits that hold the row's keys.
 __global__ void attention_kv_cache_merge_kernel(KvCacheArgs a) {
+  let_next_kernel_launch();
+  wait_for_previous_kernel();
   const int64_t head = blockIdx.x, row = blockIdx.y;
   const RowSpan span = row_span(a, row);
   const int64_t out_base = (row * a.hq + head) * a.d;
@@ -304,7 +322,7 @@ __global__ void attention_kv_cache_merge_kernel(KvCacheArgs a) {
     for (int64_t dim = threadIdx.x; dim < a.d; dim += blockDim.x) a.out.store(out_base + dim, NAN);
     return;
   }
-  const int64_t used = (span.len + kKeysPerSplit - 1) / kKeysPerSplit;
+  const int64_t used = (span.len + a.keys_per_split - 1) / a.keys_per_split;
   const float* partial = a.partial + (row * a.hq + head) * a.splits * (a.d + 2);
   float total_max = -INFINITY;
   for (int64_t s = 0; s < used; ++s) total_max = fmaxf(total_max, partial[s * (a.d + 2) + a.d]);
@@ -338,7 +356,8 @@ void attention_kv_cache(const Tensor& q, const Tensor& k_cache, const Tensor& v_
   if (n == 0) return;
   VEOMNI_CHECK(d <= kMaxDimPerLane * kWarp, "attention_kv_cache: head_dim {} is above {}", d, kMaxDimPerLane * kWarp);
   const int64_t cache_len = k_cache.dim(1);
-  const int64_t splits = (cache_len + kKeysPerSplit - 1) / kKeysPerSplit;
+  const int64_t keys_per_split = keys_per_split_for(cache_len, k_cache.dim(2), n);
+  const int64_t splits = (cache_len + keys_per_split - 1) / keys_per_split;
   Tensor partial;
   if (splits > 1) partial = Tensor::empty({n * hq * splits * (d + 2)}, DType::F32, q.device());
   KvCacheArgs args{floats_of(q),
@@ -354,20 +373,19 @@ void attention_kv_cache(const Tensor& q, const Tensor& k_cache, const Tensor& v_
                    k_cache.dim(0),
                    cache_len,
                    splits,
+                   keys_per_split,
                    scale};
   const int64_t group = hq / args.hkv;
   const bool grouped = k_cache.dtype() == DType::BF16 ? launch_grouped<__nv_bfloat16>(args, group)
                                                       : launch_grouped<float>(args, group);
   if (!grouped) {
-    attention_kv_cache_split_kernel<<<dim3(static_cast<unsigned>(splits), static_cast<unsigned>(hq),
-                                           static_cast<unsigned>(n)),
-                                      kWarps * kWarp, 0, cuda_rt::stream()>>>(args);
-    VEOMNI_CUDA_LAUNCH_CHECK();
+    launch_overlapped(attention_kv_cache_split_kernel,
+                      dim3(static_cast<unsigned>(splits), static_cast<unsigned>(hq), static_cast<unsigned>(n)),
+                      dim3(kWarps * kWarp), 0, args);
   }
   if (splits == 1) return;
-  attention_kv_cache_merge_kernel<<<dim3(static_cast<unsigned>(hq), static_cast<unsigned>(n)), kWarps * kWarp, 0,
-                                    cuda_rt::stream()>>>(args);
-  VEOMNI_CUDA_LAUNCH_CHECK();
+  launch_overlapped(attention_kv_cache_merge_kernel, dim3(static_cast<unsigned>(hq), static_cast<unsigned>(n)),
+                    dim3(kWarps * kWarp), 0, args);
 }
 
 void kv_cache_write(const Tensor& rows, const Tensor& dest, Tensor& cache) {

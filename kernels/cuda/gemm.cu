@@ -517,6 +517,26 @@ void matmul_swiglu(const Tensor& x, const Tensor& gate_up, Tensor& out) {
   swiglu_fused_forward(product, out);
 }
 
+// The norm's output as rmsnorm_forward writes it, for the paths that run the norm and the GEMM as two ops.
+Tensor normalised(const Tensor& x, const Tensor& gain, float eps) {
+  Tensor normed = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor rstd = Tensor::empty({x.dim(0)}, DType::F32, x.device());
+  rmsnorm_forward(x, gain, eps, normed, rstd);
+  return normed;
+}
+
+void rmsnorm_matmul(const Tensor& x, const Tensor& gain, float eps, const Tensor& w, Tensor& out) {
+  if (x.dim(0) == 0) return;
+  if (skinny_matmul_applies(x, false, w, true, out, 1.0f, 0.0f, &gain)) return skinny_matmul(x, w, out, false, &gain, eps);
+  matmul(normalised(x, gain, eps), false, w, true, out, 1.0f, 0.0f);
+}
+
+void rmsnorm_matmul_swiglu(const Tensor& x, const Tensor& gain, float eps, const Tensor& gate_up, Tensor& out) {
+  if (x.dim(0) == 0) return;
+  if (skinny_swiglu_applies(x, gate_up, out, &gain)) return skinny_swiglu(x, gate_up, out, &gain, eps);
+  matmul_swiglu(normalised(x, gain, eps), gate_up, out);
+}
+
 void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& out, float alpha, float beta) {
   const int64_t m = out.dim(0), n = out.dim(1), k = trans_a ? a.dim(0) : a.dim(1);
   if (m == 0 || n == 0) return;

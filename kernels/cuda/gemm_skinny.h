@@ -11,17 +11,21 @@ inline constexpr int64_t kSkinnyMaxRows = 8;
 
 // Whether matmul(a, trans_a, b, trans_b, out, alpha, beta) is one the skinny kernel computes: a [M, K] (no
 // transpose), b [N, K] (transposed), all bf16, M <= kSkinnyMaxRows, K a multiple of 8, alpha 1, beta 0 or 1, 16-byte
-// aligned operands; and VEOMNI_SKINNY_GEMM is not 0 (the switch for comparing against cuBLASLt).
+// aligned operands; and VEOMNI_SKINNY_GEMM is not 0 (the switch for comparing against cuBLASLt). With a gain (an
+// RMSNorm of a's rows in front), the gain must be bf16 [K] and 16-byte aligned too.
 bool skinny_matmul_applies(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& out,
-                           float alpha, float beta);
+                           float alpha, float beta, const Tensor* gain = nullptr);
 // out [M, N] = a [M, K] b[N, K]^T (+ out when accumulate), fp32 accumulation, bf16 output rounded to nearest even
-// once.
-void skinny_matmul(const Tensor& a, const Tensor& b, Tensor& out, bool accumulate);
+// once. With a gain, a's rows are first normalised as rmsnorm_forward(a, *gain, eps) would, with its bits.
+void skinny_matmul(const Tensor& a, const Tensor& b, Tensor& out, bool accumulate, const Tensor* gain = nullptr,
+                   float eps = 0.0f);
 
 // Whether matmul_swiglu(x, gate_up, out) takes the one-kernel path: the skinny GEMM's conditions on x and gate_up
-// [2I, K], out [M, I] bf16 and 16-byte aligned.
-bool skinny_swiglu_applies(const Tensor& x, const Tensor& gate_up, const Tensor& out);
+// [2I, K] (and the gain), out [M, I] bf16 and 16-byte aligned.
+bool skinny_swiglu_applies(const Tensor& x, const Tensor& gate_up, const Tensor& out, const Tensor* gain = nullptr);
 // out [M, I] = SwiGLU of x gate_up^T: the same bits as skinny_matmul into [M, 2I] followed by swiglu_fused_forward.
-void skinny_swiglu(const Tensor& x, const Tensor& gate_up, Tensor& out);
+// With a gain, x's rows are normalised first, as in skinny_matmul.
+void skinny_swiglu(const Tensor& x, const Tensor& gate_up, Tensor& out, const Tensor* gain = nullptr,
+                   float eps = 0.0f);
 
 }  // namespace veomni::ops::cuda

@@ -3,6 +3,7 @@
 // skipped for a frozen weight (dweight undefined).
 #include <type_traits>
 
+#include "kernels/cuda/dependent_launch.cuh"
 #include "kernels/cuda/kernel_utils.cuh"
 #include "kernels/cuda/ops_cuda.h"
 
@@ -110,6 +111,8 @@ __global__ void __launch_bounds__(kThreads) forward_rows_packed(const T* x, cons
                                                                 int64_t n, int d) {
   constexpr int P = packed::kPer16<T>;
   using Pk = packed::Pack<T, P>;
+  let_next_kernel_launch();
+  wait_for_previous_kernel();
   const RowSlot<kLanes> slot;
   const int64_t first = slot.first_of(blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + threadIdx.x / kWarp);
   if (first >= n) return;  // the whole warp
@@ -290,10 +293,10 @@ bool forward_packed(const Tensor& x, const Tensor& weight, float eps, Tensor& y,
       using T = decltype(t_tag);
       using TW = decltype(w_tag);
       launched = with_row_shape<16>(packs, [&](auto lanes, auto per_lane) {
-        forward_rows_packed<T, TW, decltype(lanes)::value, decltype(per_lane)::value>
-            <<<forward_blocks(n, decltype(lanes)::value), kThreads, 0, cuda_rt::stream()>>>(
-                data_of<const T>(x), data_of<const TW>(weight), eps, data_of<T>(y), data_of<float>(rstd), n,
-                static_cast<int>(d));
+        launch_overlapped(forward_rows_packed<T, TW, decltype(lanes)::value, decltype(per_lane)::value>,
+                          dim3(forward_blocks(n, decltype(lanes)::value)), dim3(kThreads), 0, data_of<const T>(x),
+                          data_of<const TW>(weight), eps, data_of<T>(y), data_of<float>(rstd), n,
+                          static_cast<int>(d));
       });
     });
   });

@@ -2,6 +2,7 @@
 // read once into shared memory, normalised (its sum of squares a warp sum) and rotated in fp32, then stored once: into
 // q, or into k and its cache row; a value head is copied into v and its cache row. One launch instead of the q/k
 // RMSNorms, rotations and cache writes (six per layer).
+#include "kernels/cuda/dependent_launch.cuh"
 #include "kernels/cuda/kernel_utils.cuh"
 #include "kernels/cuda/ops_cuda.h"
 #include "kernels/cuda/runtime.h"
@@ -24,6 +25,8 @@ struct QkvNormRopeArgs {
 
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarp) qkv_norm_rope_kernel(QkvNormRopeArgs a) {
   __shared__ float head[kWarpsPerBlock][kMaxHeadDim];
+  let_next_kernel_launch();
+  wait_for_previous_kernel();
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
   const int64_t token = blockIdx.y, heads = a.hq + 2 * a.hkv;
   const int64_t h = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
@@ -96,8 +99,7 @@ void qkv_norm_rope_cache_write(const Tensor& qkv, const Tensor& q_norm, const Te
                              eps};
   const int64_t heads = hq + 2 * hkv;
   const dim3 grid(static_cast<unsigned>((heads + kWarpsPerBlock - 1) / kWarpsPerBlock), static_cast<unsigned>(s));
-  qkv_norm_rope_kernel<<<grid, kWarpsPerBlock * kWarp, 0, cuda_rt::stream()>>>(args);
-  VEOMNI_CUDA_LAUNCH_CHECK();
+  launch_overlapped(qkv_norm_rope_kernel, grid, dim3(kWarpsPerBlock * kWarp), 0, args);
 }
 
 }  // namespace veomni::ops::cuda

@@ -5,6 +5,7 @@
 #include "kernels/decode_ops.h"
 #include "kernels/op_profiler.h"
 #include "kernels/ops.h"
+#include "kernels/overlapped_launches.h"
 
 namespace veomni {
 
@@ -44,6 +45,8 @@ void DecodeSteps::upload(const DecodeRows& rows) {
 }
 
 DecodeSteps::Outputs DecodeSteps::forward(int64_t n) {
+  // The step's weights are frozen: its kernels may start while the one before still runs (OverlappedLaunches).
+  const OverlappedLaunches overlapped;
   const int64_t streams = mrope_ ? 3 : 1;
   const Tensor ids = tokens_.slice(0, n);
   Tensor positions = tokens_.slice(n, n + streams * n);

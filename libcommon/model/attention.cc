@@ -183,22 +183,28 @@ bool Attention::qkv_current() const {
 }
 
 Tensor Attention::forward_cached(const Tensor& x, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const {
-  return o_proj_.forward(attend_cached(x, step, k_cache, v_cache), false).out;
+  return o_proj_.forward(attend_cached(x, nullptr, step, k_cache, v_cache), false).out;
 }
 
-void Attention::add_forward_cached(const Tensor& x, const CachedStep& step, Tensor& k_cache, Tensor& v_cache,
-                                   Tensor& residual) const {
-  o_proj_.forward_accumulate(attend_cached(x, step, k_cache, v_cache), residual);
+void Attention::add_forward_cached(const Tensor& h, const RmsNorm& input_norm, const CachedStep& step,
+                                   Tensor& k_cache, Tensor& v_cache, Tensor& residual) const {
+  o_proj_.forward_accumulate(attend_cached(h, &input_norm, step, k_cache, v_cache), residual);
 }
 
-Tensor Attention::attend_cached(const Tensor& x, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const {
+Tensor Attention::attend_cached(const Tensor& x, const RmsNorm* input_norm, const CachedStep& step, Tensor& k_cache,
+                                Tensor& v_cache) const {
   const int64_t s = x.dim(0);
   Tensor qkv;
   if (qkv_current()) {
     qkv = empty_like(x, {s, qkv_.dim(0)});
-    ops::matmul(x, false, qkv_, true, qkv);
+    if (input_norm)
+      ops::rmsnorm_matmul(x, input_norm->weight_value(), input_norm->eps(), qkv_, qkv);
+    else
+      ops::matmul(x, false, qkv_, true, qkv);
   } else {
-    qkv = pack_columns({q_proj_.forward(x, false).out, k_proj_.forward(x, false).out, v_proj_.forward(x, false).out});
+    const Tensor normed = input_norm ? input_norm->forward(x, false).out : x;
+    qkv = pack_columns(
+        {q_proj_.forward(normed, false).out, k_proj_.forward(normed, false).out, v_proj_.forward(normed, false).out});
   }
   Tensor q = Tensor::empty({s, num_heads_, head_dim_}, qkv.dtype(), qkv.device());
   Tensor k = Tensor::empty({s, num_kv_heads_, head_dim_}, qkv.dtype(), qkv.device());

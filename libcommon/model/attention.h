@@ -46,9 +46,11 @@ class Attention {
   // rotated keys and its values into the layer's caches k_cache, v_cache [B, capacity, kv_heads, head_dim] at the
   // step's rows, then attends as the step's kind says (model/kv_cache.h).
   Tensor forward_cached(const Tensor& x, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const;
-  // The same, added into residual [S, hidden] by the output projection's GEMM (decoding's residual add).
-  void add_forward_cached(const Tensor& x, const CachedStep& step, Tensor& k_cache, Tensor& v_cache,
-                          Tensor& residual) const;
+  // The same for the layer's input h before its norm, added into residual [S, hidden] by the output projection's
+  // GEMM (decoding's residual add). The norm runs inside the q/k/v GEMM while the projections are fused
+  // (ops::rmsnorm_matmul), else on its own.
+  void add_forward_cached(const Tensor& h, const RmsNorm& input_norm, const CachedStep& step, Tensor& k_cache,
+                          Tensor& v_cache, Tensor& residual) const;
   // Decoding runs q, k and v as one GEMM: fuse_qkv() (once, after the weights are loaded) moves the three weights
   // into one [(Hq + 2 Hkv) D, hidden] tensor that the parameters then view (same values, no extra memory); projections
   // with LoRA adapters or of different dtypes stay apart. The training path is unchanged.
@@ -56,8 +58,10 @@ class Attention {
 
  private:
   SharedInputLinears qkv_proj() const;
-  // forward_cached up to the output projection: the attention's output [S, Hq * D].
-  Tensor attend_cached(const Tensor& x, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const;
+  // forward_cached up to the output projection: the attention's output [S, Hq * D]. With input_norm, x is the input
+  // before that norm.
+  Tensor attend_cached(const Tensor& x, const RmsNorm* input_norm, const CachedStep& step, Tensor& k_cache,
+                       Tensor& v_cache) const;
   bool qkv_current() const;
   Tensor to_heads(const Tensor& x, const LayerInputs& in) const;
   Tensor to_seq(const Tensor& x, const LayerInputs& in) const;

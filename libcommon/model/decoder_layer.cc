@@ -82,9 +82,9 @@ void DecoderLayer::fuse_for_decoding() {
 }
 
 void DecoderLayer::forward_cached(Tensor& h, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const {
-  attention_.add_forward_cached(input_norm_.forward(h, false).out, step, k_cache, v_cache, h);
+  attention_.add_forward_cached(h, input_norm_, step, k_cache, v_cache, h);
+  if (!moe_) return mlp_->add_forward_inference(h, post_attention_norm_, h);
   const Tensor normed = post_attention_norm_.forward(h, false).out;
-  if (!moe_) return mlp_->add_forward_inference(normed, h);
   LayerInputs in;  // single process: no expert-parallel seams; every row is real
   in.real_rows = normed.dim(0);
   // Decoding keeps no router statistics.

@@ -35,10 +35,10 @@ bool Mlp::gate_up_current() const {
   return gate.defined() && up.defined() && gate.raw_data() == base && up.raw_data() == base + gate_up_.nbytes() / 2;
 }
 
-void Mlp::add_forward_inference(const Tensor& x, Tensor& residual) const {
-  if (!gate_up_current()) return ops::add_(residual, forward(x, false).out);
-  Tensor act = empty_like(x, {x.dim(0), gate_up_.dim(0) / 2});
-  ops::matmul_swiglu(x, gate_up_, act);
+void Mlp::add_forward_inference(const Tensor& h, const RmsNorm& norm, Tensor& residual) const {
+  if (!gate_up_current()) return ops::add_(residual, forward(norm.forward(h, false).out, false).out);
+  Tensor act = empty_like(h, {h.dim(0), gate_up_.dim(0) / 2});
+  ops::rmsnorm_matmul_swiglu(h, norm.weight_value(), norm.eps(), gate_up_, act);
   down_proj_.forward_accumulate(act, residual);
 }
 

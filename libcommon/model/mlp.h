@@ -5,6 +5,7 @@
 
 #include "core/tensor.h"
 #include "model/layers/linear.h"
+#include "model/layers/rmsnorm.h"
 #include "model/layers/shared_input_linears.h"
 #include "model/param.h"
 
@@ -34,9 +35,10 @@ class Mlp {
   // into one [2I, hidden] tensor whose halves the parameters then view, so no memory is added and the parameters
   // keep their values; a weight with a LoRA adapter is left as it is.
   void fuse_gate_up();
-  // Inference: residual += the MLP of x, the add done by the down projection's GEMM. While the parameters still view
-  // the fused weight, gate, up and SwiGLU run as one op (ops::matmul_swiglu); else it is forward without saving.
-  void add_forward_inference(const Tensor& x, Tensor& residual) const;
+  // Inference: residual += the MLP of norm(h), the add done by the down projection's GEMM. While the parameters still
+  // view the fused weight, the norm, gate, up and SwiGLU run as one op (ops::rmsnorm_matmul_swiglu); else the norm,
+  // then forward without saving.
+  void add_forward_inference(const Tensor& h, const RmsNorm& norm, Tensor& residual) const;
 
  private:
   bool gate_up_current() const;

@@ -1,11 +1,13 @@
 // GPU tests of the cuBLASLt GEMMs against the CPU GEMM: every transpose, f32/bf16 inputs and outputs (mixed too),
 // alpha/beta, empty dimensions, the skinny decoding GEMM (a few rows, bf16; its residual add and its SwiGLU
-// epilogue), and the grouped expert GEMMs with empty
+// epilogue; launched early under OverlappedLaunches), and the grouped expert GEMMs with empty
 // groups. Inputs are bf16-representable on both
 // sides, so only a bf16 output is held to the bf16 tolerance.
 #include "gpu_test_util.h"
 #include "kernels/decode_ops.h"
 #include "kernels/ops.h"
+#include "kernels/overlapped_launches.h"
+#include "kernels/step_graph.h"
 
 using namespace veomni;
 using namespace veomni::gpu_test;
@@ -64,6 +66,8 @@ TEST_F(CudaGemm, SkinnyDecodeShapesMatchCpu) {
     check_matmul(m, 3000, 1024, false, true, bf16, 1.0f, 0.0f, rng);  // columns not a multiple of the block's 8
     check_matmul(m, 64, 3072, false, true, bf16, 1.0f, 0.0f, rng);    // down_proj's K
     check_matmul(m, 1024, 2048, false, true, bf16, 1.0f, 1.0f, rng);  // o_proj adding into the residual (beta 1)
+    check_matmul(m, 64, 4096, false, true, bf16, 1.0f, 0.0f, rng);    // the most a lane loads before its wait
+    check_matmul(m, 64, 5120, false, true, bf16, 1.0f, 1.0f, rng);    // more: the rest is read after the wait
   }
   check_matmul(1, 100, 1001, false, true, bf16, 1.0f, 0.0f, rng);
   check_matmul(2, 100, 64, false, true, bf16, 0.5f, 1.0f, rng);
@@ -73,24 +77,101 @@ TEST_F(CudaGemm, SkinnyDecodeShapesMatchCpu) {
 // swiglu_fused_forward; 9 rows and an f32 input run those two ops. All are within bf16 rounding of the CPU.
 TEST_F(CudaGemm, MatmulSwigluIsTheGemmThenSwiglu) {
   std::mt19937 rng(17);
-  const int64_t k = 1024, intermediate = 1000;
+  const int64_t intermediate = 1000;
   for (const DType dtype : {DType::BF16, DType::F32})
-    for (const int64_t m : {1, 2, 8, 9}) {
-      SCOPED_TRACE(fmt::format("m {} {}", m, dtype_name(dtype)));
-      const Tensor x = representable(random_f32({m, k}, rng), DType::BF16);
-      const Tensor gate_up = representable(random_f32({2 * intermediate, k}, rng), DType::BF16);
-      const Tensor x_gpu = to_gpu(x, dtype), gate_up_gpu = to_gpu(gate_up, dtype);
-      Tensor product = Tensor::empty({m, 2 * intermediate}, dtype, gpu());
-      ops::matmul(x_gpu, false, gate_up_gpu, true, product);
-      Tensor two_ops = Tensor::empty({m, intermediate}, dtype, gpu());
-      ops::swiglu_fused_forward(product, two_ops);
-      Tensor fused = Tensor::empty({m, intermediate}, dtype, gpu());
-      ops::matmul_swiglu(x_gpu, gate_up_gpu, fused);
-      EXPECT_TRUE(bitwise_equal(fused, two_ops));
-      Tensor want = Tensor::empty({m, intermediate}, DType::F32);
-      ops::matmul_swiglu(x, gate_up, want);
-      EXPECT_TRUE(close_to(fused, want, rtol_for(dtype)));
+    for (const int64_t m : {1, 2, 8, 9})
+      for (const int64_t k : {1024, 4096}) {  // 4096: part of each row is read after the kernel's wait
+        SCOPED_TRACE(fmt::format("m {} k {} {}", m, k, dtype_name(dtype)));
+        const Tensor x = representable(random_f32({m, k}, rng), DType::BF16);
+        const Tensor gate_up = representable(random_f32({2 * intermediate, k}, rng), DType::BF16);
+        const Tensor x_gpu = to_gpu(x, dtype), gate_up_gpu = to_gpu(gate_up, dtype);
+        Tensor product = Tensor::empty({m, 2 * intermediate}, dtype, gpu());
+        ops::matmul(x_gpu, false, gate_up_gpu, true, product);
+        Tensor two_ops = Tensor::empty({m, intermediate}, dtype, gpu());
+        ops::swiglu_fused_forward(product, two_ops);
+        Tensor fused = Tensor::empty({m, intermediate}, dtype, gpu());
+        ops::matmul_swiglu(x_gpu, gate_up_gpu, fused);
+        EXPECT_TRUE(bitwise_equal(fused, two_ops));
+        Tensor want = Tensor::empty({m, intermediate}, DType::F32);
+        ops::matmul_swiglu(x, gate_up, want);
+        EXPECT_TRUE(close_to(fused, want, rtol_for(dtype)));
+      }
+}
+
+// rmsnorm_matmul and rmsnorm_matmul_swiglu on the GPU: for bf16 rows of at most 8 one kernel normalises and
+// multiplies with the bits of rmsnorm_forward followed by the skinny GEMM (or matmul_swiglu); rows of 64 (the norm's
+// 16-lane groups), 1024, 4096 and 5120 (read partly after the wait). 9 rows and f32 run the two ops.
+TEST_F(CudaGemm, RmsnormMatmulIsTheNormThenTheGemm) {
+  std::mt19937 rng(23);
+  for (const DType dtype : {DType::BF16, DType::F32})
+    for (const int64_t m : {1, 3, 8, 9})
+      for (const int64_t k : {64, 1024, 4096, 5120}) {
+        SCOPED_TRACE(fmt::format("m {} k {} {}", m, k, dtype_name(dtype)));
+        const int64_t n = 200;
+        const Tensor x = to_gpu(random_f32({m, k}, rng), dtype), gain = to_gpu(random_f32({k}, rng), dtype);
+        const Tensor w = to_gpu(random_f32({2 * n, k}, rng), dtype);
+        Tensor normed = Tensor::empty({m, k}, dtype, gpu()), rstd = Tensor::empty({m}, DType::F32, gpu());
+        ops::rmsnorm_forward(x, gain, 1e-6f, normed, rstd);
+        Tensor want = Tensor::empty({m, 2 * n}, dtype, gpu()), got = Tensor::empty({m, 2 * n}, dtype, gpu());
+        ops::matmul(normed, false, w, true, want);
+        ops::rmsnorm_matmul(x, gain, 1e-6f, w, got);
+        EXPECT_TRUE(bitwise_equal(got, want));
+        Tensor want_act = Tensor::empty({m, n}, dtype, gpu()), got_act = Tensor::empty({m, n}, dtype, gpu());
+        ops::matmul_swiglu(normed, w, want_act);
+        ops::rmsnorm_matmul_swiglu(x, gain, 1e-6f, w, got_act);
+        EXPECT_TRUE(bitwise_equal(got_act, want_act));
+      }
+}
+
+// A decode-like chain of norms and skinny GEMMs (residual adds, SwiGLU, norms inside GEMMs) with a cuBLASLt GEMM
+// among them, each reading what the kernel before it wrote. Under OverlappedLaunches every kernel starts while the one before still runs and loads its weights before
+// waiting: op by op and recorded into a graph, the chain gives the bits of the same chain launched one after the
+// other.
+TEST_F(CudaGemm, OverlappedLaunchesGiveTheSerialBits) {
+  std::mt19937 rng(19);
+  const int64_t m = 2, d = 1024, intermediate = 3072;
+  const Tensor x0 = to_gpu(random_f32({m, d}, rng), DType::BF16);
+  const Tensor gain = to_gpu(representable(random_f32({d}, rng), DType::BF16), DType::BF16);
+  const Tensor w_in = to_gpu(random_f32({d, d}, rng), DType::BF16), w_out = to_gpu(random_f32({d, d}, rng), DType::BF16);
+  const Tensor gate_up = to_gpu(random_f32({2 * intermediate, d}, rng), DType::BF16);
+  const Tensor down = to_gpu(random_f32({d, intermediate}, rng), DType::BF16);
+  auto chain = [&](Tensor& h) {
+    h.copy_from(x0);
+    for (int layer = 0; layer < 6; ++layer) {
+      Tensor normed = Tensor::empty({m, d}, DType::BF16, gpu()), rstd = Tensor::empty({m}, DType::F32, gpu());
+      ops::rmsnorm_forward(h, gain, 1e-6f, normed, rstd);
+      Tensor mixed = Tensor::empty({m, d}, DType::BF16, gpu());
+      ops::matmul(normed, false, w_in, true, mixed);
+      ops::matmul(mixed, false, w_out, true, h, 1.0f, 1.0f);
+      ops::rmsnorm_matmul(h, gain, 1e-6f, w_in, mixed);  // the norm inside the GEMM
+      ops::matmul(mixed, false, w_out, true, h, 0.5f, 1.0f);  // alpha 0.5: cuBLASLt, launched normally
+      Tensor act = Tensor::empty({m, intermediate}, DType::BF16, gpu());
+      ops::rmsnorm_matmul_swiglu(h, gain, 1e-6f, gate_up, act);
+      ops::matmul(act, false, down, true, h, 1.0f, 1.0f);
     }
+  };
+  Tensor serial = Tensor::empty({m, d}, DType::BF16, gpu());
+  chain(serial);
+  Tensor eager = Tensor::empty({m, d}, DType::BF16, gpu());
+  {
+    const OverlappedLaunches overlapped;
+    ASSERT_TRUE(OverlappedLaunches::active()) << "VEOMNI_OVERLAP_LAUNCHES=0 is set";
+    chain(eager);
+  }
+  EXPECT_FALSE(OverlappedLaunches::active());
+  EXPECT_TRUE(bitwise_equal(eager, serial));
+  Tensor graphed = Tensor::empty({m, d}, DType::BF16, gpu());
+  StepGraph graph;
+  graph.capture(gpu(), [&] {
+    const OverlappedLaunches overlapped;
+    chain(graphed);
+  });
+  for (int replay = 0; replay < 3; ++replay) {
+    ops::fill_(graphed, 0.0f);
+    graph.replay();
+    EXPECT_TRUE(bitwise_equal(graphed, serial)) << "replay " << replay;
+  }
+  EXPECT_TRUE(std::isfinite(ops::sum_squares(serial)));
 }
 
 TEST_F(CudaGemm, MatmulAtModelShapes) {

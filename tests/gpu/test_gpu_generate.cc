@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -188,6 +189,34 @@ TEST_F(GpuGenerate, GraphedDecodeStepsMatchOpByOpBitForBit) {
   }
 }
 
+// A decode step's kernels launch early (OverlappedLaunches: each starts while the one before runs and waits for it
+// before reading its output); with VEOMNI_OVERLAP_LAUNCHES=0 they launch one after the other. Op by op and from
+// graphs, both give the same logits bit for bit.
+TEST_F(GpuGenerate, OverlappedDecodeLaunchesMatchSerialLaunchesBitForBit) {
+  ModelConfig config = load_model_config(std::string(VEOMNI_SOURCE_DIR) + "/configs/model_configs/qwen3_toy");
+  config.initializer_range = 0.2;
+  auto model = toy_on(config, Device::cuda(0), DType::BF16);
+  model->init_weights(29);
+  const std::vector<std::vector<int64_t>> prompts = {{5, 17, 3}, {9, 2, 44, 61, 8, 30, 12}};
+  GenerateOptions options;
+  options.max_new_tokens = 12;
+  for (const bool graphs : {false, true}) {
+    options.cuda_graphs = graphs;
+    StepLog overlapped, serial;
+    generate_logged(*model, prompts, options, overlapped);
+    ASSERT_EQ(setenv("VEOMNI_OVERLAP_LAUNCHES", "0", 1), 0);
+    generate_logged(*model, prompts, options, serial);
+    ASSERT_EQ(unsetenv("VEOMNI_OVERLAP_LAUNCHES"), 0);
+    ASSERT_EQ(overlapped.logits.size(), serial.logits.size());
+    for (size_t step = 0; step < serial.logits.size(); ++step) {
+      ASSERT_EQ(overlapped.logits[step].size(), serial.logits[step].size());
+      EXPECT_EQ(0, std::memcmp(overlapped.logits[step].data(), serial.logits[step].data(),
+                               serial.logits[step].size() * sizeof(float)))
+          << "graphs " << graphs << " step " << step;
+    }
+  }
+}
+
 // The [2, N] table attention_kv_cache reads (slots, then kv lengths), on `device`.
 Tensor cache_rows(const std::vector<int32_t>& slots, const std::vector<int32_t>& kv_lens, Device device) {
   std::vector<int32_t> rows(slots);
@@ -195,8 +224,8 @@ Tensor cache_rows(const std::vector<int32_t>& slots, const std::vector<int32_t>&
   return Tensor::from_vector(rows, {2, static_cast<int64_t>(slots.size())}).to(device);
 }
 
-// The kernel against the CPU op over caches of cache_len rows: 70 is one split of the sequence per block column
-// (kernel writes the output directly), 300 several (a second kernel merges the splits).
+// The kernel against the CPU op over caches of cache_len rows: 12 is one split of the sequence (the kernel writes the
+// output directly), 70 five splits of 16 keys, 300 nineteen (a second kernel merges the splits).
 void expect_attention_kv_cache_matches_cpu(int64_t cache_len, const std::vector<int32_t>& kv_lens, int64_t hq = 8,
                                            int64_t hkv = 2, int64_t d = 128) {
   std::mt19937 rng(9);
@@ -227,7 +256,10 @@ void expect_attention_kv_cache_matches_cpu(int64_t cache_len, const std::vector<
   }
 }
 
-TEST_F(GpuGenerate, AttentionKvCacheMatchesCpu) { expect_attention_kv_cache_matches_cpu(70, {70, 1, 3, 37}); }
+TEST_F(GpuGenerate, AttentionKvCacheMatchesCpu) {
+  expect_attention_kv_cache_matches_cpu(12, {12, 1, 3, 7});
+  expect_attention_kv_cache_matches_cpu(70, {70, 1, 3, 37});
+}
 
 TEST_F(GpuGenerate, AttentionKvCacheSplitAcrossBlocksMatchesCpu) {
   expect_attention_kv_cache_matches_cpu(300, {300, 1, 65, 129});
@@ -241,6 +273,7 @@ TEST_F(GpuGenerate, AttentionKvCacheEveryHeadLayoutMatchesCpu) {
   };
   for (const Layout& l : {Layout{16, 8, 128}, Layout{8, 8, 64}, Layout{32, 4, 128}, Layout{4, 2, 256},
                           Layout{16, 2, 64}, Layout{6, 2, 48}, Layout{16, 2, 256}}) {
+    expect_attention_kv_cache_matches_cpu(12, {12, 1, 3, 7}, l.hq, l.hkv, l.d);
     expect_attention_kv_cache_matches_cpu(70, {70, 1, 3, 37}, l.hq, l.hkv, l.d);
     expect_attention_kv_cache_matches_cpu(300, {300, 1, 65, 129}, l.hq, l.hkv, l.d);
   }

@@ -364,12 +364,7 @@ TEST(OpsArgmaxRows, FirstGreatestValueOfEachRow) {
 // matmul_swiglu is matmul into [M, 2I] followed by swiglu_fused_forward, bit for bit on the CPU.
 TEST(OpsMatmulSwiglu, EqualsMatmulThenSwiglu) {
   std::mt19937 rng(9);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  const auto random = [&](Shape shape) {
-    Tensor t = Tensor::empty(shape, DType::F32);
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = normal(rng);
-    return t;
-  };
+  const auto random = [&](Shape shape) { return test_ops::random_f32(shape, rng); };
   for (const int64_t m : {1, 3, 17}) {
     const Tensor x = random({m, 24});
     const Tensor gate_up = random({2 * 10, 24});
@@ -390,6 +385,37 @@ TEST(OpsMatmulSwiglu, RejectsMismatchedShapes) {
   EXPECT_THROW(ops::matmul_swiglu(x, Tensor::zeros({6, 7}, DType::F32), out), Error);  // K differs
   Tensor wide = Tensor::empty({2, 4}, DType::F32);
   EXPECT_THROW(ops::matmul_swiglu(x, Tensor::zeros({6, 8}, DType::F32), wide), Error);  // out is not [M, I]
+}
+
+// rmsnorm_matmul and rmsnorm_matmul_swiglu are rmsnorm_forward followed by matmul / matmul_swiglu, bit for bit on
+// the CPU.
+TEST(OpsRmsnormMatmul, EqualsTheNormThenTheGemm) {
+  std::mt19937 rng(10);
+  const auto random = [&](Shape shape) { return test_ops::random_f32(shape, rng); };
+  for (const int64_t m : {1, 3, 17}) {
+    const Tensor x = random({m, 24}), gain = random({24}), w = random({20, 24});
+    Tensor normed = Tensor::empty({m, 24}, DType::F32), rstd = Tensor::empty({m}, DType::F32);
+    ops::rmsnorm_forward(x, gain, 1e-5f, normed, rstd);
+    Tensor want = Tensor::empty({m, 20}, DType::F32), got = Tensor::empty({m, 20}, DType::F32);
+    ops::matmul(normed, false, w, true, want);
+    ops::rmsnorm_matmul(x, gain, 1e-5f, w, got);
+    EXPECT_EQ(got.to_float_vector(), want.to_float_vector()) << "m " << m;
+    Tensor want_act = Tensor::empty({m, 10}, DType::F32), got_act = Tensor::empty({m, 10}, DType::F32);
+    ops::matmul_swiglu(normed, w, want_act);
+    ops::rmsnorm_matmul_swiglu(x, gain, 1e-5f, w, got_act);
+    EXPECT_EQ(got_act.to_float_vector(), want_act.to_float_vector()) << "m " << m;
+  }
+}
+
+TEST(OpsRmsnormMatmul, RejectsMismatchedShapes) {
+  const Tensor x = Tensor::zeros({2, 8}, DType::F32), gain = Tensor::full<float>({8}, 1.0f);
+  Tensor out = Tensor::empty({2, 6}, DType::F32), act = Tensor::empty({2, 3}, DType::F32);
+  EXPECT_THROW(ops::rmsnorm_matmul(x, Tensor::full<float>({7}, 1.0f), 1e-6f, Tensor::zeros({6, 8}, DType::F32), out),
+               Error);  // the gain is not [K]
+  EXPECT_THROW(ops::rmsnorm_matmul(x, gain, 1e-6f, Tensor::zeros({6, 7}, DType::F32), out), Error);  // K differs
+  EXPECT_THROW(ops::rmsnorm_matmul(x, gain, 1e-6f, Tensor::zeros({5, 8}, DType::F32), out), Error);  // out not [M, N]
+  EXPECT_THROW(ops::rmsnorm_matmul_swiglu(x, gain, 1e-6f, Tensor::zeros({5, 8}, DType::F32), act), Error);  // odd
+  EXPECT_THROW(ops::rmsnorm_matmul_swiglu(x, gain, 1e-6f, Tensor::zeros({6, 8}, DType::F32), out), Error);  // not I
 }
 
 std::vector<float> spread_logits() { return {0.5f, 2.0f, -1.0f, 1.5f, 0.0f, 3.0f, -2.0f, 1.0f}; }

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "data/batch.h"
+#include "kernels/decode_ops.h"
 #include "kernels/ops.h"
 #include "model/layers/common.h"
 
@@ -46,7 +47,12 @@ Tensor LmHead::logits_forward(const Tensor& hidden, NormSaved* norm, Tensor* nor
 }
 
 Tensor LmHead::logits(const Tensor& hidden) {
-  return converted(logits_forward(hidden, nullptr, nullptr), DType::F32);
+  before_forward();
+  Tensor logits = empty_like(hidden, {hidden.dim(0), vocab_size_});
+  // Nothing is kept for a backward: the final norm runs inside the GEMM where the kernel can (decoding's few rows).
+  ops::rmsnorm_matmul(hidden, site_.final_norm->value, site_.norm_eps, weight_->value, logits);
+  after_forward();
+  return converted(logits, DType::F32);
 }
 
 LmHead::LossOutput LmHead::loss_forward(const Tensor& hidden, const Tensor& targets, bool save, Tensor* logits_out) {
