@@ -3,9 +3,9 @@
 # the GPU, merged by veomni-ckpt-merge (per-expert and stacked), loads with transformers'
 # AutoModelForCausalLM.from_pretrained (scripts/gen_hf_fixtures.py --check-merged, which also checks that both merges
 # give identical logits) and its logits match our fp32 forward (relative 1e-4).
-# usage: merged_in_transformers.sh BIN_DIR SOURCE_DIR GPU_TEST_BINARY
+# usage: merged_in_transformers.sh BIN_DIR SOURCE_DIR MERGED_LOGITS_CHECK
 set -euo pipefail
-bin=$1 src=$2 gpu_tests=$3
+bin=$1 src=$2 check=$3
 command -v python3 >/dev/null && python3 -c 'import transformers' 2>/dev/null ||
   { echo "SKIPPED: needs python3 with transformers"; exit 77; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/veomni-merged-XXXXXX")
@@ -23,5 +23,4 @@ mkdir -p "$work/merged/qwen3_moe_toy"
 "$bin/veomni-ckpt-merge" "$work/run" --out "$work/stacked" --experts stacked --log-level warn
 du -sh "$work/merged/qwen3_moe_toy/model"
 python3 scripts/gen_hf_fixtures.py --check-merged "$work/merged" --stacked "$work/stacked"
-VEOMNI_MERGED_DIR="$work/merged/qwen3_moe_toy" "$gpu_tests" --gtest_also_run_disabled_tests \
-  --gtest_filter='GpuMergedModel.DISABLED_LogitsMatchTransformers'
+"$check" "$work/merged/qwen3_moe_toy" cuda

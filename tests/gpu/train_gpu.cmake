@@ -116,7 +116,7 @@ endif()
 if(VEOMNI_HAVE_CUDA AND VEOMNI_MPIEXEC)
   add_test(NAME gpu.merged_mid_size_in_transformers
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/gpu/train_gpu.sh 1 ${CMAKE_CURRENT_SOURCE_DIR}/gpu/merged_in_transformers.sh
-            ${VEOMNI_BIN_DIR} ${CMAKE_SOURCE_DIR} $<TARGET_FILE:veomni_gpu_tests>)
+            ${VEOMNI_BIN_DIR} ${CMAKE_SOURCE_DIR} $<TARGET_FILE:merged_logits_check>)
   set_tests_properties(gpu.merged_mid_size_in_transformers PROPERTIES
     LABELS "gpu;mpi" RESOURCE_LOCK gpu TIMEOUT 900 SKIP_RETURN_CODE 77)
 endif()
