@@ -263,6 +263,8 @@ TEST_F(GpuGenerate, AttentionKvCacheMatchesCpu) {
 
 TEST_F(GpuGenerate, AttentionKvCacheSplitAcrossBlocksMatchesCpu) {
   expect_attention_kv_cache_matches_cpu(300, {300, 1, 65, 129});
+  // 16 query heads over 8 kv heads and 4 rows: 16-key splits would make too many blocks, so the splits are 64 keys.
+  expect_attention_kv_cache_matches_cpu(2000, {2000, 1, 65, 1500}, 16, 8);
 }
 
 // Every instance family of the grouped kernel (head_dim 64, 128, 256; 1, 2, 4, 8 query heads per kv head) and the
