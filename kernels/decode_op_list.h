@@ -50,8 +50,8 @@ VEOMNI_CUDA_ONLY_OP(void, matmul_swiglu, (const Tensor& x, const Tensor& gate_up
 
 // A normalised input's GEMM (decoding's q/k/v projection and LM head): out [M, N] = rmsnorm(x) w^T for x [M, K], the
 // norm's gain [K] and eps, w [N, K]. The values of rmsnorm_forward (its rows rounded to x's dtype) followed by
-// matmul; CUDA computes both in one kernel, with those bits, for bf16 x of at most 8 rows (the skinny decoding GEMM),
-// and runs the two ops otherwise. The CPU runs the two ops (kernels/dispatch.cc).
+// matmul; CUDA computes both in one kernel, with those bits, for bf16 x of at most 8 rows and a bf16 gain (the skinny
+// decoding GEMM), and runs the two ops otherwise. The CPU runs the two ops (kernels/dispatch.cc).
 VEOMNI_CUDA_ONLY_OP(void, rmsnorm_matmul,
                     (const Tensor& x, const Tensor& gain, float eps, const Tensor& w, Tensor& out))
 
