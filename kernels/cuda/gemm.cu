@@ -527,7 +527,8 @@ Tensor normalised(const Tensor& x, const Tensor& gain, float eps) {
 
 void rmsnorm_matmul(const Tensor& x, const Tensor& gain, float eps, const Tensor& w, Tensor& out) {
   if (x.dim(0) == 0) return;
-  if (skinny_matmul_applies(x, false, w, true, out, 1.0f, 0.0f, &gain)) return skinny_matmul(x, w, out, false, &gain, eps);
+  if (skinny_matmul_applies(x, false, w, true, out, 1.0f, 0.0f, &gain))
+    return skinny_matmul(x, w, out, false, &gain, eps);
   matmul(normalised(x, gain, eps), false, w, true, out, 1.0f, 0.0f);
 }
 

@@ -252,8 +252,9 @@ void skinny_matmul(const Tensor& a, const Tensor& b, Tensor& out, bool accumulat
     constexpr bool kNorm = decltype(norm)::value;
     with_head_for<16>(args.k, [&](auto head) {
       constexpr int kHead = decltype(head)::value;
-      launch_overlapped(accumulate ? skinny_matmul_kernel<true, kNorm, kHead> : skinny_matmul_kernel<false, kNorm, kHead>,
-                        dim3(blocks_for(args.n)), dim3(kWarpsPerBlock * kWarp), 0, args);
+      const auto kernel =
+          accumulate ? skinny_matmul_kernel<true, kNorm, kHead> : skinny_matmul_kernel<false, kNorm, kHead>;
+      launch_overlapped(kernel, dim3(blocks_for(args.n)), dim3(kWarpsPerBlock * kWarp), 0, args);
     });
   });
 }

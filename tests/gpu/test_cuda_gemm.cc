@@ -124,15 +124,16 @@ TEST_F(CudaGemm, RmsnormMatmulIsTheNormThenTheGemm) {
 }
 
 // A decode-like chain of norms and skinny GEMMs (residual adds, SwiGLU, norms inside GEMMs) with a cuBLASLt GEMM
-// among them, each reading what the kernel before it wrote. Under OverlappedLaunches every kernel starts while the one before still runs and loads its weights before
-// waiting: op by op and recorded into a graph, the chain gives the bits of the same chain launched one after the
-// other.
+// among them, each reading what the kernel before it wrote. Under OverlappedLaunches every kernel starts while the
+// one before still runs and loads its weights before waiting: op by op and recorded into a graph, the chain gives the
+// bits of the same chain launched one after the other.
 TEST_F(CudaGemm, OverlappedLaunchesGiveTheSerialBits) {
   std::mt19937 rng(19);
   const int64_t m = 2, d = 1024, intermediate = 3072;
   const Tensor x0 = to_gpu(random_f32({m, d}, rng), DType::BF16);
   const Tensor gain = to_gpu(representable(random_f32({d}, rng), DType::BF16), DType::BF16);
-  const Tensor w_in = to_gpu(random_f32({d, d}, rng), DType::BF16), w_out = to_gpu(random_f32({d, d}, rng), DType::BF16);
+  const Tensor w_in = to_gpu(random_f32({d, d}, rng), DType::BF16);
+  const Tensor w_out = to_gpu(random_f32({d, d}, rng), DType::BF16);
   const Tensor gate_up = to_gpu(random_f32({2 * intermediate, d}, rng), DType::BF16);
   const Tensor down = to_gpu(random_f32({d, intermediate}, rng), DType::BF16);
   auto chain = [&](Tensor& h) {

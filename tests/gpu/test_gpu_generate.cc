@@ -189,6 +189,15 @@ TEST_F(GpuGenerate, GraphedDecodeStepsMatchOpByOpBitForBit) {
   }
 }
 
+// VEOMNI_OVERLAP_LAUNCHES=0 while it lives (read when a decode step opens its OverlappedLaunches scope); unset again
+// at its end, also when an assertion ends the test early.
+struct SerialLaunches {
+  SerialLaunches() { setenv("VEOMNI_OVERLAP_LAUNCHES", "0", 1); }
+  ~SerialLaunches() { unsetenv("VEOMNI_OVERLAP_LAUNCHES"); }
+  SerialLaunches(const SerialLaunches&) = delete;
+  SerialLaunches& operator=(const SerialLaunches&) = delete;
+};
+
 // A decode step's kernels launch early (OverlappedLaunches: each starts while the one before runs and waits for it
 // before reading its output); with VEOMNI_OVERLAP_LAUNCHES=0 they launch one after the other. Op by op and from
 // graphs, both give the same logits bit for bit.
@@ -204,9 +213,10 @@ TEST_F(GpuGenerate, OverlappedDecodeLaunchesMatchSerialLaunchesBitForBit) {
     options.cuda_graphs = graphs;
     StepLog overlapped, serial;
     generate_logged(*model, prompts, options, overlapped);
-    ASSERT_EQ(setenv("VEOMNI_OVERLAP_LAUNCHES", "0", 1), 0);
-    generate_logged(*model, prompts, options, serial);
-    ASSERT_EQ(unsetenv("VEOMNI_OVERLAP_LAUNCHES"), 0);
+    {
+      const SerialLaunches serial_launches;
+      generate_logged(*model, prompts, options, serial);
+    }
     ASSERT_EQ(overlapped.logits.size(), serial.logits.size());
     for (size_t step = 0; step < serial.logits.size(); ++step) {
       ASSERT_EQ(overlapped.logits[step].size(), serial.logits[step].size());
