@@ -14,12 +14,12 @@
 #include "kernels/cuda/dependent_launch.cuh"
 #include "kernels/cuda/kernel_utils.cuh"
 #include "kernels/cuda/runtime.h"
+#include "kernels/cuda/skinny_dot.cuh"
 
 namespace veomni::ops::cuda {
 namespace {
 
 constexpr int kWarpsPerBlock = 8;
-constexpr int kChunk = 8;  // bf16 per 16-byte load
 
 struct SkinnyArgs {
   const __nv_bfloat16* x;
@@ -29,15 +29,6 @@ struct SkinnyArgs {
   float eps;
   int64_t m, n, k;  // n: output columns (the intermediate size for SwiGLU)
 };
-
-__device__ __forceinline__ void unpack(const uint4& raw, float (&out)[kChunk]) {
-  const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
-  for (int i = 0; i < kChunk / 2; ++i) {
-    const float2 f = __bfloat1622float2(pairs[i]);
-    out[2 * i] = f.x;
-    out[2 * i + 1] = f.y;
-  }
-}
 
 // The first kHead of a lane's chunks of one weight row (chunk lane + i * kWarp), loaded into registers before the
 // kernel waits for its predecessor: the weights are not written by the kernels before, so their stream starts while
@@ -54,61 +45,6 @@ struct WeightHead {
     }
   }
 };
-
-// The rows of x as the dot products read them: as stored, or normalised by RMSNorm (kNorm) with the bits of
-// rmsnorm_forward's bf16 kernel (kernels/cuda/norm.cu): the same per-lane sums of squares over the same chunks, the
-// same butterfly, the same rstd expression, (x * rstd) * gain rounded to bf16. x is read with plain loads: a kernel
-// before this one wrote it.
-template <bool kNorm>
-struct XRows {
-  const __nv_bfloat16* x;
-  const __nv_bfloat16* gain;
-  int64_t m, k;
-  float rstd[kSkinnyMaxRows];
-
-  __device__ __forceinline__ XRows(const SkinnyArgs& a, int lane) : x(a.x), gain(a.gain), m(a.m), k(a.k) {
-    if constexpr (kNorm) {
-      const int64_t chunks = k / kChunk;
-      for (int r = 0; r < kSkinnyMaxRows; ++r) {
-        if (r >= m) break;
-        float sq = 0.0f;
-        for (int64_t c = lane; c < chunks; c += kWarp) {
-          float xf[kChunk];
-          unpack(reinterpret_cast<const uint4*>(x + r * k)[c], xf);
-          for (int i = 0; i < kChunk; ++i) sq += xf[i] * xf[i];
-        }
-        sq = warp_sum(sq);
-        rstd[r] = static_cast<float>(1.0 / sqrt(static_cast<double>(sq) / static_cast<double>(k) + a.eps));
-      }
-    }
-  }
-
-  // xf = chunk c of row r; gf: chunk c of the gain (read once per chunk by the caller).
-  __device__ __forceinline__ void load(int r, int64_t c, const float (&gf)[kChunk], float (&xf)[kChunk]) const {
-    unpack(reinterpret_cast<const uint4*>(x + r * k)[c], xf);
-    if constexpr (kNorm)
-      for (int i = 0; i < kChunk; ++i) xf[i] = __bfloat162float(__float2bfloat16_rn((xf[i] * rstd[r]) * gf[i]));
-  }
-
-  __device__ __forceinline__ void load_gain(int64_t c, float (&gf)[kChunk]) const {
-    if constexpr (kNorm) unpack(__ldg(reinterpret_cast<const uint4*>(gain) + c), gf);
-  }
-};
-
-// acc[r] += x[r, chunk c] . w.
-template <bool kNorm>
-__device__ __forceinline__ void accumulate_chunk(const XRows<kNorm>& x, const uint4& w, int64_t c,
-                                                 float (&acc)[kSkinnyMaxRows]) {
-  float wf[kChunk], gf[kChunk];
-  unpack(w, wf);
-  x.load_gain(c, gf);
-  for (int r = 0; r < kSkinnyMaxRows; ++r) {
-    if (r >= x.m) break;
-    float xf[kChunk];
-    x.load(r, c, gf, xf);
-    for (int i = 0; i < kChunk; ++i) acc[r] += wf[i] * xf[i];
-  }
-}
 
 // acc[r] += the lane's share of x[r, :] . w_row: its chunks in ascending order, the first kHead from `head`, the rest
 // read here. The order, and so the bits, do not depend on kHead.
@@ -137,15 +73,15 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarp) skinny_matmul_kernel(Sk
   if (column < a.n) head.load(w_row, a.k / kChunk, lane);
   wait_for_previous_kernel();
   if (column >= a.n) return;
-  const XRows<kNorm> x(a, lane);
+  const XRows<kNorm> x(a.x, a.gain, a.eps, a.m, a.k, lane);
   float acc[kSkinnyMaxRows] = {};
   dot_rows(x, w_row, head, lane, acc);
   for (int r = 0; r < kSkinnyMaxRows; ++r) {
     if (r >= a.m) break;
-    float sum = warp_sum(acc[r]);
+    const float sum = warp_sum(acc[r]);
     if (lane != 0) continue;
-    if constexpr (kAccumulate) sum += __bfloat162float(a.out[r * a.n + column]);
-    a.out[r * a.n + column] = __float2bfloat16_rn(sum);
+    __nv_bfloat16& out = a.out[r * a.n + column];
+    out = column_result(sum, kAccumulate, kAccumulate ? out : __nv_bfloat16());
   }
 }
 
@@ -166,16 +102,15 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarp) skinny_swiglu_kernel(Sk
   }
   wait_for_previous_kernel();
   if (column >= a.n) return;
-  const XRows<kNorm> x(a, lane);
+  const XRows<kNorm> x(a.x, a.gain, a.eps, a.m, a.k, lane);
   float gate[kSkinnyMaxRows] = {};
   float up[kSkinnyMaxRows] = {};
   dot_rows(x, gate_row, gate_head, lane, gate);
   dot_rows(x, up_row, up_head, lane, up);
   for (int r = 0; r < kSkinnyMaxRows; ++r) {
     if (r >= a.m) break;
-    const float g = __bfloat162float(__float2bfloat16_rn(warp_sum(gate[r])));
-    const float u = __bfloat162float(__float2bfloat16_rn(warp_sum(up[r])));
-    if (lane == 0) a.out[r * a.n + column] = __float2bfloat16_rn(g * (1.0f / (1.0f + expf(-g))) * u);
+    const __nv_bfloat16 act = swiglu_result(warp_sum(gate[r]), warp_sum(up[r]));
+    if (lane == 0) a.out[r * a.n + column] = act;
   }
 }
 
