@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "kernels/decode_layer.h"
 
 namespace veomni::ops {
 

@@ -17,6 +17,7 @@
 #include "kernels/op_profiler.h"
 
 #if defined(VEOMNI_WITH_CUDA) && __has_include("kernels/cuda/ops_cuda.h")
+#include "kernels/cuda/decode_layer.h"
 #include "kernels/cuda/ops_cuda.h"
 #define VEOMNI_HAVE_CUDA_OPS 1
 #endif
@@ -1127,6 +1128,70 @@ void rmsnorm_matmul_swiglu(const Tensor& x, const Tensor& gain, float eps, const
 #else
   no_cuda_backend<void>("rmsnorm_matmul_swiglu", c.device());
 #endif
+}
+
+namespace {
+
+// The layer's shapes agree with h [M, hidden] and the caches [B, L, Hkv, D] (the ops it runs check their operands
+// again; the one-kernel path checks only here).
+void check_decode_layer(const Call& c, const DenseDecodeLayer& layer, const Tensor& cos, const Tensor& sin,
+                        const Tensor& write_rows, const Tensor& cache_rows, const Tensor& k_cache,
+                        const Tensor& v_cache, const Tensor& h) {
+  c.rank(h, "h", 2);
+  c.rank(k_cache, "k_cache", 4);
+  const int64_t m = h.dim(0), hidden = h.dim(1), hq = layer.q_heads, hkv = layer.kv_heads, d = layer.head_dim;
+  c.require(hq > 0 && hkv > 0 && hq % hkv == 0 && d > 0 && d % 2 == 0,
+            "{} query heads over {} kv heads of {} dims: need a multiple and an even head_dim", hq, hkv, d);
+  c.rank(layer.gate_up, "gate_up", 2);
+  c.require(layer.gate_up.dim(0) % 2 == 0, "gate_up {} has an odd number of rows", layer.gate_up.describe());
+  const int64_t intermediate = layer.gate_up.dim(0) / 2, batch = k_cache.dim(0), cache_len = k_cache.dim(1);
+  c.floats(h, "h", {m, hidden});
+  c.floats(layer.input_norm, "input_norm", {hidden});
+  c.floats(layer.qkv, "qkv", {(hq + 2 * hkv) * d, hidden});
+  c.floats(layer.q_norm, "q_norm", {d});
+  c.floats(layer.k_norm, "k_norm", {d});
+  c.floats(layer.o_proj, "o_proj", {hidden, hq * d});
+  c.floats(layer.post_attention_norm, "post_attention_norm", {hidden});
+  c.floats(layer.gate_up, "gate_up", {2 * intermediate, hidden});
+  c.floats(layer.down, "down", {hidden, intermediate});
+  c.floats(k_cache, "k_cache", {batch, cache_len, hkv, d});
+  c.floats(v_cache, "v_cache", {batch, cache_len, hkv, d});
+  c.require(std::isfinite(layer.scale), "scale {} is not finite", layer.scale);
+  c.f32(cos, "cos", {m, d});
+  c.f32(sin, "sin", {m, d});
+  check_dest_rows(c, write_rows, m, batch * cache_len);
+  c.index(cache_rows, "cache_rows", DType::I32, {2, m});
+  check_cache_rows(c, cache_rows, batch, cache_len);
+}
+
+}  // namespace
+
+void dense_decode_layer(const DenseDecodeLayer& layer, const Tensor& cos, const Tensor& sin, const Tensor& write_rows,
+                        const Tensor& cache_rows, Tensor& k_cache, Tensor& v_cache, Tensor& h) {
+  const Call c("dense_decode_layer", h);
+  check_decode_layer(c, layer, cos, sin, write_rows, cache_rows, k_cache, v_cache, h);
+#ifdef VEOMNI_HAVE_CUDA_OPS
+  if (!c.device().is_cpu() && cuda::dense_decode_layer_kernel_enabled() &&
+      cuda::dense_decode_layer_kernel_fits(layer, k_cache, v_cache, h)) {
+    return op_profile_timed(
+        c.device(), [&]() -> OpKey { return OpKey{.op = "dense_decode_layer"}; },
+        [&]() { cuda::dense_decode_layer(layer, cos, sin, write_rows, cache_rows, k_cache, v_cache, h); });
+  }
+#endif
+  const int64_t m = h.dim(0), hq = layer.q_heads, hkv = layer.kv_heads, d = layer.head_dim;
+  Tensor qkv = Tensor::empty({m, layer.qkv.dim(0)}, h.dtype(), h.device());
+  rmsnorm_matmul(h, layer.input_norm, layer.input_norm_eps, layer.qkv, qkv);
+  Tensor q = Tensor::empty({m, hq, d}, h.dtype(), h.device());
+  Tensor k = Tensor::empty({m, hkv, d}, h.dtype(), h.device());
+  Tensor v = Tensor::empty({m, hkv, d}, h.dtype(), h.device());
+  qkv_norm_rope_cache_write(qkv, layer.q_norm, layer.k_norm, layer.qk_norm_eps, cos, sin, write_rows, q, k, v,
+                            k_cache, v_cache);
+  Tensor attention = Tensor::empty({m, hq, d}, h.dtype(), h.device());
+  attention_kv_cache(q, k_cache, v_cache, cache_rows, layer.scale, attention);
+  matmul(attention.view({m, hq * d}), false, layer.o_proj, true, h, 1.0f, 1.0f);
+  Tensor act = Tensor::empty({m, layer.gate_up.dim(0) / 2}, h.dtype(), h.device());
+  rmsnorm_matmul_swiglu(h, layer.post_attention_norm, layer.post_attention_norm_eps, layer.gate_up, act);
+  matmul(act, false, layer.down, true, h, 1.0f, 1.0f);
 }
 
 void argmax_rows(const Tensor& x, Tensor& ids) {

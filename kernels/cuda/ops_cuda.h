@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "kernels/decode_layer.h"
 #include "kernels/ops.h"
 
 namespace veomni::ops::cuda {

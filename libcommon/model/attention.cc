@@ -182,6 +182,20 @@ bool Attention::qkv_current() const {
          k.raw_data() == base + q.nbytes() && v.raw_data() == base + q.nbytes() + k.nbytes();
 }
 
+bool Attention::decode_weights(ops::DenseDecodeLayer& layer) const {
+  if (!qkv_current() || !o_proj_.plain()) return false;
+  layer.qkv = qkv_;
+  layer.q_norm = q_norm_.weight_value();
+  layer.k_norm = k_norm_.weight_value();
+  layer.qk_norm_eps = q_norm_.eps();  // q_norm and k_norm share the model's eps
+  layer.q_heads = num_heads_;
+  layer.kv_heads = num_kv_heads_;
+  layer.head_dim = head_dim_;
+  layer.scale = scale_;
+  layer.o_proj = o_proj_.weight().value;
+  return true;
+}
+
 Tensor Attention::forward_cached(const Tensor& x, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const {
   return o_proj_.forward(attend_cached(x, nullptr, step, k_cache, v_cache), false).out;
 }

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/tensor.h"
+#include "kernels/decode_layer.h"
 #include "model/kv_cache.h"
 #include "model/layer_inputs.h"
 #include "model/layers/linear.h"
@@ -55,6 +56,9 @@ class Attention {
   // into one [(Hq + 2 Hkv) D, hidden] tensor that the parameters then view (same values, no extra memory); projections
   // with LoRA adapters or of different dtypes stay apart. The training path is unchanged.
   void fuse_qkv();
+  // The fused q/k/v weight, the q/k norms, the head layout and o_proj for ops::dense_decode_layer; false (nothing
+  // set) unless the parameters still view the fused weight and o_proj is plain.
+  bool decode_weights(ops::DenseDecodeLayer& layer) const;
 
  private:
   SharedInputLinears qkv_proj() const;

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "kernels/decode_ops.h"
 #include "kernels/ops.h"
 #include "model/layers/common.h"
 
@@ -81,7 +82,19 @@ void DecoderLayer::fuse_for_decoding() {
   if (mlp_) mlp_->fuse_gate_up();
 }
 
+bool DecoderLayer::decode_weights(ops::DenseDecodeLayer& layer) const {
+  if (!mlp_ || !attention_.decode_weights(layer) || !mlp_->decode_weights(layer)) return false;
+  layer.input_norm = input_norm_.weight_value();
+  layer.input_norm_eps = input_norm_.eps();
+  layer.post_attention_norm = post_attention_norm_.weight_value();
+  layer.post_attention_norm_eps = post_attention_norm_.eps();
+  return true;
+}
+
 void DecoderLayer::forward_cached(Tensor& h, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const {
+  ops::DenseDecodeLayer layer;
+  if (step.one_token_each() && decode_weights(layer))
+    return ops::dense_decode_layer(layer, step.cos, step.sin, step.write_rows, step.cache_rows, k_cache, v_cache, h);
   attention_.add_forward_cached(h, input_norm_, step, k_cache, v_cache, h);
   if (!moe_) return mlp_->add_forward_inference(h, post_attention_norm_, h);
   const Tensor normed = post_attention_norm_.forward(h, false).out;

@@ -59,6 +59,9 @@ class DecoderLayer {
   void fuse_for_decoding();
 
  private:
+  // A dense layer's weights for ops::dense_decode_layer, which runs a decode step's layer as one op; false when the
+  // layer is sparse or its attention or MLP cannot (decode_weights of Attention and Mlp).
+  bool decode_weights(ops::DenseDecodeLayer& layer) const;
   // with_stats: a sparse layer reports its router statistics (not when backward recomputes the forward).
   Output compute(const Tensor& h, const LayerInputs& in, bool save, bool with_stats) const;
 

@@ -42,6 +42,13 @@ void Mlp::add_forward_inference(const Tensor& h, const RmsNorm& norm, Tensor& re
   down_proj_.forward_accumulate(act, residual);
 }
 
+bool Mlp::decode_weights(ops::DenseDecodeLayer& layer) const {
+  if (!gate_up_current() || !down_proj_.plain()) return false;
+  layer.gate_up = gate_up_;
+  layer.down = down_proj_.weight().value;
+  return true;
+}
+
 Mlp::Output Mlp::forward(const Tensor& x, bool save) const {
   Output result;
   Saved& saved = result.saved;

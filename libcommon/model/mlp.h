@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/tensor.h"
+#include "kernels/decode_layer.h"
 #include "model/layers/linear.h"
 #include "model/layers/rmsnorm.h"
 #include "model/layers/shared_input_linears.h"
@@ -39,6 +40,9 @@ class Mlp {
   // view the fused weight, the norm, gate, up and SwiGLU run as one op (ops::rmsnorm_matmul_swiglu); else the norm,
   // then forward without saving.
   void add_forward_inference(const Tensor& h, const RmsNorm& norm, Tensor& residual) const;
+  // The fused gate|up and the down weight for ops::dense_decode_layer; false (nothing set) unless the parameters
+  // still view the fused weight and the down projection is plain.
+  bool decode_weights(ops::DenseDecodeLayer& layer) const;
 
  private:
   bool gate_up_current() const;

@@ -198,33 +198,60 @@ struct SerialLaunches {
   SerialLaunches& operator=(const SerialLaunches&) = delete;
 };
 
-// A decode step's kernels launch early (OverlappedLaunches: each starts while the one before runs and waits for it
-// before reading its output); with VEOMNI_OVERLAP_LAUNCHES=0 they launch one after the other. Op by op and from
-// graphs, both give the same logits bit for bit.
-TEST_F(GpuGenerate, OverlappedDecodeLaunchesMatchSerialLaunchesBitForBit) {
-  ModelConfig config = load_model_config(std::string(VEOMNI_SOURCE_DIR) + "/configs/model_configs/qwen3_toy");
-  config.initializer_range = 0.2;
+// VEOMNI_DECODE_LAYER_KERNEL=1 for a test's scope: a dense layer's decode step runs as one persistent kernel.
+struct DecodeLayerKernelOn {
+  DecodeLayerKernelOn() { setenv("VEOMNI_DECODE_LAYER_KERNEL", "1", 1); }
+  ~DecodeLayerKernelOn() { unsetenv("VEOMNI_DECODE_LAYER_KERNEL"); }
+  DecodeLayerKernelOn(const DecodeLayerKernelOn&) = delete;
+  DecodeLayerKernelOn& operator=(const DecodeLayerKernelOn&) = delete;
+};
+
+// Generates with a bf16 toy of `config` twice, the second time inside a Switch's scope (an environment switch): the
+// logits are the same bits at every step, op by op and from graphs.
+template <typename Switch>
+void expect_logits_unchanged_by(const ModelConfig& config, uint64_t seed) {
   auto model = toy_on(config, Device::cuda(0), DType::BF16);
-  model->init_weights(29);
+  model->init_weights(seed);
   const std::vector<std::vector<int64_t>> prompts = {{5, 17, 3}, {9, 2, 44, 61, 8, 30, 12}};
   GenerateOptions options;
   options.max_new_tokens = 12;
   for (const bool graphs : {false, true}) {
     options.cuda_graphs = graphs;
-    StepLog overlapped, serial;
-    generate_logged(*model, prompts, options, overlapped);
+    StepLog plain, switched;
+    generate_logged(*model, prompts, options, plain);
     {
-      const SerialLaunches serial_launches;
-      generate_logged(*model, prompts, options, serial);
+      const Switch on;
+      generate_logged(*model, prompts, options, switched);
     }
-    ASSERT_EQ(overlapped.logits.size(), serial.logits.size());
-    for (size_t step = 0; step < serial.logits.size(); ++step) {
-      ASSERT_EQ(overlapped.logits[step].size(), serial.logits[step].size());
-      EXPECT_EQ(0, std::memcmp(overlapped.logits[step].data(), serial.logits[step].data(),
-                               serial.logits[step].size() * sizeof(float)))
+    ASSERT_EQ(switched.logits.size(), plain.logits.size());
+    for (size_t step = 0; step < plain.logits.size(); ++step) {
+      ASSERT_EQ(switched.logits[step].size(), plain.logits[step].size());
+      EXPECT_EQ(0, std::memcmp(switched.logits[step].data(), plain.logits[step].data(),
+                               plain.logits[step].size() * sizeof(float)))
           << "graphs " << graphs << " step " << step;
     }
   }
+}
+
+ModelConfig toy_config() {
+  ModelConfig config = load_model_config(std::string(VEOMNI_SOURCE_DIR) + "/configs/model_configs/qwen3_toy");
+  config.initializer_range = 0.2;
+  return config;
+}
+
+// A decode step's kernels launch early (OverlappedLaunches: each starts while the one before runs and waits for it
+// before reading its output); with VEOMNI_OVERLAP_LAUNCHES=0 they launch one after the other. Op by op and from
+// graphs, both give the same logits bit for bit.
+TEST_F(GpuGenerate, OverlappedDecodeLaunchesMatchSerialLaunchesBitForBit) {
+  expect_logits_unchanged_by<SerialLaunches>(toy_config(), 29);
+}
+
+// Generation with each dense layer's decode step as one persistent kernel (the toy with head_dim 64, which the
+// kernel takes) gives the logits of the ops in turn bit for bit, op by op and from graphs.
+TEST_F(GpuGenerate, DecodeLayerKernelMatchesTheOpsBitForBit) {
+  ModelConfig config = toy_config();
+  config.head_dim = 64;
+  expect_logits_unchanged_by<DecodeLayerKernelOn>(config, 31);
 }
 
 // The [2, N] table attention_kv_cache reads (slots, then kv lengths), on `device`.

@@ -418,6 +418,92 @@ TEST(OpsRmsnormMatmul, RejectsMismatchedShapes) {
   EXPECT_THROW(ops::rmsnorm_matmul_swiglu(x, gain, 1e-6f, Tensor::zeros({6, 8}, DType::F32), out), Error);  // not I
 }
 
+// A toy dense layer's decode step for ops::dense_decode_layer on the CPU: f32 weights, two rows in cache slots 0 and
+// 1 at positions 3 and 0.
+struct DecodeLayerCase {
+  ops::DenseDecodeLayer layer;
+  Tensor cos, sin, write_rows, cache_rows, k_cache, v_cache, h;
+};
+
+DecodeLayerCase decode_layer_case() {
+  std::mt19937 rng(14);
+  const auto random = [&](Shape shape) { return test_ops::random_f32(shape, rng); };
+  const int64_t hidden = 16, hq = 4, hkv = 2, d = 4, intermediate = 12, m = 2, capacity = 5;
+  DecodeLayerCase c;
+  c.layer.input_norm = random({hidden});
+  c.layer.input_norm_eps = 1e-6f;
+  c.layer.qkv = random({(hq + 2 * hkv) * d, hidden});
+  c.layer.q_norm = random({d});
+  c.layer.k_norm = random({d});
+  c.layer.qk_norm_eps = 1e-6f;
+  c.layer.q_heads = hq;
+  c.layer.kv_heads = hkv;
+  c.layer.head_dim = d;
+  c.layer.scale = 0.5f;
+  c.layer.o_proj = random({hidden, hq * d});
+  c.layer.post_attention_norm = random({hidden});
+  c.layer.post_attention_norm_eps = 1e-5f;
+  c.layer.gate_up = random({2 * intermediate, hidden});
+  c.layer.down = random({hidden, intermediate});
+  c.cos = random({m, d});
+  c.sin = random({m, d});
+  c.write_rows = Tensor::from_vector(std::vector<int32_t>{3, capacity + 0}, {m});
+  c.cache_rows = Tensor::from_vector(std::vector<int32_t>{0, 1, 4, 1}, {2, m});
+  c.k_cache = random({2, capacity, hkv, d});
+  c.v_cache = random({2, capacity, hkv, d});
+  c.h = random({m, hidden});
+  return c;
+}
+
+// The layer op is its ops in turn: the norm inside the q/k/v GEMM, the q/k norms and RoPE with the cache writes,
+// attention over the cache, o_proj added into h, the norm inside the SwiGLU GEMM, down added into h.
+TEST(OpsDenseDecodeLayer, IsItsOpsInTurn) {
+  DecodeLayerCase got = decode_layer_case();
+  DecodeLayerCase want = decode_layer_case();
+  const ops::DenseDecodeLayer& l = want.layer;
+  const int64_t m = 2;
+  Tensor qkv = Tensor::empty({m, l.qkv.dim(0)}, DType::F32);
+  ops::rmsnorm_matmul(want.h, l.input_norm, l.input_norm_eps, l.qkv, qkv);
+  Tensor q = Tensor::empty({m, 4, 4}, DType::F32), k = Tensor::empty({m, 2, 4}, DType::F32);
+  Tensor v = Tensor::empty({m, 2, 4}, DType::F32);
+  ops::qkv_norm_rope_cache_write(qkv, l.q_norm, l.k_norm, l.qk_norm_eps, want.cos, want.sin, want.write_rows, q, k, v,
+                                 want.k_cache, want.v_cache);
+  Tensor attention = Tensor::empty({m, 4, 4}, DType::F32);
+  ops::attention_kv_cache(q, want.k_cache, want.v_cache, want.cache_rows, l.scale, attention);
+  ops::matmul(attention.view({m, 16}), false, l.o_proj, true, want.h, 1.0f, 1.0f);
+  Tensor act = Tensor::empty({m, 12}, DType::F32);
+  ops::rmsnorm_matmul_swiglu(want.h, l.post_attention_norm, l.post_attention_norm_eps, l.gate_up, act);
+  ops::matmul(act, false, l.down, true, want.h, 1.0f, 1.0f);
+
+  ops::dense_decode_layer(got.layer, got.cos, got.sin, got.write_rows, got.cache_rows, got.k_cache, got.v_cache,
+                          got.h);
+  EXPECT_EQ(got.h.to_float_vector(), want.h.to_float_vector());
+  EXPECT_EQ(got.k_cache.to_float_vector(), want.k_cache.to_float_vector());
+  EXPECT_EQ(got.v_cache.to_float_vector(), want.v_cache.to_float_vector());
+  EXPECT_NE(got.h.to_float_vector(), decode_layer_case().h.to_float_vector());  // the layer changed h
+}
+
+TEST(OpsDenseDecodeLayer, RejectsMismatchedShapes) {
+  auto run = [](DecodeLayerCase c) {
+    ops::dense_decode_layer(c.layer, c.cos, c.sin, c.write_rows, c.cache_rows, c.k_cache, c.v_cache, c.h);
+  };
+  DecodeLayerCase c = decode_layer_case();
+  c.layer.o_proj = Tensor::zeros({16, 12}, DType::F32);  // not [hidden, Hq D]
+  EXPECT_THROW(run(c), Error);
+  c = decode_layer_case();
+  c.layer.gate_up = Tensor::zeros({23, 16}, DType::F32);  // an odd number of rows
+  EXPECT_THROW(run(c), Error);
+  c = decode_layer_case();
+  c.layer.kv_heads = 3;  // 4 query heads are not a multiple
+  EXPECT_THROW(run(c), Error);
+  c = decode_layer_case();
+  c.cos = Tensor::zeros({1, 4}, DType::F32);  // not a row per step row
+  EXPECT_THROW(run(c), Error);
+  c = decode_layer_case();
+  c.cache_rows = Tensor::from_vector(std::vector<int32_t>{0, 1, 4, 6}, {2, 2});  // kv length past the capacity
+  EXPECT_THROW(run(c), Error);
+}
+
 std::vector<float> spread_logits() { return {0.5f, 2.0f, -1.0f, 1.5f, 0.0f, 3.0f, -2.0f, 1.0f}; }
 
 TEST(GenerateSampling, SameSeedSameDraws) {

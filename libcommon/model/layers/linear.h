@@ -39,6 +39,8 @@ class Linear {
   // dx += dy W, with the same parameter gradients: for layers whose input feeds several projections.
   void backward_accumulate(Saved&& saved, const Tensor& dy, Tensor& dx) const;
 
+  // y = x W^T in the compute dtype and nothing more: no FP8 and no applied adapter (the fused decode layer's GEMMs).
+  bool plain() const { return !fp8_ && !adapter_.active(); }
   Parameter& weight() const { return *weight_; }
   const LoraAdapter& adapter() const { return adapter_; }
 

@@ -1,0 +1,54 @@
+// Bulk copies from global into shared memory (the Hopper copy engine, cp.async.bulk) completing on an mbarrier: one
+// thread queues a block's whole weight slice, and the block waits on the barrier's phase before reading it.
+#pragma once
+#include <cstdint>
+
+namespace veomni::ops::cuda {
+
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// One arrival completes a phase (the thread that queues the copies), once their bytes have landed.
+__device__ __forceinline__ void mbarrier_init(uint64_t* barrier) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(barrier)) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+
+// The arrival of the phase, expecting `bytes` of copies (0: the phase completes at once).
+__device__ __forceinline__ void mbarrier_expect_bytes(uint64_t* barrier, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(barrier)), "r"(bytes)
+               : "memory");
+#endif
+}
+
+// Queues bytes (a multiple of 16; both addresses 16-byte aligned) from global src to shared dst.
+__device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, uint32_t bytes, uint64_t* barrier) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Shared memory that this block read through ordinary loads is rewritten by the copy engine: order them.
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   shared_address(dst)),
+               "l"(src), "r"(bytes), "r"(shared_address(barrier))
+               : "memory");
+#endif
+}
+
+// Waits until the barrier's phase of this parity (0 for its first phase, 1 for the second, ...) has completed.
+__device__ __forceinline__ void mbarrier_wait(uint64_t* barrier, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(shared_address(barrier)), "r"(parity)
+        : "memory");
+  }
+#endif
+}
+
+}  // namespace veomni::ops::cuda
