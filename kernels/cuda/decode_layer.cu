@@ -40,7 +40,7 @@ constexpr int kLayerWarps = kKvCacheWarps;
 static_assert(kLayerWarps == kQkvNormRopeWarps, "the phases share one block size");
 constexpr int kLayerThreads = kLayerWarps * kWarp;
 
-// Columns [begin, end) of n that a block owns in a GEMM phase (every block's share within one of the others').
+// Columns [begin, end) of n that a block owns in a GEMM phase (the blocks' shares differ by one column at most).
 struct Slice {
   int64_t begin, end;
 };
