@@ -1,4 +1,4 @@
-// The weights of one dense decoder layer as a decode step reads them (ops::dense_decode_layer in
+// The weights of one dense decoder layer as a decode step reads them (ops::dense_decode_layers in
 // kernels/decode_op_list.h).
 #pragma once
 #include <cstdint>

@@ -60,18 +60,19 @@ VEOMNI_CUDA_ONLY_OP(void, rmsnorm_matmul,
 VEOMNI_CUDA_ONLY_OP(void, rmsnorm_matmul_swiglu,
                     (const Tensor& x, const Tensor& gain, float eps, const Tensor& gate_up, Tensor& out))
 
-// One dense decoder layer of a decode step (one token a row), updating h [M, hidden] in place: rmsnorm_matmul (the
-// input norm and the q/k/v projection), qkv_norm_rope_cache_write (the step's keys and values into k_cache and
-// v_cache at write_rows), attention_kv_cache (over cache_rows), matmul adding o_proj's product into h,
-// rmsnorm_matmul_swiglu (the post-attention norm, gate and up) and matmul adding down's product into h: those ops in
-// that order, with their values: on the CPU, and by default on CUDA, the ops run in turn (kernels/dispatch.cc). With
-// VEOMNI_DECODE_LAYER_KERNEL=1 CUDA runs them as one persistent kernel with their bits (kernels/cuda/decode_layer.cu)
-// for bf16 rows of at most 8, bf16 weights and caches, head_dim 64 or 128 with 1, 2, 4 or 8 query heads per kv head,
-// and weight slices that fit the blocks' shared memory; it is off by default because on an H100 it is slower than the
-// ops launched early (bench/RESULTS.md).
-VEOMNI_CUDA_ONLY_OP(void, dense_decode_layer,
-                    (const DenseDecodeLayer& layer, const Tensor& cos, const Tensor& sin, const Tensor& write_rows,
-                     const Tensor& cache_rows, Tensor& k_cache, Tensor& v_cache, Tensor& h))
+// Consecutive dense decoder layers of a decode step (one token a row), updating h [M, hidden] in place; layer i
+// reads and writes k_caches[i] and v_caches[i]. Each layer is rmsnorm_matmul (the input norm and the q/k/v
+// projection), qkv_norm_rope_cache_write (the step's keys and values into its caches at write_rows),
+// attention_kv_cache (over cache_rows), matmul adding o_proj's product into h, rmsnorm_matmul_swiglu (the
+// post-attention norm, gate and up) and matmul adding down's product into h: those ops in that order, with their
+// values: on the CPU, and by default on CUDA, the ops run in turn (kernels/dispatch.cc). With
+// VEOMNI_DECODE_LAYER_KERNEL=1 CUDA runs the layers as one persistent kernel with their bits
+// (kernels/cuda/decode_layer.cu) for layers of one shape, bf16 rows of at most 8, bf16 weights and caches, head_dim
+// 64 or 128 with 1, 2, 4 or 8 query heads per kv head, and weight slices that fit the blocks' shared memory.
+VEOMNI_CUDA_ONLY_OP(void, dense_decode_layers,
+                    (const std::vector<DenseDecodeLayer>& layers, const Tensor& cos, const Tensor& sin,
+                     const Tensor& write_rows, const Tensor& cache_rows, std::vector<Tensor>& k_caches,
+                     std::vector<Tensor>& v_caches, Tensor& h))
 
 // Greedy decoding's choice: ids i64 [N] = the index of each row's greatest value of x [N, V] (V >= 1), the lowest
 // index on a tie and the first NaN if a row holds one (torch.argmax's rules).

@@ -3,6 +3,7 @@
 // a step's keys and values into it, and the greedy choice (argmax) of the logits.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 #include "kernels/decode_layer.h"

@@ -1166,18 +1166,12 @@ void check_decode_layer(const Call& c, const DenseDecodeLayer& layer, const Tens
 
 }  // namespace
 
-void dense_decode_layer(const DenseDecodeLayer& layer, const Tensor& cos, const Tensor& sin, const Tensor& write_rows,
-                        const Tensor& cache_rows, Tensor& k_cache, Tensor& v_cache, Tensor& h) {
-  const Call c("dense_decode_layer", h);
-  check_decode_layer(c, layer, cos, sin, write_rows, cache_rows, k_cache, v_cache, h);
-#ifdef VEOMNI_HAVE_CUDA_OPS
-  if (!c.device().is_cpu() && cuda::dense_decode_layer_kernel_enabled() &&
-      cuda::dense_decode_layer_kernel_fits(layer, k_cache, v_cache, h)) {
-    return op_profile_timed(
-        c.device(), [&]() -> OpKey { return OpKey{.op = "dense_decode_layer"}; },
-        [&]() { cuda::dense_decode_layer(layer, cos, sin, write_rows, cache_rows, k_cache, v_cache, h); });
-  }
-#endif
+namespace {
+
+// One layer of dense_decode_layers as its ops in turn.
+void dense_decode_layer_ops(const DenseDecodeLayer& layer, const Tensor& cos, const Tensor& sin,
+                            const Tensor& write_rows, const Tensor& cache_rows, Tensor& k_cache, Tensor& v_cache,
+                            Tensor& h) {
   const int64_t m = h.dim(0), hq = layer.q_heads, hkv = layer.kv_heads, d = layer.head_dim;
   Tensor qkv = Tensor::empty({m, layer.qkv.dim(0)}, h.dtype(), h.device());
   rmsnorm_matmul(h, layer.input_norm, layer.input_norm_eps, layer.qkv, qkv);
@@ -1192,6 +1186,29 @@ void dense_decode_layer(const DenseDecodeLayer& layer, const Tensor& cos, const 
   Tensor act = Tensor::empty({m, layer.gate_up.dim(0) / 2}, h.dtype(), h.device());
   rmsnorm_matmul_swiglu(h, layer.post_attention_norm, layer.post_attention_norm_eps, layer.gate_up, act);
   matmul(act, false, layer.down, true, h, 1.0f, 1.0f);
+}
+
+}  // namespace
+
+void dense_decode_layers(const std::vector<DenseDecodeLayer>& layers, const Tensor& cos, const Tensor& sin,
+                         const Tensor& write_rows, const Tensor& cache_rows, std::vector<Tensor>& k_caches,
+                         std::vector<Tensor>& v_caches, Tensor& h) {
+  const Call c("dense_decode_layers", h);
+  c.require(k_caches.size() == layers.size() && v_caches.size() == layers.size(),
+            "{} layers with {} key caches and {} value caches: need one of each a layer", layers.size(),
+            k_caches.size(), v_caches.size());
+  for (size_t i = 0; i < layers.size(); ++i)
+    check_decode_layer(c, layers[i], cos, sin, write_rows, cache_rows, k_caches[i], v_caches[i], h);
+#ifdef VEOMNI_HAVE_CUDA_OPS
+  if (!c.device().is_cpu() && cuda::dense_decode_layer_kernel_enabled() &&
+      cuda::dense_decode_layers_kernel_fits(layers, k_caches, v_caches, h)) {
+    return op_profile_timed(
+        c.device(), [&]() -> OpKey { return OpKey{.op = "dense_decode_layers"}; },
+        [&]() { cuda::dense_decode_layers(layers, cos, sin, write_rows, cache_rows, k_caches, v_caches, h); });
+  }
+#endif
+  for (size_t i = 0; i < layers.size(); ++i)
+    dense_decode_layer_ops(layers[i], cos, sin, write_rows, cache_rows, k_caches[i], v_caches[i], h);
 }
 
 void argmax_rows(const Tensor& x, Tensor& ids) {

@@ -116,7 +116,8 @@ template <typename T, int kDims, int kGroup>
 __global__ void __launch_bounds__(kKvCacheWarps* kWarp) attention_kv_cache_grouped_kernel(KvCacheArgs a) {
   let_next_kernel_launch();
   wait_for_previous_kernel();
-  attention_grouped_unit<T, kDims, kGroup>(a, blockIdx.x, blockIdx.y, blockIdx.z);
+  __shared__ GroupedUnitShared<kDims, kGroup> shared;
+  attention_grouped_unit<T, kDims, kGroup>(a, blockIdx.x, blockIdx.y, blockIdx.z, shared);
 }
 
 // Launches the grouped kernel instance for (T, head_dim, group), or returns false when there is none.
@@ -152,7 +153,8 @@ bool launch_grouped(const KvCacheArgs& args, int64_t group) {
 __global__ void attention_kv_cache_merge_kernel(KvCacheArgs a) {
   let_next_kernel_launch();
   wait_for_previous_kernel();
-  attention_merge_unit(a, blockIdx.x, blockIdx.y);
+  __shared__ MergeShared shared;
+  attention_merge_heads(a, blockIdx.x, 1, blockIdx.y, shared);
 }
 
 // Copies whole cache rows of `width` elements of type T to the flat rows dest names (a row outside is skipped).
@@ -186,7 +188,7 @@ void attention_kv_cache(const Tensor& q, const Tensor& k_cache, const Tensor& v_
   }
   if (args.splits == 1) return;
   launch_overlapped(attention_kv_cache_merge_kernel, dim3(static_cast<unsigned>(hq), static_cast<unsigned>(n)),
-                    dim3(kKvCacheWarps * kWarp), 0, args);
+                    dim3(kMergeThreads), 0, args);
 }
 
 void kv_cache_write(const Tensor& rows, const Tensor& dest, Tensor& cache) {

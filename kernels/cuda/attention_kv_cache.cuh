@@ -93,17 +93,29 @@ __device__ __forceinline__ void load_run(const T* p, float (&out)[kDims]) {
   }
 }
 
+// The shared memory of one grouped unit: each warp's running maxima, denominators and sums, merged at its end.
+template <int kDims, int kGroup>
+struct GroupedUnitShared {
+  float warp_max_score[kKvCacheWarps][kGroup];
+  float warp_denominator[kKvCacheWarps][kGroup];
+  float warp_acc[kKvCacheWarps][kGroup][kDims * kWarp];
+};
+
 // One block (kKvCacheWarps warps) of the grouped kernel, unit (split, kv_head, row): kGroup query heads of one kv
-// head, head_dim = kDims * 32 (lane l holds dims [l * kDims, (l + 1) * kDims)); cache elements of type T.
+// head, head_dim = kDims * 32 (lane l holds dims [l * kDims, (l + 1) * kDims)); cache elements of type T. The
+// queries are read from a.q, or from q_heads (the kGroup heads' values, [kGroup, head_dim]) when it is given; the
+// row's span is read from a.rows, or given (`known`, as row_span reads it).
 template <typename T, int kDims, int kGroup>
 __device__ __forceinline__ void attention_grouped_unit(const KvCacheArgs& a, int64_t split, int64_t kv_head,
-                                                       int64_t row) {
+                                                       int64_t row, GroupedUnitShared<kDims, kGroup>& shared,
+                                                       const float* q_heads = nullptr,
+                                                       const RowSpan* known = nullptr) {
   constexpr int kD = kDims * kWarp;
-  __shared__ float warp_max_score[kKvCacheWarps][kGroup];
-  __shared__ float warp_denominator[kKvCacheWarps][kGroup];
-  __shared__ float warp_acc[kKvCacheWarps][kGroup][kD];
+  auto& warp_max_score = shared.warp_max_score;
+  auto& warp_denominator = shared.warp_denominator;
+  auto& warp_acc = shared.warp_acc;
   const int lane = static_cast<int>(threadIdx.x) % kWarp, warp = static_cast<int>(threadIdx.x) / kWarp;
-  const RowSpan span = row_span(a, row);
+  const RowSpan span = known != nullptr ? *known : row_span(a, row);
   const int64_t begin = split * a.keys_per_split;
   if (!span.valid) {
     if (a.splits == 1)
@@ -120,7 +132,7 @@ __device__ __forceinline__ void attention_grouped_unit(const KvCacheArgs& a, int
     const int64_t q_base = (row * a.hq + kv_head * kGroup + g) * kD + lane * kDims;
 #pragma unroll
     for (int i = 0; i < kDims; ++i) {
-      q[g][i] = a.q[q_base + i] * a.scale;
+      q[g][i] = (q_heads != nullptr ? q_heads[g * kD + lane * kDims + i] : a.q[q_base + i]) * a.scale;
       acc[g][i] = 0.0f;
     }
     max_score[g] = -INFINITY;
@@ -206,26 +218,111 @@ __device__ __forceinline__ void attention_grouped_unit(const KvCacheArgs& a, int
   }
 }
 
-// One block, unit (query head, row): merges the partial results of the splits that hold the row's keys.
-__device__ __forceinline__ void attention_merge_unit(const KvCacheArgs& a, int64_t head, int64_t row) {
-  const RowSpan span = row_span(a, row);
-  const int64_t out_base = (row * a.hq + head) * a.d;
+// The merge's shared memory (more splits than kMergeRegisterSplits): the weights and denominators of up to a block's
+// worth of splits at a time, and each warp's greatest split maximum.
+inline constexpr int kMergeThreads = kKvCacheWarps * kWarp;
+inline constexpr int kMergeRegisterSplits = 16;
+struct MergeShared {
+  float weight[kMergeThreads];
+  float denominator[kMergeThreads];
+  float warp_max_score[kKvCacheWarps];
+};
+
+// Dimension dim of one (head, row)'s merged output from the partial results of used <= kMergeRegisterSplits splits
+// (`partial` at its first split): every load goes out at once, then the merge's folds (the greatest maximum, the
+// denominator, the weighted sum) run in ascending split order with the merge's expressions.
+__device__ __forceinline__ float merged_dimension(const float* partial, int64_t used, int64_t stride, int64_t d,
+                                                  int64_t dim) {
+  float max_score[kMergeRegisterSplits], denominator[kMergeRegisterSplits], value[kMergeRegisterSplits];
+#pragma unroll
+  for (int s = 0; s < kMergeRegisterSplits; ++s) {
+    if (s >= used) break;
+    max_score[s] = partial[s * stride + d];
+    denominator[s] = partial[s * stride + d + 1];
+    value[s] = partial[s * stride + dim];
+  }
+  float total_max = -INFINITY;
+#pragma unroll
+  for (int s = 0; s < kMergeRegisterSplits; ++s) {
+    if (s >= used) break;
+    total_max = fmaxf(total_max, max_score[s]);
+  }
+  float total_denominator = 0.0f, sum = 0.0f;
+#pragma unroll
+  for (int s = 0; s < kMergeRegisterSplits; ++s) {
+    if (s >= used) break;
+    const float weight = __expf(max_score[s] - total_max);
+    total_denominator += denominator[s] * weight;
+    sum += value[s] * weight;
+  }
+  return sum / total_denominator;
+}
+
+// One (head, row) merged by a block of kMergeThreads threads when there are more splits than registers hold: the
+// splits' maxima and denominators are read by one thread each, all at once, and each split's weight computed once;
+// the folds then run in ascending split order with the same expressions, so the bits are those of merged_dimension.
+__device__ __forceinline__ void merge_many_splits(const KvCacheArgs& a, const float* partial, int64_t used,
+                                                  int64_t out_base, MergeShared& shared) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarp, warp = static_cast<int>(threadIdx.x) / kWarp;
+  const int64_t stride = a.d + 2;
+  constexpr int kDimsPerThread = kKvCacheMaxDimPerLane * kWarp / kMergeThreads;  // head_dim up to 256
+  float local_max = -INFINITY;  // fmaxf skips NaN and is exact: any order gives the fold's value
+  for (int64_t s = threadIdx.x; s < used; s += kMergeThreads) local_max = fmaxf(local_max, partial[s * stride + a.d]);
+  local_max = warp_max(local_max);
+  if (lane == 0) shared.warp_max_score[warp] = local_max;
+  __syncthreads();
+  float total_max = -INFINITY;
+  for (int w = 0; w < kKvCacheWarps; ++w) total_max = fmaxf(total_max, shared.warp_max_score[w]);
+  float total_denominator = 0.0f;
+  float sum[kDimsPerThread] = {};
+  for (int64_t first = 0; first < used; first += kMergeThreads) {
+    const int64_t count = min(used - first, static_cast<int64_t>(kMergeThreads));
+    if (threadIdx.x < count) {
+      const float* split = partial + (first + threadIdx.x) * stride;
+      shared.weight[threadIdx.x] = __expf(split[a.d] - total_max);
+      shared.denominator[threadIdx.x] = split[a.d + 1];
+    }
+    __syncthreads();
+    for (int64_t i = 0; i < count; ++i) total_denominator += shared.denominator[i] * shared.weight[i];
+#pragma unroll
+    for (int j = 0; j < kDimsPerThread; ++j) {
+      const int64_t dim = threadIdx.x + j * kMergeThreads;
+      if (dim >= a.d) break;
+      const float* column = partial + first * stride + dim;
+#pragma unroll 8
+      for (int64_t i = 0; i < count; ++i) sum[j] += column[i * stride] * shared.weight[i];
+    }
+    __syncthreads();  // the weights are rewritten by the next splits
+  }
+#pragma unroll
+  for (int j = 0; j < kDimsPerThread; ++j) {
+    const int64_t dim = threadIdx.x + j * kMergeThreads;
+    if (dim < a.d) a.out.store(out_base + dim, sum[j] / total_denominator);
+  }
+}
+
+// One block of kMergeThreads threads, unit (query heads [first_head, first_head + heads), row): merges the partial
+// results of the splits that hold the row's keys, a split after another in the merge's order; NaN for a row outside
+// the cache. The row's span as attention_grouped_unit takes it.
+__device__ __forceinline__ void attention_merge_heads(const KvCacheArgs& a, int64_t first_head, int64_t heads,
+                                                      int64_t row, MergeShared& shared,
+                                                      const RowSpan* known = nullptr) {
+  const RowSpan span = known != nullptr ? *known : row_span(a, row);
+  const int64_t out_base = (row * a.hq + first_head) * a.d, stride = a.d + 2;
   if (!span.valid) {
-    for (int64_t dim = threadIdx.x; dim < a.d; dim += blockDim.x) a.out.store(out_base + dim, NAN);
+    for (int64_t i = threadIdx.x; i < heads * a.d; i += kMergeThreads) a.out.store(out_base + i, NAN);
     return;
   }
   const int64_t used = (span.len + a.keys_per_split - 1) / a.keys_per_split;
-  const float* partial = a.partial + (row * a.hq + head) * a.splits * (a.d + 2);
-  float total_max = -INFINITY;
-  for (int64_t s = 0; s < used; ++s) total_max = fmaxf(total_max, partial[s * (a.d + 2) + a.d]);
-  float total_denominator = 0.0f;
-  for (int64_t s = 0; s < used; ++s)
-    total_denominator += partial[s * (a.d + 2) + a.d + 1] * __expf(partial[s * (a.d + 2) + a.d] - total_max);
-  for (int64_t dim = threadIdx.x; dim < a.d; dim += blockDim.x) {
-    float sum = 0.0f;
-    for (int64_t s = 0; s < used; ++s)
-      sum += partial[s * (a.d + 2) + dim] * __expf(partial[s * (a.d + 2) + a.d] - total_max);
-    a.out.store(out_base + dim, sum / total_denominator);
+  const float* partial = a.partial + (row * a.hq + first_head) * a.splits * stride;
+  if (used > kMergeRegisterSplits) {
+    for (int64_t h = 0; h < heads; ++h)
+      merge_many_splits(a, partial + h * a.splits * stride, used, out_base + h * a.d, shared);
+    return;
+  }
+  for (int64_t i = threadIdx.x; i < heads * a.d; i += kMergeThreads) {
+    const int64_t h = i / a.d, dim = i % a.d;
+    a.out.store(out_base + i, merged_dimension(partial + h * a.splits * stride, used, stride, a.d, dim));
   }
 }
 

@@ -56,7 +56,7 @@ class Attention {
   // into one [(Hq + 2 Hkv) D, hidden] tensor that the parameters then view (same values, no extra memory); projections
   // with LoRA adapters or of different dtypes stay apart. The training path is unchanged.
   void fuse_qkv();
-  // The fused q/k/v weight, the q/k norms, the head layout and o_proj for ops::dense_decode_layer; false (nothing
+  // The fused q/k/v weight, the q/k norms, the head layout and o_proj for ops::dense_decode_layers; false (nothing
   // set) unless the parameters still view the fused weight and o_proj is plain.
   bool decode_weights(ops::DenseDecodeLayer& layer) const;
 

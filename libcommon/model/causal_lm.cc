@@ -3,7 +3,9 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "kernels/decode_ops.h"
 #include "kernels/ops.h"
 #include "model/decoder_layer.h"
 #include "model/init.h"
@@ -253,9 +255,26 @@ Tensor TextBody::forward_cached(const Tensor& inputs_embeds, const Tensor& posit
   ops::rope_tables(position_ids.device() == options.device ? position_ids : position_ids.to(options.device), head_dim, impl_->config.rope_theta, options.mrope_section,
                    step.cos, step.sin);
   Tensor h = inputs_embeds.clone();  // the layers update it in place; the caller's embeddings stay as they are
-  for (size_t i = 0; i < impl_->layers.size(); ++i) {
-    impl_->layers[i]->forward_cached(h, step, cache.k[i], cache.v[i]);
-    if (after_layer) after_layer(i, h);
+  const size_t layers = impl_->layers.size();
+  for (size_t i = 0; i < layers;) {
+    // A run of dense layers in a step of one token a row is one op (ops::dense_decode_layers), unless the caller
+    // looks at h after each layer.
+    std::vector<ops::DenseDecodeLayer> run;
+    ops::DenseDecodeLayer weights;
+    while (!after_layer && step.one_token_each() && i + run.size() < layers &&
+           impl_->layers[i + run.size()]->decode_weights(weights))
+      run.push_back(std::exchange(weights, ops::DenseDecodeLayer{}));
+    if (run.empty()) {
+      impl_->layers[i]->forward_cached(h, step, cache.k[i], cache.v[i]);
+      if (after_layer) after_layer(i, h);
+      ++i;
+      continue;
+    }
+    const auto first = static_cast<std::ptrdiff_t>(i), last = static_cast<std::ptrdiff_t>(i + run.size());
+    std::vector<Tensor> k_caches(cache.k.begin() + first, cache.k.begin() + last);
+    std::vector<Tensor> v_caches(cache.v.begin() + first, cache.v.begin() + last);
+    ops::dense_decode_layers(run, step.cos, step.sin, step.write_rows, step.cache_rows, k_caches, v_caches, h);
+    i += run.size();
   }
   return h;
 }

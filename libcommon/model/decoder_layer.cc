@@ -2,6 +2,7 @@
 #include "model/decoder_layer.h"
 
 #include <string>
+#include <vector>
 
 #include "kernels/decode_ops.h"
 #include "kernels/ops.h"
@@ -93,8 +94,11 @@ bool DecoderLayer::decode_weights(ops::DenseDecodeLayer& layer) const {
 
 void DecoderLayer::forward_cached(Tensor& h, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const {
   ops::DenseDecodeLayer layer;
-  if (step.one_token_each() && decode_weights(layer))
-    return ops::dense_decode_layer(layer, step.cos, step.sin, step.write_rows, step.cache_rows, k_cache, v_cache, h);
+  if (step.one_token_each() && decode_weights(layer)) {
+    std::vector<Tensor> k_caches{k_cache}, v_caches{v_cache};  // handles of the same storage
+    return ops::dense_decode_layers({layer}, step.cos, step.sin, step.write_rows, step.cache_rows, k_caches, v_caches,
+                                    h);
+  }
   attention_.add_forward_cached(h, input_norm_, step, k_cache, v_cache, h);
   if (!moe_) return mlp_->add_forward_inference(h, post_attention_norm_, h);
   const Tensor normed = post_attention_norm_.forward(h, false).out;

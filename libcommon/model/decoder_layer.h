@@ -57,11 +57,11 @@ class DecoderLayer {
   void forward_cached(Tensor& h, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const;
   // Fuses the weights that decoding runs as one GEMM (a dense layer's gate and up: Mlp::fuse_gate_up).
   void fuse_for_decoding();
+  // A dense layer's weights for ops::dense_decode_layers, which runs a decode step's dense layers as one op; false
+  // when the layer is sparse or its attention or MLP cannot (decode_weights of Attention and Mlp).
+  bool decode_weights(ops::DenseDecodeLayer& layer) const;
 
  private:
-  // A dense layer's weights for ops::dense_decode_layer, which runs a decode step's layer as one op; false when the
-  // layer is sparse or its attention or MLP cannot (decode_weights of Attention and Mlp).
-  bool decode_weights(ops::DenseDecodeLayer& layer) const;
   // with_stats: a sparse layer reports its router statistics (not when backward recomputes the forward).
   Output compute(const Tensor& h, const LayerInputs& in, bool save, bool with_stats) const;
 

@@ -40,7 +40,7 @@ class Mlp {
   // view the fused weight, the norm, gate, up and SwiGLU run as one op (ops::rmsnorm_matmul_swiglu); else the norm,
   // then forward without saving.
   void add_forward_inference(const Tensor& h, const RmsNorm& norm, Tensor& residual) const;
-  // The fused gate|up and the down weight for ops::dense_decode_layer; false (nothing set) unless the parameters
+  // The fused gate|up and the down weight for ops::dense_decode_layers; false (nothing set) unless the parameters
   // still view the fused weight and the down projection is plain.
   bool decode_weights(ops::DenseDecodeLayer& layer) const;
 

@@ -1,8 +1,9 @@
-// GPU tests of ops::dense_decode_layer's persistent kernel (VEOMNI_DECODE_LAYER_KERNEL=1; called directly here): a
-// dense decoder layer's decode step in one launch gives the bits of the ops it replaces run one after the other (h,
-// and the keys and values written into the caches), for Qwen3-0.6B's layer and toy layers of every head layout it
-// takes, one to eight rows over caches of one split and of many, a row outside the cache; and chained layers
-// launched early and replayed from a CUDA graph.
+// GPU tests of ops::dense_decode_layers' persistent kernel (VEOMNI_DECODE_LAYER_KERNEL=1; called directly here): a
+// run of dense decoder layers' decode step in one launch gives the bits of the ops it replaces run one after the other
+// (h, and the keys and values written into every layer's caches), for Qwen3-0.6B's layers and toy layers of every
+// head layout it takes, one to eight rows over caches of one split and of many, a row outside the cache, every
+// layout of its weight buffers, runs longer than one launch takes; and runs launched early and replayed from a CUDA
+// graph.
 #include <random>
 
 #include "gpu_test_util.h"
@@ -64,7 +65,7 @@ Step random_step(const std::vector<int32_t>& kv_lens, int64_t capacity, int64_t 
           Tensor::from_vector(dest, {m}).to(gpu()), Tensor::from_vector(rows, {2, m}).to(gpu())};
 }
 
-// The ops the layer stands for, in turn (the specification of ops::dense_decode_layer).
+// The ops the layer stands for, in turn (the specification of ops::dense_decode_layers).
 void ops_in_turn(const ops::DenseDecodeLayer& l, const Step& step, Tensor& k_cache, Tensor& v_cache, Tensor& h) {
   const int64_t m = h.dim(0), hq = l.q_heads, hkv = l.kv_heads, d = l.head_dim;
   Tensor qkv = Tensor::empty({m, l.qkv.dim(0)}, DType::BF16, gpu());
@@ -81,24 +82,38 @@ void ops_in_turn(const ops::DenseDecodeLayer& l, const Step& step, Tensor& k_cac
   ops::matmul(act, false, l.down, true, h, 1.0f, 1.0f);
 }
 
-// The kernel against the ops in turn, from the same h and caches: h and both caches the same bits.
-void expect_kernel_matches_ops(const LayerShape& s, const std::vector<int32_t>& kv_lens, int64_t capacity) {
-  SCOPED_TRACE(fmt::format("hidden {} heads {}/{} head_dim {} intermediate {} rows {} capacity {}", s.hidden,
-                           s.q_heads, s.kv_heads, s.head_dim, s.intermediate, kv_lens.size(), capacity));
+// Layer i's caches, each a copy of cache0.
+std::vector<Tensor> copies(const Tensor& cache0, size_t layers) {
+  std::vector<Tensor> caches;
+  for (size_t i = 0; i < layers; ++i) caches.push_back(cache0.clone());
+  return caches;
+}
+
+// The kernel against the ops in turn over `layers` layers of shape s, from the same h and caches: h and every cache
+// the same bits.
+void expect_kernel_matches_ops(const LayerShape& s, const std::vector<int32_t>& kv_lens, int64_t capacity,
+                               size_t layer_count = 2) {
+  SCOPED_TRACE(fmt::format("hidden {} heads {}/{} head_dim {} intermediate {} rows {} capacity {} layers {}", s.hidden,
+                           s.q_heads, s.kv_heads, s.head_dim, s.intermediate, kv_lens.size(), capacity, layer_count));
   std::mt19937 rng(31);
-  const ops::DenseDecodeLayer layer = random_layer(s, rng);
+  std::vector<ops::DenseDecodeLayer> layers;
+  for (size_t i = 0; i < layer_count; ++i) layers.push_back(random_layer(s, rng));
   const int64_t m = static_cast<int64_t>(kv_lens.size());
   const Step step = random_step(kv_lens, capacity, s.head_dim, rng);
   const Tensor h0 = to_gpu(random_f32({m, s.hidden}, rng), DType::BF16);
   const Tensor cache0 = to_gpu(random_f32({m, capacity, s.kv_heads, s.head_dim}, rng), DType::BF16);
-  Tensor want_h = h0.clone(), want_k = cache0.clone(), want_v = cache0.clone();
-  ops_in_turn(layer, step, want_k, want_v, want_h);
-  Tensor h = h0.clone(), k_cache = cache0.clone(), v_cache = cache0.clone();
-  ASSERT_TRUE(ops::cuda::dense_decode_layer_kernel_fits(layer, k_cache, v_cache, h));
-  ops::cuda::dense_decode_layer(layer, step.cos, step.sin, step.write_rows, step.cache_rows, k_cache, v_cache, h);
+  Tensor want_h = h0.clone();
+  std::vector<Tensor> want_k = copies(cache0, layer_count), want_v = copies(cache0, layer_count);
+  for (size_t i = 0; i < layer_count; ++i) ops_in_turn(layers[i], step, want_k[i], want_v[i], want_h);
+  Tensor h = h0.clone();
+  std::vector<Tensor> k_caches = copies(cache0, layer_count), v_caches = copies(cache0, layer_count);
+  ASSERT_TRUE(ops::cuda::dense_decode_layers_kernel_fits(layers, k_caches, v_caches, h));
+  ops::cuda::dense_decode_layers(layers, step.cos, step.sin, step.write_rows, step.cache_rows, k_caches, v_caches, h);
   EXPECT_TRUE(bitwise_equal(h, want_h));
-  EXPECT_TRUE(bitwise_equal(k_cache, want_k));
-  EXPECT_TRUE(bitwise_equal(v_cache, want_v));
+  for (size_t i = 0; i < layer_count; ++i) {
+    EXPECT_TRUE(bitwise_equal(k_caches[i], want_k[i])) << "layer " << i;
+    EXPECT_TRUE(bitwise_equal(v_caches[i], want_v[i])) << "layer " << i;
+  }
   const std::vector<float> got = to_host(h).to_float_vector();
   for (int64_t r = 0; r < m; ++r)
     EXPECT_EQ(std::isnan(got[r * s.hidden]), kv_lens[r] == 0) << "row " << r << " kv length " << kv_lens[r];
@@ -106,10 +121,23 @@ void expect_kernel_matches_ops(const LayerShape& s, const std::vector<int32_t>& 
 
 const LayerShape kQwen3_0p6b{1024, 16, 8, 128, 3072};
 
-// Qwen3-0.6B's layer: one row (the batch-1 step), three and eight rows over a cache of 300 positions (19 splits for
-// one row, fewer and longer for more), rows at the cache's first and last positions.
-TEST_F(CudaDecodeLayer, Qwen3LayerGivesTheOpsBits) {
-  expect_kernel_matches_ops(kQwen3_0p6b, {129}, 300);
+// A layer of shape s with m rows, for the plan's questions.
+int buffers_for(const LayerShape& s, int64_t m) {
+  std::mt19937 rng(1);
+  return ops::cuda::dense_decode_layers_buffers(random_layer(s, rng),
+                                                Tensor::empty({m, s.hidden}, DType::BF16, gpu()));
+}
+
+// Qwen3-0.6B's layers: one row (the batch-1 step), three and eight rows over a cache of 300 positions (19 splits for
+// one row, fewer and longer for more), rows at the cache's first and last positions. One row streams the weights
+// through three buffers (o_proj and down share one), three rows through two, eight rows through two of one block an
+// SM; a toy layer through four.
+TEST_F(CudaDecodeLayer, Qwen3LayersGiveTheOpsBits) {
+  EXPECT_EQ(buffers_for(kQwen3_0p6b, 1), 3);
+  EXPECT_EQ(buffers_for(kQwen3_0p6b, 3), 2);
+  EXPECT_EQ(buffers_for(kQwen3_0p6b, 8), 2);
+  EXPECT_EQ(buffers_for(LayerShape{256, 4, 1, 64, 512}, 2), 4);
+  expect_kernel_matches_ops(kQwen3_0p6b, {129}, 300, 3);
   expect_kernel_matches_ops(kQwen3_0p6b, {300, 1, 37}, 300);
   expect_kernel_matches_ops(kQwen3_0p6b, {300, 1, 37, 129, 64, 17, 200, 2}, 300);
 }
@@ -129,10 +157,15 @@ TEST_F(CudaDecodeLayer, RowOutsideTheCacheIsNanAndLeavesTheOthers) {
   expect_kernel_matches_ops(kQwen3_0p6b, {40, 0, 7}, 64);
 }
 
-// Three layers in a row, each launched while the one before still runs (OverlappedLaunches) and recorded into a
-// CUDA graph: every replay gives the bits of the layers launched one after the other. The grid barrier's counter
-// is back at zero after each launch.
-TEST_F(CudaDecodeLayer, ChainedLayersLaunchedEarlyAndGraphedGiveTheSerialBits) {
+// A run longer than one launch takes (32 layers): the launches follow one another on the same counters.
+TEST_F(CudaDecodeLayer, RunLongerThanOneLaunchGivesTheOpsBits) {
+  expect_kernel_matches_ops(LayerShape{128, 4, 2, 64, 256}, {20, 9}, 24, 35);
+}
+
+// A run of three layers launched early (OverlappedLaunches) after the copies that set h and the caches, and recorded
+// into a CUDA graph: every replay gives the bits of the ops run one after the other. The kernel's counters are back
+// at zero after each launch.
+TEST_F(CudaDecodeLayer, RunLaunchedEarlyAndGraphedGivesTheSerialBits) {
   std::mt19937 rng(8);
   std::vector<ops::DenseDecodeLayer> layers;
   for (int i = 0; i < 3; ++i) layers.push_back(random_layer(kQwen3_0p6b, rng));
@@ -141,36 +174,33 @@ TEST_F(CudaDecodeLayer, ChainedLayersLaunchedEarlyAndGraphedGiveTheSerialBits) {
   const Step step = random_step(kv_lens, capacity, kQwen3_0p6b.head_dim, rng);
   const Tensor h0 = to_gpu(random_f32({m, kQwen3_0p6b.hidden}, rng), DType::BF16);
   const Tensor cache0 = to_gpu(random_f32({m, capacity, kQwen3_0p6b.kv_heads, 128}, rng), DType::BF16);
-  auto run = [&](Tensor& h, std::vector<Tensor>& caches) {
+  auto run = [&](Tensor& h, std::vector<Tensor>& k_caches, std::vector<Tensor>& v_caches) {
     h.copy_from(h0);
     for (size_t i = 0; i < layers.size(); ++i) {
-      caches[2 * i].copy_from(cache0);
-      caches[2 * i + 1].copy_from(cache0);
-      ops::cuda::dense_decode_layer(layers[i], step.cos, step.sin, step.write_rows, step.cache_rows, caches[2 * i],
-                                    caches[2 * i + 1], h);
+      k_caches[i].copy_from(cache0);
+      v_caches[i].copy_from(cache0);
     }
-  };
-  auto fresh_caches = [&] {
-    std::vector<Tensor> caches;
-    for (size_t i = 0; i < 2 * layers.size(); ++i) caches.push_back(cache0.clone());
-    return caches;
+    ops::cuda::dense_decode_layers(layers, step.cos, step.sin, step.write_rows, step.cache_rows, k_caches, v_caches,
+                                   h);
   };
   Tensor serial = h0.clone();
-  std::vector<Tensor> serial_caches = fresh_caches();
-  run(serial, serial_caches);
+  std::vector<Tensor> serial_k = copies(cache0, layers.size()), serial_v = copies(cache0, layers.size());
+  for (size_t i = 0; i < layers.size(); ++i) ops_in_turn(layers[i], step, serial_k[i], serial_v[i], serial);
   Tensor graphed = h0.clone();
-  std::vector<Tensor> graphed_caches = fresh_caches();
+  std::vector<Tensor> graphed_k = copies(cache0, layers.size()), graphed_v = copies(cache0, layers.size());
   StepGraph graph;
   graph.capture(gpu(), [&] {
     const OverlappedLaunches overlapped;
-    run(graphed, graphed_caches);
+    run(graphed, graphed_k, graphed_v);
   });
   for (int replay = 0; replay < 3; ++replay) {
     ops::fill_(graphed, 0.0f);
     graph.replay();
     EXPECT_TRUE(bitwise_equal(graphed, serial)) << "replay " << replay;
-    for (size_t i = 0; i < serial_caches.size(); ++i)
-      EXPECT_TRUE(bitwise_equal(graphed_caches[i], serial_caches[i])) << "replay " << replay << " cache " << i;
+    for (size_t i = 0; i < layers.size(); ++i) {
+      EXPECT_TRUE(bitwise_equal(graphed_k[i], serial_k[i])) << "replay " << replay << " layer " << i;
+      EXPECT_TRUE(bitwise_equal(graphed_v[i], serial_v[i])) << "replay " << replay << " layer " << i;
+    }
   }
   EXPECT_TRUE(std::isfinite(ops::sum_squares(serial)));
 }

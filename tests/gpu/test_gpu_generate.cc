@@ -198,7 +198,7 @@ struct SerialLaunches {
   SerialLaunches& operator=(const SerialLaunches&) = delete;
 };
 
-// VEOMNI_DECODE_LAYER_KERNEL=1 for a test's scope: a dense layer's decode step runs as one persistent kernel.
+// VEOMNI_DECODE_LAYER_KERNEL=1 for a test's scope: a run of dense layers' decode step runs as one persistent kernel.
 struct DecodeLayerKernelOn {
   DecodeLayerKernelOn() { setenv("VEOMNI_DECODE_LAYER_KERNEL", "1", 1); }
   ~DecodeLayerKernelOn() { unsetenv("VEOMNI_DECODE_LAYER_KERNEL"); }

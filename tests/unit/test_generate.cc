@@ -418,15 +418,15 @@ TEST(OpsRmsnormMatmul, RejectsMismatchedShapes) {
   EXPECT_THROW(ops::rmsnorm_matmul_swiglu(x, gain, 1e-6f, Tensor::zeros({6, 8}, DType::F32), out), Error);  // not I
 }
 
-// A toy dense layer's decode step for ops::dense_decode_layer on the CPU: f32 weights, two rows in cache slots 0 and
+// A toy dense layer's decode step for ops::dense_decode_layers on the CPU: f32 weights, two rows in cache slots 0 and
 // 1 at positions 3 and 0.
 struct DecodeLayerCase {
   ops::DenseDecodeLayer layer;
   Tensor cos, sin, write_rows, cache_rows, k_cache, v_cache, h;
 };
 
-DecodeLayerCase decode_layer_case() {
-  std::mt19937 rng(14);
+DecodeLayerCase decode_layer_case(uint32_t seed = 14) {
+  std::mt19937 rng(seed);
   const auto random = [&](Shape shape) { return test_ops::random_f32(shape, rng); };
   const int64_t hidden = 16, hq = 4, hkv = 2, d = 4, intermediate = 12, m = 2, capacity = 5;
   DecodeLayerCase c;
@@ -475,18 +475,50 @@ TEST(OpsDenseDecodeLayer, IsItsOpsInTurn) {
   ops::rmsnorm_matmul_swiglu(want.h, l.post_attention_norm, l.post_attention_norm_eps, l.gate_up, act);
   ops::matmul(act, false, l.down, true, want.h, 1.0f, 1.0f);
 
-  ops::dense_decode_layer(got.layer, got.cos, got.sin, got.write_rows, got.cache_rows, got.k_cache, got.v_cache,
-                          got.h);
+  std::vector<Tensor> k_caches{got.k_cache}, v_caches{got.v_cache};
+  ops::dense_decode_layers({got.layer}, got.cos, got.sin, got.write_rows, got.cache_rows, k_caches, v_caches, got.h);
   EXPECT_EQ(got.h.to_float_vector(), want.h.to_float_vector());
   EXPECT_EQ(got.k_cache.to_float_vector(), want.k_cache.to_float_vector());
   EXPECT_EQ(got.v_cache.to_float_vector(), want.v_cache.to_float_vector());
   EXPECT_NE(got.h.to_float_vector(), decode_layer_case().h.to_float_vector());  // the layer changed h
 }
 
+// Two layers in one call are the first layer's step, then the second's on its own caches.
+TEST(OpsDenseDecodeLayer, RunIsEachLayerInTurn) {
+  DecodeLayerCase first = decode_layer_case();
+  DecodeLayerCase second = decode_layer_case(15);
+  const DecodeLayerCase untouched = decode_layer_case(15);
+  Tensor want_h = first.h.clone();
+  std::vector<Tensor> want_k{first.k_cache.clone(), second.k_cache.clone()};
+  std::vector<Tensor> want_v{first.v_cache.clone(), second.v_cache.clone()};
+  const std::vector<ops::DenseDecodeLayer> layers{first.layer, second.layer};
+  for (size_t i = 0; i < layers.size(); ++i) {
+    std::vector<Tensor> k_caches{want_k[i]}, v_caches{want_v[i]};
+    ops::dense_decode_layers({layers[i]}, first.cos, first.sin, first.write_rows, first.cache_rows, k_caches,
+                             v_caches, want_h);
+  }
+  std::vector<Tensor> k_caches{first.k_cache, second.k_cache}, v_caches{first.v_cache, second.v_cache};
+  ops::dense_decode_layers(layers, first.cos, first.sin, first.write_rows, first.cache_rows, k_caches, v_caches,
+                           first.h);
+  EXPECT_EQ(first.h.to_float_vector(), want_h.to_float_vector());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    EXPECT_EQ(k_caches[i].to_float_vector(), want_k[i].to_float_vector()) << "layer " << i;
+    EXPECT_EQ(v_caches[i].to_float_vector(), want_v[i].to_float_vector()) << "layer " << i;
+  }
+  EXPECT_NE(second.k_cache.to_float_vector(), untouched.k_cache.to_float_vector());  // the second layer wrote its own
+}
+
 TEST(OpsDenseDecodeLayer, RejectsMismatchedShapes) {
   auto run = [](DecodeLayerCase c) {
-    ops::dense_decode_layer(c.layer, c.cos, c.sin, c.write_rows, c.cache_rows, c.k_cache, c.v_cache, c.h);
+    std::vector<Tensor> k_caches{c.k_cache}, v_caches{c.v_cache};
+    ops::dense_decode_layers({c.layer}, c.cos, c.sin, c.write_rows, c.cache_rows, k_caches, v_caches, c.h);
   };
+  {
+    DecodeLayerCase c = decode_layer_case();
+    std::vector<Tensor> k_caches{c.k_cache, c.k_cache}, v_caches{c.v_cache};  // a key cache more than layers
+    EXPECT_THROW(ops::dense_decode_layers({c.layer}, c.cos, c.sin, c.write_rows, c.cache_rows, k_caches, v_caches, c.h),
+                 Error);
+  }
   DecodeLayerCase c = decode_layer_case();
   c.layer.o_proj = Tensor::zeros({16, 12}, DType::F32);  // not [hidden, Hq D]
   EXPECT_THROW(run(c), Error);
