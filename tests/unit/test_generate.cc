@@ -104,6 +104,15 @@ TEST(GenerateCache, DenseMatchesFullForward) {
 
 TEST(GenerateCache, MoeMatchesFullForward) { expect_cache_matches_recompute(toy_model(test::tiny_moe_config(true))); }
 
+// Three dense layers between sparse ones (mlp_only_layers): the decode step runs the dense run as one op
+// (ops::dense_decode_layers), each of its layers on its own caches, between the sparse layers' own steps.
+TEST(GenerateCache, DenseRunBetweenSparseLayersMatchesFullForward) {
+  ModelConfig config = test::tiny_moe_config(true);
+  config.num_hidden_layers = 5;
+  config.mlp_only_layers = {1, 2, 3};
+  expect_cache_matches_recompute(toy_model(config));
+}
+
 // Unmerged LoRA adapters: decoding adds each adapter's part into the output its projection accumulates into (o_proj
 // and down_proj add into the residual), and a gate/up pair with an adapter stays unfused.
 TEST(GenerateCache, DenseWithAdaptersMatchesFullForward) {
