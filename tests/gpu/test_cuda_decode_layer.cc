@@ -129,7 +129,7 @@ int buffers_for(const LayerShape& s, int64_t m) {
 }
 
 // Qwen3-0.6B's layers: one row (the batch-1 step), three and eight rows over a cache of 300 positions (19 splits for
-// one row, fewer and longer for more), rows at the cache's first and last positions. One row streams the weights
+// one row, fewer and longer for more), rows at the cache's first and last positions; a full cache merges 19 splits. One row streams the weights
 // through three buffers (o_proj and down share one), three rows through two, eight rows through two of one block an
 // SM; a toy layer through four.
 TEST_F(CudaDecodeLayer, Qwen3LayersGiveTheOpsBits) {
@@ -138,6 +138,7 @@ TEST_F(CudaDecodeLayer, Qwen3LayersGiveTheOpsBits) {
   EXPECT_EQ(buffers_for(kQwen3_0p6b, 8), 2);
   EXPECT_EQ(buffers_for(LayerShape{256, 4, 1, 64, 512}, 2), 4);
   expect_kernel_matches_ops(kQwen3_0p6b, {129}, 300, 3);
+  expect_kernel_matches_ops(kQwen3_0p6b, {300}, 300);  // 19 splits: the merge past its registers' 16
   expect_kernel_matches_ops(kQwen3_0p6b, {300, 1, 37}, 300);
   expect_kernel_matches_ops(kQwen3_0p6b, {300, 1, 37, 129, 64, 17, 200, 2}, 300);
 }
