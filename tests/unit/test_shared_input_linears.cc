@@ -1,5 +1,6 @@
 // SharedInputLinears: projections of one input with their LoRA down-projections stacked into one GEMM give the
 // outputs, dx and adapter gradients of the projections run one by one; one adapter or adapters off run one by one.
+// And one adapted Linear against its formula (the adapter's product is written first and the base GEMM adds onto it).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "kernels/ops.h"
 #include "model/layers/lora_adapter.h"
 #include "model/layers/shared_input_linears.h"
 #include "model/param.h"
@@ -118,6 +120,39 @@ void expect_same(const Result& got, const Result& want, bool exactly) {
 Tensor input() {
   Rng rng(4);
   return random_linear_tensor({7, 12}, rng);
+}
+
+// y = x W^T + scale (x A^T) B^T and dx = dy W + scale (dy B) A, from plain GEMMs; dA and dB as the chain rule gives.
+TEST(LinearWithAdapter, IsTheBasePlusTheScaledLowRankProduct) {
+  Projections m({"q_proj"});
+  const Linear& q = m.linears[0];
+  const Tensor x = input();
+  const Tensor& w = q.weight().value;
+  const Tensor& a = m.store.find("layers.0.q_proj.lora_A.weight")->value;
+  const Tensor& b = m.store.find("layers.0.q_proj.lora_B.weight")->value;
+  const float scale = q.adapter().scale();
+  ASSERT_EQ(scale, 2.0f);
+  Tensor xa = Tensor::empty({x.dim(0), 3}, DType::F32), want_y = Tensor::empty({x.dim(0), 8}, DType::F32);
+  ops::matmul(x, false, a, true, xa);
+  ops::matmul(x, false, w, true, want_y);
+  ops::matmul(xa, false, b, true, want_y, scale, 1.0f);
+  const Tensor dy = output_grads(x.dim(0))[0];
+  Tensor dyb = Tensor::empty({x.dim(0), 3}, DType::F32), want_dx = Tensor::empty(x.shape(), DType::F32);
+  ops::matmul(dy, false, b, false, dyb);
+  ops::matmul(dy, false, w, false, want_dx);
+  ops::matmul(dyb, false, a, false, want_dx, scale, 1.0f);
+  Tensor want_da = Tensor::zeros(a.shape(), DType::F32), want_db = Tensor::zeros(b.shape(), DType::F32);
+  ops::matmul(dyb, true, x, false, want_da, scale);
+  ops::matmul(dy, true, xa, false, want_db, scale);
+
+  Linear::Output out = q.forward(x, true);
+  expect_equal(out.out.to_float_vector(), want_y.to_float_vector(), false, "y", 0);
+  const Tensor dx = q.backward(std::move(out.saved), dy);
+  expect_equal(dx.to_float_vector(), want_dx.to_float_vector(), false, "dx", 0);
+  expect_equal(m.store.find("layers.0.q_proj.lora_A.weight")->grad.to_float_vector(), want_da.to_float_vector(),
+               false, "dA", 0);
+  expect_equal(m.store.find("layers.0.q_proj.lora_B.weight")->grad.to_float_vector(), want_db.to_float_vector(),
+               false, "dB", 0);
 }
 
 TEST(SharedInputLinears, StackedAdaptersEqualThemOneByOne) {

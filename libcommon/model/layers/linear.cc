@@ -12,25 +12,43 @@ Linear::Linear(ParamStore& store, const std::string& name, const Shape& shape, b
   adapter_ = LoraAdapter::attach(store, *weight_);
 }
 
+bool Linear::fp8_applies(const Tensor& x) const { return fp8_ && fp8_linear_applies(x, weight_->value); }
+
+// With an adapter the adapter's product is written first and the base GEMM adds onto it (beta 1): y is then written
+// once by a thin GEMM and read once by a compute-bound one, instead of written by the base and read and rewritten by
+// the adapter's up-projection.
 Linear::Output Linear::forward(const Tensor& x, bool save) const {
-  Output result = forward_base(x, save);
-  result.saved.lora_xa = adapter_.forward(x, result.out, save);
+  if (!adapter_.active() || !base_accumulates(x)) {
+    Output result = forward_base(x, save);
+    result.saved.lora_xa = adapter_.forward(x, result.out, save);
+    return result;
+  }
+  Output result;
+  result.out = empty_like(x, {x.dim(0), weight_->value.dim(0)});
+  result.saved.lora_xa = adapter_.forward(x, result.out, save, 0.0f);
+  result.saved.x = forward_base_onto(x, result.out, save).x;
   return result;
 }
 
 Linear::Output Linear::forward_base(const Tensor& x, bool save) const {
   const Tensor& w = weight_->value;
   Tensor y = empty_like(x, {x.dim(0), w.dim(0)});
-  if (fp8_ && fp8_linear_applies(x, w))
+  if (fp8_applies(x))
     fp8_linear_forward(x, w, y);
   else
     ops::matmul(x, false, w, true, y);
   return {y, {save ? x : Tensor(), Tensor()}};
 }
 
+Linear::Saved Linear::forward_base_onto(const Tensor& x, Tensor& y, bool save) const {
+  VEOMNI_CHECK(base_accumulates(x), "'{}': an FP8 base GEMM does not add onto its output", weight_->name);
+  ops::matmul(x, false, weight_->value, true, y, 1.0f, 1.0f);
+  return {save ? x : Tensor(), Tensor()};
+}
+
 void Linear::forward_accumulate(const Tensor& x, Tensor& y) const {
   const Tensor& w = weight_->value;
-  if (fp8_ && fp8_linear_applies(x, w)) {
+  if (fp8_applies(x)) {
     ops::add_(y, forward_base(x, false).out);
   } else {
     ops::matmul(x, false, w, true, y, 1.0f, 1.0f);
@@ -39,22 +57,28 @@ void Linear::forward_accumulate(const Tensor& x, Tensor& y) const {
 }
 
 // Takes the saved input by value: it is freed on return. dx already holds dy W.
-void Linear::parameter_grads(Saved saved, const Tensor& dy, Tensor& dx) const {
+void Linear::parameter_grads(Saved saved, const Tensor& dy, Tensor& dx, float lora_dx_beta) const {
   VEOMNI_CHECK(saved.x.defined(), "backward of '{}' without a saved forward input", weight_->name);
-  if (saved.lora_xa.defined()) adapter_.backward(saved.x, std::move(saved.lora_xa), dy, dx);
+  if (saved.lora_xa.defined()) adapter_.backward(saved.x, std::move(saved.lora_xa), dy, dx, lora_dx_beta);
   if (weight_->trainable) ops::matmul(dy, true, saved.x, false, grad_of(*weight_), 1.0f, 1.0f);
 }
 
 void Linear::input_grad(const Tensor& dy, Tensor& dx, float beta) const {
   const Tensor& w = weight_->value;
-  if (fp8_ && fp8_linear_applies(dy, w))
+  if (fp8_applies(dy))
     fp8_linear_input_grad(dy, w, dx, beta);
   else
     ops::matmul(dy, false, w, false, dx, 1.0f, beta);
 }
 
+// With an adapter its part of dx is written first and dy W adds onto it, as in the forward.
 Tensor Linear::backward(Saved&& saved, const Tensor& dy) const {
   Tensor dx = empty_like(dy, {dy.dim(0), weight_->value.dim(1)});
+  if (saved.lora_xa.defined()) {
+    parameter_grads(std::move(saved), dy, dx, 0.0f);
+    input_grad(dy, dx, 1.0f);
+    return dx;
+  }
   input_grad(dy, dx, 0.0f);
   parameter_grads(std::move(saved), dy, dx);
   return dx;

@@ -31,6 +31,10 @@ class Linear {
   // The same without the adapter (y = x W^T, saved.lora_xa undefined): for SharedInputLinears, which runs the
   // adapters of projections that share an input together. Backward then leaves the adapter to the caller too.
   Output forward_base(const Tensor& x, bool save) const;
+  // Whether the base GEMM of x can add onto an output that holds the adapter's product (not through FP8).
+  bool base_accumulates(const Tensor& x) const { return !fp8_applies(x); }
+  // y += x W^T, for a y that holds the adapter's product (base_accumulates(x)); returns what forward_base saves.
+  Saved forward_base_onto(const Tensor& x, Tensor& y, bool save) const;
   // Inference: y [N, out] += x W^T (+ the adapter's part), nothing saved. The residual adds of decoding ride on the
   // GEMM this way (beta 1) instead of taking a pass of their own.
   void forward_accumulate(const Tensor& x, Tensor& y) const;
@@ -45,7 +49,9 @@ class Linear {
   const LoraAdapter& adapter() const { return adapter_; }
 
  private:
-  void parameter_grads(Saved saved, const Tensor& dy, Tensor& dx) const;
+  // lora_dx_beta 0: the adapter's part of dx overwrites dx.
+  void parameter_grads(Saved saved, const Tensor& dy, Tensor& dx, float lora_dx_beta = 1.0f) const;
+  bool fp8_applies(const Tensor& x) const;
   // dx (+)= dy W (beta 0 or 1), through FP8 when it applies.
   void input_grad(const Tensor& dy, Tensor& dx, float beta) const;
 

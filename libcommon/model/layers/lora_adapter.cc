@@ -54,22 +54,22 @@ Tensor LoraAdapter::b_rows(const Tensor& full) const {
   return full.slice(row_begin_, row_end_ < 0 ? full.dim(0) : row_end_);
 }
 
-Tensor LoraAdapter::forward(const Tensor& x, Tensor& y, bool save) const {
+Tensor LoraAdapter::forward(const Tensor& x, Tensor& y, bool save, float y_beta) const {
   if (!active()) return {};
   const Tensor& a = a_->value;
   Tensor xa = empty_like(x, {x.dim(0), a.dim(0)});
   ops::matmul(x, false, a, true, xa);
-  ops::matmul(xa, false, b_rows(b_->value), true, y, registry_->scale(), 1.0f);
+  ops::matmul(xa, false, b_rows(b_->value), true, y, registry_->scale(), y_beta);
   return save ? xa : Tensor();
 }
 
-void LoraAdapter::backward(const Tensor& x, Tensor xa, const Tensor& dy, Tensor& dx) const {
+void LoraAdapter::backward(const Tensor& x, Tensor xa, const Tensor& dy, Tensor& dx, float dx_beta) const {
   VEOMNI_CHECK(exists() && xa.defined() && x.defined(), "LoRA backward without its adapter's saved forward");
   const float scale = registry_->scale();
   const Tensor b = b_rows(b_->value);
   Tensor dyb = empty_like(dy, {dy.dim(0), b.dim(1)});
   ops::matmul(dy, false, b, false, dyb);
-  if (dx.defined()) ops::matmul(dyb, false, a_->value, false, dx, scale, 1.0f);
+  if (dx.defined()) ops::matmul(dyb, false, a_->value, false, dx, scale, dx_beta);
   Tensor db = b_rows(grad_of(*b_));
   ops::matmul(dy, true, xa, false, db, scale, 1.0f);
   ops::matmul(dyb, true, x, false, grad_of(*a_), scale, 1.0f);
@@ -77,8 +77,8 @@ void LoraAdapter::backward(const Tensor& x, Tensor xa, const Tensor& dy, Tensor&
 
 float LoraAdapter::scale() const { return registry_->scale(); }
 
-void LoraAdapter::up_forward(const Tensor& ht, Tensor& y) const {
-  ops::matmul(ht, true, b_rows(b_->value), true, y, registry_->scale(), 1.0f);
+void LoraAdapter::up_forward(const Tensor& ht, Tensor& y, float y_beta) const {
+  ops::matmul(ht, true, b_rows(b_->value), true, y, registry_->scale(), y_beta);
 }
 
 void LoraAdapter::up_backward(const Tensor& ht, const Tensor& dy, Tensor& dht) const {

@@ -57,20 +57,21 @@ class LoraAdapter {
   // Exists and the model's adapters are applied.
   bool active() const { return a_ != nullptr && registry_->applied(); }
 
-  // y [N, out] += scale * (x A^T) B^T when active. Returns x A^T [N, r] (backward's input) when active and save,
-  // else an undefined tensor.
-  Tensor forward(const Tensor& x, Tensor& y, bool save) const;
-  // For a forward that returned xa (defined): dx += scale * (dy B) A, dB += scale * dy^T xa, dA += scale *
-  // (dy B)^T x. dx is left alone when undefined (an input nothing upstream needs).
-  void backward(const Tensor& x, Tensor xa, const Tensor& dy, Tensor& dx) const;
+  // y [N, out] = scale * (x A^T) B^T + y_beta * y when active (y_beta 0: y is overwritten, and the base GEMM can then
+  // add onto it, reading y once instead of twice). Returns x A^T [N, r] (backward's input) when active and save, else
+  // an undefined tensor.
+  Tensor forward(const Tensor& x, Tensor& y, bool save, float y_beta = 1.0f) const;
+  // For a forward that returned xa (defined): dx = scale * (dy B) A + dx_beta * dx, dB += scale * dy^T xa, dA +=
+  // scale * (dy B)^T x. dx is left alone when undefined (an input nothing upstream needs).
+  void backward(const Tensor& x, Tensor xa, const Tensor& dy, Tensor& dx, float dx_beta = 1.0f) const;
 
   // The split form, for projections that read one input and stack their down-projections into one GEMM
-  // (SharedInputLinears): the down-projection's parameter A [r, in], the up-projection y [N, out] += scale * h B^T
-  // from h^T = A x^T [r, N] (taken elsewhere), and its backward: dht [r, N] = B^T dy^T (overwritten; the caller
-  // takes dA and dx from it), dB += scale * dy^T h.
+  // (SharedInputLinears): the down-projection's parameter A [r, in], the up-projection y [N, out] = scale * h B^T +
+  // y_beta * y from h^T = A x^T [r, N] (taken elsewhere), and its backward: dht [r, N] = B^T dy^T (overwritten; the
+  // caller takes dA and dx from it), dB += scale * dy^T h.
   Parameter& a_param() const { return *a_; }
   float scale() const;
-  void up_forward(const Tensor& ht, Tensor& y) const;
+  void up_forward(const Tensor& ht, Tensor& y, float y_beta = 1.0f) const;
   void up_backward(const Tensor& ht, const Tensor& dy, Tensor& dht) const;
 
  private:

@@ -44,10 +44,22 @@ SharedInputLinears::Output SharedInputLinears::forward(const Tensor& x, bool sav
   const Tensor a = stacked_a(which);
   Tensor ht = empty_like(x, {a.dim(0), x.dim(0)});
   ops::matmul(a, false, x, true, ht);
+  result.out.resize(linears_.size());
+  std::vector<bool> adapted(linears_.size(), false);
+  // As Linear::forward: each adapter's up-projection is written first and its base GEMM adds onto it.
+  for (size_t j = 0; j < which.size(); ++j) {
+    const Linear& linear = *linears_[which[j]];
+    if (!linear.base_accumulates(x)) continue;
+    Tensor& y = result.out[which[j]];
+    y = empty_like(x, {x.dim(0), linear.weight().value.dim(0)});
+    linear.adapter().up_forward(rows_of(ht, which, j), y, 0.0f);
+    result.saved.parts[which[j]] = linear.forward_base_onto(x, y, save);
+    adapted[which[j]] = true;
+  }
   for (size_t i = 0; i < linears_.size(); ++i)
-    result.out.push_back(take_out(linears_[i]->forward_base(x, save), result.saved.parts[i]));
+    if (!adapted[i]) result.out[i] = take_out(linears_[i]->forward_base(x, save), result.saved.parts[i]);
   for (size_t j = 0; j < which.size(); ++j)
-    linears_[which[j]]->adapter().up_forward(rows_of(ht, which, j), result.out[which[j]]);
+    if (!adapted[which[j]]) linears_[which[j]]->adapter().up_forward(rows_of(ht, which, j), result.out[which[j]]);
   if (save) result.saved.lora_ht = ht;
   return result;
 }
@@ -58,9 +70,12 @@ Tensor SharedInputLinears::backward(Saved&& saved, const std::vector<Tensor>& dy
                "shared-input backward of {} projections with {} saved and {} gradients", linears_.size(),
                kept.parts.size(), dys.size());
   const Tensor x = kept.parts[0].x;
-  Tensor dx = linears_[0]->backward(std::move(kept.parts[0]), dys[0]);
-  for (size_t i = 1; i < linears_.size(); ++i) linears_[i]->backward_accumulate(std::move(kept.parts[i]), dys[i], dx);
-  if (!kept.lora_ht.defined()) return dx;
+  if (!kept.lora_ht.defined()) {
+    Tensor dx = linears_[0]->backward(std::move(kept.parts[0]), dys[0]);
+    for (size_t i = 1; i < linears_.size(); ++i)
+      linears_[i]->backward_accumulate(std::move(kept.parts[i]), dys[i], dx);
+    return dx;
+  }
 
   const std::vector<size_t> which = stacked();
   const Tensor ht = std::move(kept.lora_ht);
@@ -73,9 +88,12 @@ Tensor SharedInputLinears::backward(Saved&& saved, const std::vector<Tensor>& dy
     Tensor part = rows_of(dht, which, j);
     linears_[which[j]]->adapter().up_backward(rows_of(ht, which, j), dys[which[j]], part);
   }
-  // Every adapter of the model has the same scale (a dense projection's rank and alpha are the config's).
+  // Every adapter of the model has the same scale (a dense projection's rank and alpha are the config's). The
+  // adapters' part of dx is written first and every projection's dy W adds onto it, as in Linear::backward.
   const float scale = linears_[which[0]]->adapter().scale();
-  ops::matmul(dht, true, a, false, dx, scale, 1.0f);
+  Tensor dx = empty_like(dys[0], {dys[0].dim(0), x.dim(1)});
+  ops::matmul(dht, true, a, false, dx, scale, 0.0f);
+  for (size_t i = 0; i < linears_.size(); ++i) linears_[i]->backward_accumulate(std::move(kept.parts[i]), dys[i], dx);
   Tensor da = Tensor::empty(a.shape(), DType::F32, a.device());
   ops::matmul(dht, false, x, false, da, scale);
   for (size_t j = 0; j < which.size(); ++j)
