@@ -56,7 +56,8 @@ void Linear::forward_accumulate(const Tensor& x, Tensor& y) const {
   adapter_.forward(x, y, false);
 }
 
-// Takes the saved input by value: it is freed on return. dx already holds dy W.
+// Takes the saved input by value: it is freed on return. The adapter's part of dx adds onto dy W already there, or
+// (lora_dx_beta 0) is written first, dy W to be added after.
 void Linear::parameter_grads(Saved saved, const Tensor& dy, Tensor& dx, float lora_dx_beta) const {
   VEOMNI_CHECK(saved.x.defined(), "backward of '{}' without a saved forward input", weight_->name);
   if (saved.lora_xa.defined()) adapter_.backward(saved.x, std::move(saved.lora_xa), dy, dx, lora_dx_beta);
