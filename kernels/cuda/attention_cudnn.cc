@@ -8,7 +8,8 @@
 // while a power-of-two rounding keeps the distinct plans of a training run to a handful: building one runs cuDNN's
 // heuristics and may compile kernels (40 ms to 1.3 s a plan on an H100 with cuDNN 9.14). The token count is not in the key: the
 // tensors are ragged ([tokens, heads, dim] memory, one start offset per sequence) and the workspace is sized per
-// call.
+// call. A pack that fills its bucket exactly (e.g. one sequence of 4096 tokens) runs a dense plan of the same key
+// instead: the same memory, without the sequence lengths, ragged offsets and padding mask (plan_key below).
 #include "kernels/cuda/attention_cudnn.h"
 
 #include <cuda_runtime.h>
@@ -51,11 +52,13 @@ struct PlanKey {
   int64_t batch, seq, q_heads, kv_heads, head_dim;
   bool causal;
   int device;
+  bool ragged;
   auto operator<=>(const PlanKey&) const = default;
 
   std::string describe() const {
-    return fmt::format("{} b={} s={} Hq={} Hkv={} D={} {}", backward ? "backward" : "forward", batch, seq, q_heads,
-                       kv_heads, head_dim, causal ? "causal" : "full");
+    return fmt::format("{} {} b={} s={} Hq={} Hkv={} D={} {}", backward ? "backward" : "forward",
+                       ragged ? "ragged" : "dense", batch, seq, q_heads, kv_heads, head_dim,
+                       causal ? "causal" : "full");
   }
 };
 
@@ -100,10 +103,19 @@ class CudnnState {
     return it->second.plan.get();
   }
 
+  std::vector<std::string> plan_names() {
+    std::lock_guard lock(mutex_);
+    std::vector<std::string> names;
+    for (const auto& [key, cached] : plans_)
+      if (cached.plan) names.push_back(key.describe());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
  private:
   static CachedPlan build(const PlanKey& key, cudnnHandle_t handle) {
-    const ca::GraphShape shape{key.backward, key.batch,    key.seq, key.q_heads,
-                               key.kv_heads, key.head_dim, key.causal};
+    const ca::GraphShape shape{key.backward, key.batch,    key.seq,    key.q_heads,
+                               key.kv_heads, key.head_dim, key.causal, key.ragged};
     const auto start = std::chrono::steady_clock::now();
     CachedPlan cached;
     try {
@@ -161,34 +173,73 @@ std::string unsupported_reason(const Tensor& q, const Tensor& k, std::initialize
   return {};
 }
 
-// The plan key of a packed problem: the batch and longest sequence rounded up (see the top of this file).
+// The plan key of a packed problem: the batch and longest sequence rounded up (see the top of this file). A pack
+// that fills that bucket exactly (every sequence as long as the bucket, as many as the bucket, no rows past them)
+// runs the bucket's dense plan: no sequence lengths, ragged offsets or padding mask, and the lse written in our
+// layout; cuDNN runs those graphs faster (bench/RESULTS.md).
 PlanKey plan_key(bool backward, const Tensor& q, const Tensor& k, const std::vector<int32_t>& cu, bool causal) {
   int64_t longest = 0;
-  for (size_t b = 0; b + 1 < cu.size(); ++b) longest = std::max<int64_t>(longest, cu[b + 1] - cu[b]);
+  bool equal = true;
+  for (size_t b = 0; b + 1 < cu.size(); ++b) {
+    longest = std::max<int64_t>(longest, cu[b + 1] - cu[b]);
+    equal = equal && cu[b + 1] - cu[b] == cu[1] - cu[0];
+  }
   const auto batch = static_cast<int64_t>(cu.size()) - 1;
-  return {backward,
-          static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(batch, 1)))),
-          std::max(kMinSeqBucket, static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(longest)))),
-          q.dim(1),
-          k.dim(1),
-          q.dim(2),
-          causal,
-          q.device().index};
+  const auto batch_bucket = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(batch, 1))));
+  const int64_t seq_bucket =
+      std::max(kMinSeqBucket, static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(longest))));
+  const bool fills_bucket = equal && batch == batch_bucket && longest == seq_bucket && cu.back() == q.dim(0);
+  return {backward, batch_bucket, seq_bucket, q.dim(1), k.dim(1), q.dim(2), causal, q.device().index, !fills_bucket};
 }
 
-// One device buffer per call: sequence lengths and ragged offsets (uploaded from the host), the graph's workspace
-// tensors, then cuDNN's own workspace.
+// One device buffer per call: sequence lengths and ragged offsets (uploaded from the host; ragged plans only), the
+// graph's workspace tensors, then cuDNN's own workspace.
 struct Workspace {
   Tensor buffer;
   std::map<int64_t, void*> tensors;  // uid -> device pointer
   void* cudnn = nullptr;
 };
 
+// A ragged plan's metadata: seq_len [batch] int32 (shared by Q and KV: self-attention), then the ragged offsets of
+// the tensors with Hq*D, Hkv*D and Hq elements per token, [batch + 1] int64 each. Sequences past the real ones have
+// length 0 and start at the end.
+struct RaggedMetadata {
+  size_t lens_bytes, offsets_bytes;
+
+  explicit RaggedMetadata(int64_t batch)
+      : lens_bytes(align_up(static_cast<size_t>(batch) * sizeof(int32_t))),
+        offsets_bytes(align_up(static_cast<size_t>(batch + 1) * sizeof(int64_t))) {}
+  size_t bytes() const { return lens_bytes + 3 * offsets_bytes; }
+
+  // Uploads the metadata to `base` and binds its uids there.
+  void upload(uint8_t* base, const PlanKey& key, const std::vector<int32_t>& cu, Workspace& ws) const {
+    std::vector<uint8_t> meta(bytes(), 0);
+    auto* lens = reinterpret_cast<int32_t*>(meta.data());
+    auto* offsets_q = reinterpret_cast<int64_t*>(meta.data() + lens_bytes);
+    auto* offsets_kv = reinterpret_cast<int64_t*>(meta.data() + lens_bytes + offsets_bytes);
+    auto* offsets_stats = reinterpret_cast<int64_t*>(meta.data() + lens_bytes + 2 * offsets_bytes);
+    const auto batch = static_cast<size_t>(key.batch);
+    const size_t real = cu.size() - 1;
+    for (size_t b = 0; b <= batch; ++b) {
+      const int64_t start = cu[std::min(b, real)];
+      if (b < batch) lens[b] = b < real ? cu[b + 1] - cu[b] : 0;
+      offsets_q[b] = start * key.q_heads * key.head_dim;
+      offsets_kv[b] = start * key.kv_heads * key.head_dim;
+      offsets_stats[b] = start * key.q_heads;
+    }
+    cuda_rt::upload_from_host(base, meta.data(), meta.size());
+    ws.tensors[ca::kSeqLenQ] = base;
+    ws.tensors[ca::kSeqLenKV] = base;
+    ws.tensors[ca::kOffsetQ] = ws.tensors[ca::kOffsetO] = base + lens_bytes;
+    ws.tensors[ca::kOffsetK] = ws.tensors[ca::kOffsetV] = base + lens_bytes + offsets_bytes;
+    ws.tensors[ca::kOffsetStats] = base + lens_bytes + 2 * offsets_bytes;
+  }
+};
+
 Workspace make_workspace(const ca::Plan& plan, const PlanKey& key, const std::vector<int32_t>& cu, Device device) {
-  const auto batch = static_cast<size_t>(key.batch), tokens = static_cast<size_t>(cu.back());
-  const size_t lens_bytes = align_up(batch * sizeof(int32_t)), offsets_bytes = align_up((batch + 1) * sizeof(int64_t));
-  const size_t meta_bytes = lens_bytes + 3 * offsets_bytes;
-  size_t bytes = meta_bytes;
+  const auto tokens = static_cast<size_t>(cu.back());
+  const RaggedMetadata metadata(key.batch);
+  size_t bytes = key.ragged ? metadata.bytes() : 0;
   std::vector<std::pair<int64_t, size_t>> placed;  // uid, offset
   for (const ca::WorkspaceTensor& t : plan.graph.workspace_tensors) {
     placed.emplace_back(t.uid, bytes);
@@ -197,31 +248,10 @@ Workspace make_workspace(const ca::Plan& plan, const PlanKey& key, const std::ve
   const size_t cudnn_offset = bytes;
   bytes += align_up(static_cast<size_t>(plan.workspace_bytes));
 
-  // Host image of the metadata: seq_len (shared by Q and KV: self-attention), then the offsets of the tensors with
-  // Hq*D, Hkv*D and Hq elements per token. Sequences past the real ones have length 0 and start at the end.
-  std::vector<uint8_t> meta(meta_bytes, 0);
-  auto* lens = reinterpret_cast<int32_t*>(meta.data());
-  auto* offsets_q = reinterpret_cast<int64_t*>(meta.data() + lens_bytes);
-  auto* offsets_kv = reinterpret_cast<int64_t*>(meta.data() + lens_bytes + offsets_bytes);
-  auto* offsets_stats = reinterpret_cast<int64_t*>(meta.data() + lens_bytes + 2 * offsets_bytes);
-  const size_t real = cu.size() - 1;
-  for (size_t b = 0; b <= batch; ++b) {
-    const int64_t start = cu[std::min(b, real)];
-    if (b < batch) lens[b] = b < real ? cu[b + 1] - cu[b] : 0;
-    offsets_q[b] = start * key.q_heads * key.head_dim;
-    offsets_kv[b] = start * key.kv_heads * key.head_dim;
-    offsets_stats[b] = start * key.q_heads;
-  }
-
   Workspace ws;
-  ws.buffer = Tensor::empty({static_cast<int64_t>(bytes)}, DType::U8, device);
+  ws.buffer = Tensor::empty({static_cast<int64_t>(std::max<size_t>(bytes, 1))}, DType::U8, device);
   auto* base = static_cast<uint8_t*>(ws.buffer.raw_data());
-  cuda_rt::upload_from_host(base, meta.data(), meta_bytes);
-  ws.tensors[ca::kSeqLenQ] = base;
-  ws.tensors[ca::kSeqLenKV] = base;
-  ws.tensors[ca::kOffsetQ] = ws.tensors[ca::kOffsetO] = base + lens_bytes;
-  ws.tensors[ca::kOffsetK] = ws.tensors[ca::kOffsetV] = base + lens_bytes + offsets_bytes;
-  ws.tensors[ca::kOffsetStats] = base + lens_bytes + 2 * offsets_bytes;
+  if (key.ragged) metadata.upload(base, key, cu, ws);
   for (const auto& [uid, offset] : placed) ws.tensors[uid] = base + offset;
   ws.cudnn = plan.workspace_bytes > 0 ? base + cudnn_offset : nullptr;
   return ws;
@@ -300,6 +330,8 @@ AttentionBackend attention_backend() {
 
 void set_attention_backend(AttentionBackend backend) { g_backend.store(static_cast<int>(backend)); }
 
+std::vector<std::string> cudnn_attention_plans() { return CudnnState::instance().plan_names(); }
+
 bool cudnn_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const std::vector<int32_t>& cu_seqlens,
                              bool causal, float scale, Tensor& out, Tensor& lse, std::string* why_not) {
   if (std::string reason = unsupported_reason(q, k, {&q, &k, &v, &out}, {&q, &k, &v, &out, &lse}); !reason.empty()) {
@@ -313,7 +345,8 @@ bool cudnn_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, 
   const ca::Plan* plan = plan_for(key, &handle, why_not);
   if (!plan) return false;
 
-  Tensor stats = Tensor::empty({tokens, q_heads}, DType::F32, q.device());
+  // A ragged plan writes the stats [tokens, heads]; a dense one writes our lse layout directly.
+  Tensor stats = key.ragged ? Tensor::empty({tokens, q_heads}, DType::F32, q.device()) : lse;
   const Workspace ws = make_workspace(*plan, key, cu_seqlens, q.device());
   run(handle, *plan, ws,
       {{ca::kQ, q.raw_data()},
@@ -322,8 +355,9 @@ bool cudnn_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, 
        {ca::kO, out.raw_data()},
        {ca::kStats, stats.raw_data()}},
       scale);
-  lse_tokens_to_heads(static_cast<const float*>(stats.raw_data()), static_cast<float*>(lse.raw_data()), q_heads,
-                      tokens);
+  if (key.ragged)
+    lse_tokens_to_heads(static_cast<const float*>(stats.raw_data()), static_cast<float*>(lse.raw_data()), q_heads,
+                        tokens);
   return true;
 }
 
@@ -343,9 +377,12 @@ bool cudnn_attention_backward(const Tensor& dout, const Tensor& q, const Tensor&
   const ca::Plan* plan = plan_for(key, &handle, why_not);
   if (!plan) return false;
 
-  Tensor stats = Tensor::empty({tokens, q_heads}, DType::F32, q.device());
-  lse_heads_to_tokens(static_cast<const float*>(lse.raw_data()), static_cast<float*>(stats.raw_data()), q_heads,
-                      tokens);
+  Tensor stats = lse;
+  if (key.ragged) {
+    stats = Tensor::empty({tokens, q_heads}, DType::F32, q.device());
+    lse_heads_to_tokens(static_cast<const float*>(lse.raw_data()), static_cast<float*>(stats.raw_data()), q_heads,
+                        tokens);
+  }
   const Workspace ws = make_workspace(*plan, key, cu_seqlens, q.device());
   run(handle, *plan, ws,
       {{ca::kQ, q.raw_data()},

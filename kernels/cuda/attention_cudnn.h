@@ -33,6 +33,11 @@ bool cudnn_attention_backward(const Tensor& dout, const Tensor& q, const Tensor&
                               const Tensor& lse, const std::vector<int32_t>& cu_seqlens, bool causal, float scale,
                               Tensor& dq, Tensor& dk, Tensor& dv, std::string* why_not = nullptr);
 
+// The plans built so far in this process, one line each ("forward dense b=1 s=4096 Hq=32 Hkv=8 D=128 causal";
+// "backward ragged b=4 s=2048 ..."), sorted: a pack that fills its plan bucket exactly (a power-of-two count of
+// sequences, all of the bucket's power-of-two length) runs a dense plan, any other pack a ragged one.
+std::vector<std::string> cudnn_attention_plans();
+
 // The dispatch at the top of attention_forward/backward (attention.cu): true when cuDNN did the work under the
 // chosen backend. Logs the backend once per process and each distinct reason auto fell back once; with
 // VEOMNI_ATTENTION_BACKEND=cudnn a case cuDNN cannot take is an error.

@@ -237,6 +237,10 @@ class GraphBuilder {
 // Dims and strides of the packed problem: b sequences of at most s tokens, [tokens, heads, head_dim] in memory.
 struct Layout {
   int64_t b, s, hq, hk, d;
+  bool ragged;
+
+  // The ragged offset of a tensor: `uid` when ragged, none (0) when dense.
+  int64_t offset(int64_t uid) const { return ragged ? uid : 0; }
 
   Dims q_dims() const { return {b, hq, s, d}; }
   Dims q_strides() const { return {s * hq * d, d, hq * d, 1}; }
@@ -252,18 +256,21 @@ struct Layout {
   Dims transposed_score_strides() const { return {hq * s * s, s * s, 1, s}; }
   Dims row_dims() const { return {b, hq, s, 1}; }
   Dims row_strides() const { return {hq * s, s, 1, 1}; }
-  // Stats and the softmax sum in memory: [tokens, hq] f32.
-  Dims stats_strides() const { return {hq * s, 1, hq, 1}; }
+  // The softmax sum in memory: [tokens, hq] f32.
+  Dims softmax_sum_strides() const { return {hq * s, 1, hq, 1}; }
+  // Stats in memory: [tokens, hq] f32 when ragged, our [hq, tokens] layout when dense.
+  Dims stats_strides() const { return ragged ? softmax_sum_strides() : Dims{s, b * s, 1, 1}; }
   Dims seq_len_dims() const { return {b, 1, 1, 1}; }
   Dims offset_dims() const { return {b + 1, 1, 1, 1}; }
 };
 
-// The ids of the tensors both graphs share.
+// The ids of the tensors both graphs share (sequence lengths 0 when dense: no matmul overrides).
 struct Common {
   int64_t seq_q, seq_kv, scale;
 };
 
 Common add_common_inputs(GraphBuilder& g, const Layout& l) {
+  if (!l.ragged) return {0, 0, g.scalar(kScale, "attn_scale")};
   for (const auto& [uid, name] : {std::pair<int64_t, const char*>{kOffsetQ, "offset_q"}, {kOffsetK, "offset_k"},
                                   {kOffsetV, "offset_v"}, {kOffsetO, "offset_o"}, {kOffsetStats, "offset_stats"}})
     g.tensor(uid, name, CUDNN_DATA_INT64, l.offset_dims(), kOnes);
@@ -313,17 +320,18 @@ int64_t scaled_scores(GraphBuilder& g, const Layout& l, const Common& c, int64_t
   g.matmul("bmm1 Q@K^T", q, kt, raw, c.seq_q, c.seq_kv, 0);
   const int64_t scaled = g.intermediate("attn_scale", CUDNN_DATA_FLOAT, l.score_dims(), l.score_strides());
   g.pointwise("attn_scale", CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, raw, c.scale, 0, scaled);
-  return padding_mask(g, l, c, scaled);
+  return l.ragged ? padding_mask(g, l, c, scaled) : scaled;
 }
 
 void build_forward(GraphBuilder& g, const Layout& l, bool causal) {
   const Common c = add_common_inputs(g, l);
-  const int64_t q = g.tensor(kQ, "Q", CUDNN_DATA_BFLOAT16, l.q_dims(), l.q_strides(), kOffsetQ);
+  const int64_t q = g.tensor(kQ, "Q", CUDNN_DATA_BFLOAT16, l.q_dims(), l.q_strides(), l.offset(kOffsetQ));
   const int64_t kt = g.tensor(kK, "K^T", CUDNN_DATA_BFLOAT16, l.transposed_kv_dims(), l.transposed_kv_strides(),
-                              kOffsetK);
-  const int64_t v = g.tensor(kV, "V", CUDNN_DATA_BFLOAT16, l.kv_dims(), l.kv_strides(), kOffsetV);
-  const int64_t o = g.tensor(kO, "O", CUDNN_DATA_BFLOAT16, l.q_dims(), l.q_strides(), kOffsetO);
-  const int64_t stats = g.tensor(kStats, "Stats", CUDNN_DATA_FLOAT, l.row_dims(), l.stats_strides(), kOffsetStats);
+                              l.offset(kOffsetK));
+  const int64_t v = g.tensor(kV, "V", CUDNN_DATA_BFLOAT16, l.kv_dims(), l.kv_strides(), l.offset(kOffsetV));
+  const int64_t o = g.tensor(kO, "O", CUDNN_DATA_BFLOAT16, l.q_dims(), l.q_strides(), l.offset(kOffsetO));
+  const int64_t stats =
+      g.tensor(kStats, "Stats", CUDNN_DATA_FLOAT, l.row_dims(), l.stats_strides(), l.offset(kOffsetStats));
 
   int64_t scores = scaled_scores(g, l, c, q, kt);
   if (causal) scores = causal_mask(g, l, scores);
@@ -357,7 +365,7 @@ void key_gradient(GraphBuilder& g, const Layout& l, const Common& c, const std::
     return;
   }
   const int64_t full = g.tensor(full_head_uid, name + " full head", CUDNN_DATA_BFLOAT16, l.q_dims(),
-                                l.full_head_strides(), offset_uid);
+                                l.full_head_strides(), l.offset(offset_uid));
   // Sized as cudnn-frontend sizes it (4 bytes per element although the tensor is bf16).
   g.add_workspace_tensor(full_head_uid, l.hq * l.d * 4);
   g.matmul(name, lhs, rhs, full, c.seq_kv, 0, c.seq_q);
@@ -367,15 +375,18 @@ void key_gradient(GraphBuilder& g, const Layout& l, const Common& c, const std::
 void build_backward(GraphBuilder& g, const Layout& l, bool causal) {
   const Common c = add_common_inputs(g, l);
   const cudnnDataType_t bf16 = CUDNN_DATA_BFLOAT16;
-  const int64_t q = g.tensor(kQ, "Q", bf16, l.q_dims(), l.q_strides(), kOffsetQ);
-  const int64_t kt = g.tensor(kK, "K^T", bf16, l.transposed_kv_dims(), l.transposed_kv_strides(), kOffsetK);
-  const int64_t vt = g.tensor(kV, "V^T", bf16, l.transposed_kv_dims(), l.transposed_kv_strides(), kOffsetV);
-  const int64_t o = g.tensor(kO, "O", bf16, l.q_dims(), l.q_strides(), kOffsetO);
-  const int64_t dout = g.tensor(kDO, "dO", bf16, l.q_dims(), l.q_strides(), kOffsetO);
-  const int64_t stats = g.tensor(kStats, "Stats", CUDNN_DATA_FLOAT, l.row_dims(), l.stats_strides(), kOffsetStats);
-  const int64_t dq = g.tensor(kDQ, "dQ", bf16, l.q_dims(), l.q_strides(), kOffsetQ);
-  const int64_t dk = g.tensor(kDK, "dK", bf16, l.kv_dims(), l.kv_strides(), kOffsetK);
-  const int64_t dv = g.tensor(kDV, "dV", bf16, l.kv_dims(), l.kv_strides(), kOffsetV);
+  const int64_t q = g.tensor(kQ, "Q", bf16, l.q_dims(), l.q_strides(), l.offset(kOffsetQ));
+  const int64_t kt =
+      g.tensor(kK, "K^T", bf16, l.transposed_kv_dims(), l.transposed_kv_strides(), l.offset(kOffsetK));
+  const int64_t vt =
+      g.tensor(kV, "V^T", bf16, l.transposed_kv_dims(), l.transposed_kv_strides(), l.offset(kOffsetV));
+  const int64_t o = g.tensor(kO, "O", bf16, l.q_dims(), l.q_strides(), l.offset(kOffsetO));
+  const int64_t dout = g.tensor(kDO, "dO", bf16, l.q_dims(), l.q_strides(), l.offset(kOffsetO));
+  const int64_t stats =
+      g.tensor(kStats, "Stats", CUDNN_DATA_FLOAT, l.row_dims(), l.stats_strides(), l.offset(kOffsetStats));
+  const int64_t dq = g.tensor(kDQ, "dQ", bf16, l.q_dims(), l.q_strides(), l.offset(kOffsetQ));
+  const int64_t dk = g.tensor(kDK, "dK", bf16, l.kv_dims(), l.kv_strides(), l.offset(kOffsetK));
+  const int64_t dv = g.tensor(kDV, "dV", bf16, l.kv_dims(), l.kv_strides(), l.offset(kOffsetV));
   const Dims sd = l.score_dims(), ss = l.score_strides();
 
   // softmax_sum = rowsum(dO * O), kept in the workspace as [tokens, hq] f32.
@@ -386,7 +397,8 @@ void build_backward(GraphBuilder& g, const Layout& l, bool causal) {
   g.reduction("reduce_dO_o", CUDNN_REDUCE_TENSOR_ADD, product, row_sum);
   const int64_t one = g.constant("one", 1.0f);
   const int64_t softmax_sum =
-      g.tensor(kSoftmaxSum, "softmax_sum", CUDNN_DATA_FLOAT, l.row_dims(), l.stats_strides(), kOffsetStats);
+      g.tensor(kSoftmaxSum, "softmax_sum", CUDNN_DATA_FLOAT, l.row_dims(), l.softmax_sum_strides(),
+               l.offset(kOffsetStats));
   g.add_workspace_tensor(kSoftmaxSum, l.hq * 4);
   g.pointwise("scale_dropout_inv", CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, row_sum, one, 0, softmax_sum);
 
@@ -419,9 +431,10 @@ void build_backward(GraphBuilder& g, const Layout& l, bool causal) {
   key_gradient(g, l, c, "matmul_dST_Q", ds_t, q, dk, kDKFullHead, kOffsetK);
 
   // dQ = dS K, accumulated in f32 in the workspace ([tokens, hq, d], ragged like dQ), then cast.
-  const int64_t k = g.intermediate("reshape_k", CUDNN_DATA_FLOAT, l.kv_dims(), l.kv_strides(), kOffsetK);
+  const int64_t k = g.intermediate("reshape_k", CUDNN_DATA_FLOAT, l.kv_dims(), l.kv_strides(), l.offset(kOffsetK));
   g.reshape("reshape_k", kt, k);
-  const int64_t dq_accum = g.tensor(kDQAccum, "dQ_accum", CUDNN_DATA_FLOAT, l.q_dims(), l.q_strides(), kOffsetQ);
+  const int64_t dq_accum =
+      g.tensor(kDQAccum, "dQ_accum", CUDNN_DATA_FLOAT, l.q_dims(), l.q_strides(), l.offset(kOffsetQ));
   g.add_workspace_tensor(kDQAccum, l.hq * l.d * 4);
   g.matmul("matmul_dS_K", ds, k, dq_accum, c.seq_q, 0, c.seq_kv);
   g.pointwise("identity_dQ", CUDNN_POINTWISE_IDENTITY, CUDNN_DATA_FLOAT, dq_accum, 0, 0, dq);
@@ -487,7 +500,7 @@ int64_t engine_index(const Descriptor& config) {
 
 Graph build_graph(const GraphShape& shape, size_t runtime_version) {
   GraphBuilder g(runtime_version);
-  const Layout l{shape.batch, shape.seq, shape.q_heads, shape.kv_heads, shape.head_dim};
+  const Layout l{shape.batch, shape.seq, shape.q_heads, shape.kv_heads, shape.head_dim, shape.ragged};
   if (shape.backward)
     build_backward(g, l, shape.causal);
   else

@@ -85,10 +85,13 @@ enum Uid : int64_t {
 
 // One graph: b sequences of at most s tokens, in [tokens, heads, head_dim] memory (ragged offsets per sequence).
 // Stats (natural-log log-sum-exp of the scaled scores) are [tokens, q_heads] f32, ragged too.
+// Dense (ragged false): b sequences of exactly s tokens. The same memory, but no sequence lengths, ragged offsets or
+// padding mask, and the stats in our [q_heads, tokens] layout; cuDNN runs such graphs faster (bench/RESULTS.md).
 struct GraphShape {
   bool backward = false;
   int64_t batch = 0, seq = 0, q_heads = 0, kv_heads = 0, head_dim = 0;
   bool causal = true;
+  bool ragged = true;
 };
 
 // A workspace tensor of the backward graph: bytes per token of the packed problem.

@@ -382,6 +382,17 @@ namespace {
     if (major < 9) GTEST_SKIP() << "cuDNN packed attention needs sm90 or newer, not sm" << major << "x"; \
   } while (0)
 
+bool has_plan(const std::string& name) {
+  const std::vector<std::string> plans = ops::cuda::cudnn_attention_plans();
+  const bool found = std::find(plans.begin(), plans.end(), name) != plans.end();
+  if (!found) {
+    std::string all;
+    for (const std::string& p : plans) all += "\n  " + p;
+    ADD_FAILURE() << "no cuDNN plan '" << name << "'; the plans:" << all;
+  }
+  return found;
+}
+
 struct GpuTensors {
   Tensor q, k, v, dout, out, lse, dq, dk, dv;
 };
@@ -448,11 +459,26 @@ void expect_cudnn_matches(const AttentionCase& c, uint64_t seed) {
 TEST(CudnnAttention, TakesTheTrainingShape) {
   REQUIRE_SM90();
   expect_cudnn_matches({{0, 1024}, 16, 8, 128, true}, 500);
+  EXPECT_TRUE(has_plan("backward dense b=1 s=1024 Hq=16 Hkv=8 D=128 causal"));
 }
 
 TEST(CudnnAttention, PackedUnevenSequencesCausal) {
   REQUIRE_SM90();
   expect_cudnn_matches({{0, 1, 78, 378, 1378}, 16, 8, 128, true}, 501);
+  EXPECT_TRUE(has_plan("backward ragged b=4 s=1024 Hq=16 Hkv=8 D=128 causal"));
+}
+
+// A pack that fills its plan bucket exactly runs a dense plan: no padding mask, the lse in our layout (strided
+// across the sequences when there are several). Equal lengths short of the bucket stay ragged.
+TEST(CudnnAttention, PacksFillingTheirBucketRunADensePlan) {
+  REQUIRE_SM90();
+  expect_cudnn_matches({{0, 256, 512, 768, 1024}, 16, 8, 128, true}, 509);
+  EXPECT_TRUE(has_plan("forward dense b=4 s=256 Hq=16 Hkv=8 D=128 causal"));
+  EXPECT_TRUE(has_plan("backward dense b=4 s=256 Hq=16 Hkv=8 D=128 causal"));
+  expect_cudnn_matches({{0, 512}, 8, 2, 64, false}, 510);
+  EXPECT_TRUE(has_plan("backward dense b=1 s=512 Hq=8 Hkv=2 D=64 full"));
+  expect_cudnn_matches({{0, 200, 400}, 8, 2, 64, true}, 511);
+  EXPECT_TRUE(has_plan("backward ragged b=2 s=256 Hq=8 Hkv=2 D=64 causal"));
 }
 
 // Encoders attend both ways; a zero-length sequence in the middle too.
@@ -567,3 +593,4 @@ TEST(CudnnAttention, BackendNames) {
   EXPECT_THROW(ops::cuda::parse_attention_backend("flash", "VEOMNI_ATTENTION_BACKEND"), InputError);
   EXPECT_STREQ(ops::cuda::attention_backend_name(AttentionBackend::Cudnn), "cudnn");
 }
+
