@@ -232,7 +232,7 @@ void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y
 }
 
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
-                      Tensor& dweight) {
+                      Tensor& dweight, const Tensor& residual) {
   const Call c("rmsnorm_backward", dy);
   c.rank(x, "x", 2);
   const int64_t n = x.dim(0), d = x.dim(1);
@@ -249,7 +249,13 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
     c.disjoint(dweight, "dweight", dy, "dy");
     c.disjoint(dweight, "dweight", x, "x");
   }
-  VEOMNI_ROUTE(rmsnorm_backward, c.device(), dy, x, weight, rstd, dx, dweight);
+  if (residual.defined()) {
+    c.floats(residual, "residual", {n, d});
+    c.require(residual.dtype() == dx.dtype(), "residual is {}, dx {}: they must share a dtype",
+              dtype_name(residual.dtype()), dtype_name(dx.dtype()));
+    c.disjoint(dx, "dx", residual, "residual");
+  }
+  VEOMNI_ROUTE(rmsnorm_backward, c.device(), dy, x, weight, rstd, dx, dweight, residual);
 }
 
 // ---------------------------------------------------------------- rotary position embedding

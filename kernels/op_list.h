@@ -41,8 +41,11 @@ VEOMNI_OP(void, grouped_matmul_weight_grad,
 // y = w * x * rsqrt(mean(x^2) + eps) over the last dim; x,y [N, D], w [D], rstd [N] (f32, saved for backward).
 VEOMNI_OP(void, rmsnorm_forward, (const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd))
 // dx [N, D] (overwritten), dweight [D] accumulates; an undefined dweight (a frozen weight) skips the weight gradient.
+// A defined residual [N, D] (dx's dtype, not dx itself) is added to dx in the same pass: a pre-norm block's input
+// gradient, dx = the norm's input gradient + the residual stream's, without a separate add (read once, rounded once).
 VEOMNI_OP(void, rmsnorm_backward,
-          (const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx, Tensor& dweight))
+          (const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx, Tensor& dweight,
+           const Tensor& residual VEOMNI_DEFAULT(Tensor())))
 
 // ---------------------------------------------------------------- rotary position embedding (rope.cc, rope.cu)
 // cos/sin tables [S, D] (f32) for head_dim D, half-split layout (emb = cat(freqs, freqs)), inv_freq[i] = theta^(-2i/D).

@@ -49,7 +49,7 @@ void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y
 }
 
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
-                      Tensor& dweight) {
+                      Tensor& dweight, const Tensor& residual) {
   const int64_t n = x.dim(0);
   const int64_t d = x.dim(1);
   const float* dyp = dy.data<float>();
@@ -57,8 +57,12 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
   const float* wp = weight.data<float>();
   const float* rp = rstd.data<float>();
   float* dxp = dx.data<float>();
-  parallel_for(n, 6 * d,
-               [&](int64_t row) { backward_row(d, dyp + row * d, xp + row * d, wp, rp[row], dxp + row * d); });
+  const float* resp = residual.defined() ? residual.data<float>() : nullptr;
+  parallel_for(n, 6 * d, [&](int64_t row) {
+    float* dxr = dxp + row * d;
+    backward_row(d, dyp + row * d, xp + row * d, wp, rp[row], dxr);
+    if (resp) for_each_lane(d, [&](int64_t i) { dxr[i] += resp[row * d + i]; });
+  });
   if (!dweight.defined()) return;  // a frozen weight
   float* dwp = dweight.data<float>();
   // dweight[i] += sum_n dy[n,i] * x[n,i] * rstd[n]: parallel over column blocks so no two threads share a sum.

@@ -35,9 +35,9 @@ __global__ void forward_rows(ConstFloats x, ConstFloats w, float eps, Floats y, 
   for (int64_t i = lane; i < d; i += kWarp) y.store(base + i, (x[base + i] * r) * w[i]);
 }
 
-// dx = r * (w*dy) - r^3 * x * sum(w*dy*x) / D.
-__global__ void backward_rows(ConstFloats dy, ConstFloats x, ConstFloats w, const float* rstd, Floats dx, int64_t n,
-                              int64_t d) {
+// dx = r * (w*dy) - r^3 * x * sum(w*dy*x) / D (+ residual when it has data).
+__global__ void backward_rows(ConstFloats dy, ConstFloats x, ConstFloats w, const float* rstd, ConstFloats residual,
+                              Floats dx, int64_t n, int64_t d) {
   const int64_t row = warp_row();
   if (row >= n) return;
   const int lane = threadIdx.x % kWarp;
@@ -48,7 +48,10 @@ __global__ void backward_rows(ConstFloats dy, ConstFloats x, ConstFloats w, cons
   const float r = rstd[row];
   const double rd = r;
   const float coef = static_cast<float>(rd * rd * rd * static_cast<double>(dot) / static_cast<double>(d));
-  for (int64_t i = lane; i < d; i += kWarp) dx.store(base + i, r * (w[i] * dy[base + i]) - coef * x[base + i]);
+  for (int64_t i = lane; i < d; i += kWarp) {
+    const float g = r * (w[i] * dy[base + i]) - coef * x[base + i];
+    dx.store(base + i, residual.data ? g + residual[base + i] : g);
+  }
 }
 
 constexpr int kColumns = 32;    // columns per block of the dweight pass (one per lane)
@@ -180,11 +183,12 @@ __device__ __forceinline__ void block_column_sums(const float (&acc)[kPacks][P],
 // dx as backward_rows computes it; in the same pass each lane adds dy * x * rstd of its columns over the rows its
 // group visits (rows group, group + groups in the grid, ...), the block adds its groups' sums in group order, and
 // partial[block, c] gets the block's column sum: dweight_accumulate then adds the blocks in order. dy and x are read
-// once. Without kWeightGrad (a frozen weight) only dx is computed: no column sums, fewer registers.
+// once. Without kWeightGrad (a frozen weight) only dx is computed: no column sums, fewer registers. A non-null
+// residual is added to dx as it is stored.
 template <typename T, typename TW, int kLanes, int kPacks, bool kWeightGrad>
 __global__ void __launch_bounds__(kThreads)
-    backward_rows_packed(const T* dy, const T* x, const TW* w, const float* rstd, T* dx, int64_t n, int d,
-                         float* partial) {
+    backward_rows_packed(const T* dy, const T* x, const TW* w, const float* rstd, const T* residual, T* dx, int64_t n,
+                         int d, float* partial) {
   constexpr int P = packed::kPer16<T>;
   using Pk = packed::Pack<T, P>;
   const RowSlot<kLanes> slot;
@@ -218,17 +222,21 @@ __global__ void __launch_bounds__(kThreads)
     const double rd = r;
     const float coef = static_cast<float>(rd * rd * rd * static_cast<double>(dot) / static_cast<double>(d));
     T* dxrow = dx + base;
+    const Pk* resrow = residual ? reinterpret_cast<const Pk*>(residual + base) : nullptr;
 #pragma unroll
     for (int k = 0; k < kPacks; ++k) {
       const int p = slot.lane + k * kLanes;
       if (p >= packs) continue;
       float wv[P], out[P];
       packed::load<TW, P>(w + p * P, wv);
+      Pk res = {};
+      if (resrow) res = resrow[p];
 #pragma unroll
       for (int j = 0; j < P; ++j) {
         const float g = packed::as_float(dys[k].v[j]);
         const float xv = packed::as_float(xs[k].v[j]);
         out[j] = r * (wv[j] * g) - coef * xv;
+        if (resrow) out[j] += packed::as_float(res.v[j]);
         if constexpr (kWeightGrad) acc[k][j] += g * xv * r;
       }
       packed::store<T, P>(dxrow + p * P, out);
@@ -306,9 +314,10 @@ bool forward_packed(const Tensor& x, const Tensor& weight, float eps, Tensor& y,
 // Backward rows hold dy and x (kPacks packs each) and, with a weight gradient, the column sums (kPacks * P floats): at
 // most 8 packs a lane then, 16 without (a frozen weight: dweight undefined).
 bool backward_packed(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
-                     Tensor& dweight) {
+                     Tensor& dweight, const Tensor& residual) {
   const int64_t n = x.dim(0), d = x.dim(1);
   if (!packable({&dy, &x, &dx}, weight, d)) return false;
+  if (residual.defined() && (residual.dtype() != x.dtype() || !packed::aligned16(residual.raw_data()))) return false;
   const int64_t elem_bytes = x.dtype() == DType::BF16 ? 2 : 4;
   const int64_t packs = d * elem_bytes / 16;
   const cudaStream_t stream = cuda_rt::stream();
@@ -317,12 +326,13 @@ bool backward_packed(const Tensor& dy, const Tensor& x, const Tensor& weight, co
     packed::with_float_type(weight.dtype(), [&](auto w_tag) {
       using T = decltype(t_tag);
       using TW = decltype(w_tag);
+      const T* residual_data = residual.defined() ? data_of<const T>(residual) : nullptr;
       if (!dweight.defined()) {
         launched = with_row_shape<16>(packs, [&](auto lanes, auto per_lane) {
           backward_rows_packed<T, TW, decltype(lanes)::value, decltype(per_lane)::value, false>
               <<<forward_blocks(n, decltype(lanes)::value), kThreads, 0, stream>>>(
                   data_of<const T>(dy), data_of<const T>(x), data_of<const TW>(weight), data_of<float>(rstd),
-                  data_of<T>(dx), n, static_cast<int>(d), nullptr);
+                  residual_data, data_of<T>(dx), n, static_cast<int>(d), nullptr);
         });
         return;
       }
@@ -331,8 +341,8 @@ bool backward_packed(const Tensor& dy, const Tensor& x, const Tensor& weight, co
         Tensor partial = Tensor::empty({blocks, d}, DType::F32, x.device());
         backward_rows_packed<T, TW, decltype(lanes)::value, decltype(per_lane)::value, true>
             <<<blocks, kThreads, 0, stream>>>(data_of<const T>(dy), data_of<const T>(x), data_of<const TW>(weight),
-                                              data_of<float>(rstd), data_of<T>(dx), n, static_cast<int>(d),
-                                              data_of<float>(partial));
+                                              data_of<float>(rstd), residual_data, data_of<T>(dx), n,
+                                              static_cast<int>(d), data_of<float>(partial));
         VEOMNI_CUDA_LAUNCH_CHECK();
         dweight_accumulate<<<grid_for(d, 256), 256, 0, stream>>>(data_of<float>(partial), blocks, d,
                                                                  floats_of(dweight));
@@ -358,17 +368,17 @@ void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y
 }
 
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
-                      Tensor& dweight) {
+                      Tensor& dweight, const Tensor& residual) {
   const int64_t n = x.dim(0), d = x.dim(1);
   if (n == 0 || d == 0) return;
-  if (backward_packed(dy, x, weight, rstd, dx, dweight)) {
+  if (backward_packed(dy, x, weight, rstd, dx, dweight, residual)) {
     VEOMNI_CUDA_LAUNCH_CHECK();
     return;
   }
   // Scalar path (as in rmsnorm_forward): dx by rows, then the column sums in a second pass over dy and x.
   const cudaStream_t stream = cuda_rt::stream();
   backward_rows<<<row_blocks(n), kWarpsPerBlock * kWarp, 0, stream>>>(
-      floats_of(dy), floats_of(x), floats_of(weight), data_of<float>(rstd), floats_of(dx), n, d);
+      floats_of(dy), floats_of(x), floats_of(weight), data_of<float>(rstd), floats_of(residual), floats_of(dx), n, d);
   VEOMNI_CUDA_LAUNCH_CHECK();
   if (!dweight.defined()) return;  // a frozen weight
 

@@ -70,12 +70,10 @@ Tensor DecoderLayer::backward(Saved&& saved, const Tensor& dh, const LayerInputs
   }
   Tensor dnormed = moe_ ? moe_->backward(std::move(kept.moe), dh, in, aux_dprob)
                         : mlp_->backward(std::move(kept.mlp), dh);
-  Tensor dh1 = post_attention_norm_.backward(std::move(kept.post_attention_norm), dnormed);
-  ops::add_(dh1, dh);
+  // Each norm's backward adds its block's skip connection (the residual stream's gradient) as it writes dx.
+  Tensor dh1 = post_attention_norm_.backward(std::move(kept.post_attention_norm), dnormed, dh);
   Tensor dattention = attention_.backward(std::move(kept.attention), dh1, in);
-  Tensor dx = input_norm_.backward(std::move(kept.input_norm), dattention);
-  ops::add_(dx, dh1);
-  return dx;
+  return input_norm_.backward(std::move(kept.input_norm), dattention, dh1);
 }
 
 void DecoderLayer::fuse_for_decoding() {

@@ -135,6 +135,42 @@ TEST_F(CudaLayers, RmsNormBackwardWithoutWeightGradMatchesCpu) {
   }
 }
 
+// A residual added in the backward's pass, against the CPU's dx + residual: the vector path with and without a weight
+// gradient (bf16 rows of 4096 and per-head rows of 128) and the scalar path (rows of 130).
+TEST_F(CudaLayers, RmsNormBackwardAddsTheResidual) {
+  std::mt19937 rng(30);
+  const DType bf = DType::BF16, f32 = DType::F32;
+  struct Case {
+    int64_t n, d;
+    DType act;
+    bool weight_grad;
+  };
+  for (const Case& c : {Case{4096, 4096, bf, false}, Case{20011, 128, bf, true}, Case{37, 130, bf, false},
+                        Case{9, 2048, f32, true}, Case{33, 131, f32, false}}) {
+    SCOPED_TRACE(fmt::format("n {} d {} {} weight grad {}", c.n, c.d, dtype_name(c.act), c.weight_grad));
+    const Tensor x = representable(random_f32({c.n, c.d}, rng, -2.0f, 2.0f), c.act);
+    const Tensor w = representable(random_f32({c.d}, rng, 0.5f, 1.5f), bf);
+    const Tensor dy = representable(random_f32({c.n, c.d}, rng), c.act);
+    const Tensor residual = representable(random_f32({c.n, c.d}, rng), c.act);
+    Tensor y = Tensor::empty({c.n, c.d}, f32), rstd = Tensor::empty({c.n}, f32);
+    Tensor want = Tensor::empty({c.n, c.d}, f32), dw_want = c.weight_grad ? Tensor::zeros({c.d}, f32) : Tensor();
+    ops::rmsnorm_forward(x, w, 1e-6f, y, rstd);
+    ops::rmsnorm_backward(dy, x, w, rstd, want, dw_want);
+    ops::add_(want, residual);
+
+    const Tensor gx = to_gpu(x, c.act), gdy = to_gpu(dy, c.act), gw = to_gpu(w, bf), gres = to_gpu(residual, c.act);
+    Tensor gy = Tensor::empty({c.n, c.d}, c.act, gpu()), grstd = Tensor::empty({c.n}, f32, gpu());
+    Tensor gdx = Tensor::empty({c.n, c.d}, c.act, gpu());
+    Tensor gdw = c.weight_grad ? Tensor::zeros({c.d}, f32, gpu()) : Tensor();
+    ops::rmsnorm_forward(gx, gw, 1e-6f, gy, grstd);
+    ops::rmsnorm_backward(gdy, gx, gw, grstd, gdx, gdw, gres);
+    EXPECT_TRUE(close_to(gdx, want, rtol_for(c.act)));
+    if (c.weight_grad) {
+      EXPECT_TRUE(close_to(gdw, dw_want, kF32Rtol));
+    }
+  }
+}
+
 TEST_F(CudaLayers, RmsNormWeightGradIsDeterministicOnTheVectorPath) {
   std::mt19937 rng(28);
   for (const auto& [n, d] : {std::pair<int64_t, int64_t>{20011, 128}, {4096, 1024}, {1000, 2048}}) {

@@ -101,6 +101,28 @@ TEST(OpsNorm, RmsnormBackwardWithoutWeightGradGivesTheSameDx) {
   }
 }
 
+// A residual is added to dx in the same pass: the bits of dx followed by add_, with and without a weight gradient.
+TEST(OpsNorm, RmsnormBackwardAddsTheResidual) {
+  std::mt19937 rng(14);
+  for (const auto& [n, d] : {std::pair<int64_t, int64_t>{5, 7}, {33, 131}, {3, 1024}}) {
+    SCOPED_TRACE(::testing::Message() << "N " << n << " D " << d);
+    const Tensor x = random_f32({n, d}, rng, -2.0f, 2.0f), w = random_f32({d}, rng, 0.5f, 1.5f);
+    const Tensor dy = random_f32({n, d}, rng), residual = random_f32({n, d}, rng);
+    Tensor y = Tensor::empty({n, d}, DType::F32), rstd = Tensor::empty({n}, DType::F32);
+    ops::rmsnorm_forward(x, w, 1e-6f, y, rstd);
+    Tensor want = Tensor::empty({n, d}, DType::F32), dw_want = Tensor::zeros({d}, DType::F32);
+    ops::rmsnorm_backward(dy, x, w, rstd, want, dw_want);
+    ops::add_(want, residual);
+    Tensor dx = Tensor::empty({n, d}, DType::F32), dw = Tensor::zeros({d}, DType::F32), frozen;
+    ops::rmsnorm_backward(dy, x, w, rstd, dx, dw, residual);
+    EXPECT_TRUE(bitwise_equal(dx, want));
+    EXPECT_TRUE(bitwise_equal(dw, dw_want));
+    Tensor dx_frozen = Tensor::empty({n, d}, DType::F32);
+    ops::rmsnorm_backward(dy, x, w, rstd, dx_frozen, frozen, residual);
+    EXPECT_TRUE(bitwise_equal(dx_frozen, want));
+  }
+}
+
 TEST(OpsNorm, RmsnormRejectsBadArguments) {
   Tensor x = Tensor::zeros({3, 4}, DType::F32), y = Tensor::zeros({3, 4}, DType::F32);
   Tensor w = Tensor::zeros({4}, DType::F32), rstd = Tensor::zeros({3}, DType::F32);
@@ -111,5 +133,9 @@ TEST(OpsNorm, RmsnormRejectsBadArguments) {
   EXPECT_THROW(ops::rmsnorm_forward(x.view({12}), w, 1e-6f, y, rstd), Error);
   Tensor dx = Tensor::zeros({3, 4}, DType::F32);
   EXPECT_THROW(ops::rmsnorm_backward(y, x, w, rstd, dx, w5), Error);
+  Tensor no_weight_grad, residual_5 = Tensor::zeros({3, 5}, DType::F32);
+  EXPECT_THROW(ops::rmsnorm_backward(y, x, w, rstd, dx, no_weight_grad, residual_5), Error);
+  EXPECT_THROW(ops::rmsnorm_backward(y, x, w, rstd, dx, no_weight_grad, dx), Error);  // the residual is not dx
+  EXPECT_NO_THROW(ops::rmsnorm_backward(y, x, w, rstd, dx, no_weight_grad, Tensor::zeros({3, 4}, DType::F32)));
   EXPECT_NO_THROW(ops::rmsnorm_forward(x, w, 1e-6f, y, rstd));
 }

@@ -17,13 +17,17 @@ RmsNorm::Output RmsNorm::forward(const Tensor& x, bool save) const {
   return result;
 }
 
-Tensor RmsNorm::backward(Saved&& saved, const Tensor& dy) const {
+Tensor RmsNorm::backward(Saved&& saved, const Tensor& dy, const Tensor& residual) const {
   const Saved s = std::move(saved);
   VEOMNI_CHECK(s.x.defined(), "backward of '{}' without a saved forward input", weight_->name);
   Tensor dy2 = dy.view(s.x.shape());
   Tensor dx = empty_like(dy2, dy2.shape());
   Tensor dweight = grad_if_trainable(*weight_);
-  ops::rmsnorm_backward(dy2, s.x, weight_->value, s.rstd, dx, dweight);
+  // The op adds a residual of dx's dtype in its pass; another dtype is added after it.
+  const bool fused = residual.defined() && residual.dtype() == dx.dtype();
+  ops::rmsnorm_backward(dy2, s.x, weight_->value, s.rstd, dx, dweight,
+                        fused ? residual.view(s.x.shape()) : Tensor());
+  if (residual.defined() && !fused) ops::add_(dx, residual.view(s.x.shape()));
   return dx.view(dy.shape());
 }
 

@@ -20,8 +20,10 @@ class RmsNorm {
 
   // x viewed [N, D] -> out of x's shape; saved is empty unless save.
   Output forward(const Tensor& x, bool save) const;
-  // Returns dx (dy's shape) and accumulates the weight gradient unless the weight is frozen.
-  Tensor backward(Saved&& saved, const Tensor& dy) const;
+  // Returns dx (dy's shape) and accumulates the weight gradient unless the weight is frozen. A defined residual (dy's
+  // shape) is added to dx, in the same pass when it has dx's dtype: a pre-norm block's input gradient with its skip
+  // connection's.
+  Tensor backward(Saved&& saved, const Tensor& dy, const Tensor& residual = Tensor()) const;
 
   // For ops that fuse the normalisation with what follows it (a cached step's qkv_norm_rope_cache_write).
   const Tensor& weight_value() const { return weight_->value; }
