@@ -164,7 +164,8 @@ OpKey attention_key(const char* op, double flops_per_pair, const Tensor& q, cons
 
 // ---------------------------------------------------------------- GEMM
 
-void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& out, float alpha, float beta) {
+void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& out, float alpha, float beta,
+            const Tensor& addend) {
   const Call c("matmul", a);
   c.rank(a, "a", 2);
   c.rank(b, "b", 2);
@@ -178,8 +179,15 @@ void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor
   c.floats(out, "out", {m, n});
   c.disjoint(out, "out", a, "a");
   c.disjoint(out, "out", b, "b");
+  if (addend.defined()) {
+    c.floats(addend, "addend", {m, n});
+    c.require(addend.dtype() == out.dtype(), "addend is {}, out {}: they must share a dtype",
+              dtype_name(addend.dtype()), dtype_name(out.dtype()));
+    c.require(beta != 0.0f, "an addend with beta 0 would be ignored");
+    c.disjoint(out, "out", addend, "addend");
+  }
   VEOMNI_ROUTE_KEYED(matmul_key(trans_a, trans_b, m, n, k), matmul, c.device(), a, trans_a, b, trans_b, out, alpha,
-                     beta);
+                     beta, addend);
 }
 
 void grouped_matmul(const Tensor& x, const Tensor& w, bool trans_w, const std::vector<int64_t>& group_sizes,

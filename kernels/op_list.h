@@ -24,9 +24,12 @@
 // out[M,N] = alpha * op(a) @ op(b) + beta * out, op(x) = x^T when trans. a,b,out are 2-D.
 // Linear layer y = x W^T: matmul(x, false, W, true, y). dx = dy W: matmul(dy, false, W, false, dx).
 // dW += dy^T x: matmul(dy, true, x, false, dW, 1, 1).
+// A defined addend [M, N] (out's dtype; beta != 0) stands in for out on the right: out = alpha * op(a) @ op(b) +
+// beta * addend, out's old values unread. A residual connection in the GEMM: h1 = h + x W_o^T without an add_.
 VEOMNI_OP(void, matmul,
           (const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& out,
-           float alpha VEOMNI_DEFAULT(1.0f), float beta VEOMNI_DEFAULT(0.0f)))
+           float alpha VEOMNI_DEFAULT(1.0f), float beta VEOMNI_DEFAULT(0.0f),
+           const Tensor& addend VEOMNI_DEFAULT(Tensor())))
 
 // Grouped GEMM for experts: the rows of x [T, K] form consecutive groups of group_sizes[g] rows (sum = T).
 // out_g = x_g @ op(w[g]) where w is [G, N, K] when trans_w (out_g = x_g w_g^T) or [G, K, N] otherwise; out [T, N].

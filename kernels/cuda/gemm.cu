@@ -48,6 +48,7 @@ struct Gemm {
   bool trans_b = false;
   void* c = nullptr;
   int64_t ldc = 0;
+  const void* c_in = nullptr;  // what beta multiplies when it is not c (an addend of c's layout); null: c itself
   cudaDataType_t input_type = CUDA_R_32F;  // a and b
   cudaDataType_t output_type = CUDA_R_32F;
   float alpha = 1.0f;
@@ -259,7 +260,7 @@ bool output_overlaps_inputs(const Gemm& g) {
 // trials in place (its real call then writes the result); one that reads its output or overlaps an input runs them
 // into a scratch D of the output's extent.
 void time_candidates(Plan& plan, const Gemm& g, const Lane& lane) {
-  const bool in_place = g.beta == 0.0f && !output_overlaps_inputs(g);
+  const bool in_place = (g.beta == 0.0f || g.c_in) && !output_overlaps_inputs(g);
   // cuBLASLt's A and B are our b and a (see make_plan).
   const MatmulTrial trial{.desc = plan.desc,
                           .alpha = &g.alpha,
@@ -268,7 +269,7 @@ void time_candidates(Plan& plan, const Gemm& g, const Lane& lane) {
                           .b = g.a,
                           .layout_b = plan.layout_b,
                           .beta = &g.beta,
-                          .c = g.c,
+                          .c = g.c_in ? g.c_in : g.c,
                           .layout_c = plan.layout_c,
                           .d = in_place ? g.c : nullptr,
                           .scratch_bytes = in_place ? 0 : output_span(g).bytes(),
@@ -322,11 +323,12 @@ void run(const Gemm& g, const Lane& lane, Autotune autotune) {
                     .output_type = g.output_type,
                     .align_a = alignment_of(g.a),
                     .align_b = alignment_of(g.b),
-                    .align_c = alignment_of(g.c),
+                    .align_c = std::min(alignment_of(g.c), alignment_of(g.c_in ? g.c_in : g.c)),
                     .accumulates = g.beta != 0.0f};
   const std::shared_ptr<const Plan> plan = plan_for(key, g, lane, autotune);
   VEOMNI_CUBLAS_CHECK(cublasLtMatmul(cuda_rt::cublaslt(), plan->desc, &g.alpha, g.b, plan->layout_a, g.a,
-                                     plan->layout_b, &g.beta, g.c, plan->layout_c, g.c, plan->layout_c, &plan->algo(),
+                                     plan->layout_b, &g.beta, g.c_in ? g.c_in : g.c, plan->layout_c, g.c,
+                                     plan->layout_c, &plan->algo(),
                                      lane.workspace, lane.workspace_bytes, lane.stream));
 }
 
@@ -513,7 +515,7 @@ void matmul_swiglu(const Tensor& x, const Tensor& gate_up, Tensor& out) {
   if (x.dim(0) == 0) return;
   if (skinny_swiglu_applies(x, gate_up, out)) return skinny_swiglu(x, gate_up, out);
   Tensor product = Tensor::empty({x.dim(0), gate_up.dim(0)}, out.dtype(), out.device());
-  matmul(x, false, gate_up, true, product, 1.0f, 0.0f);
+  matmul(x, false, gate_up, true, product, 1.0f, 0.0f, Tensor());
   swiglu_fused_forward(product, out);
 }
 
@@ -529,7 +531,7 @@ void rmsnorm_matmul(const Tensor& x, const Tensor& gain, float eps, const Tensor
   if (x.dim(0) == 0) return;
   if (skinny_matmul_applies(x, false, w, true, out, 1.0f, 0.0f, &gain))
     return skinny_matmul(x, w, out, false, &gain, eps);
-  matmul(normalised(x, gain, eps), false, w, true, out, 1.0f, 0.0f);
+  matmul(normalised(x, gain, eps), false, w, true, out, 1.0f, 0.0f, Tensor());
 }
 
 void rmsnorm_matmul_swiglu(const Tensor& x, const Tensor& gain, float eps, const Tensor& gate_up, Tensor& out) {
@@ -538,13 +540,23 @@ void rmsnorm_matmul_swiglu(const Tensor& x, const Tensor& gain, float eps, const
   matmul_swiglu(normalised(x, gain, eps), gate_up, out);
 }
 
-void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& out, float alpha, float beta) {
+void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& out, float alpha, float beta,
+            const Tensor& addend) {
   const int64_t m = out.dim(0), n = out.dim(1), k = trans_a ? a.dim(0) : a.dim(1);
   if (m == 0 || n == 0) return;
+  const bool skinny = k != 0 && skinny_matmul_applies(a, trans_a, b, trans_b, out, alpha, beta);
+  // cuBLASLt reads an addend as its C (C != D); the paths that read out itself (an empty inner dimension, the skinny
+  // kernel, an f32 stand-in for a bf16 output) get it copied into out first.
+  const bool f32_inputs = a.dtype() != b.dtype() || a.dtype() == DType::F32;  // as common_inputs makes them
+  const bool staged = f32_inputs && out.dtype() == DType::BF16;                  // as Output stages them
+  const bool addend_as_c = addend.defined() && k != 0 && !skinny && !staged;
+  if (addend.defined() && !addend_as_c)
+    VEOMNI_CUDA_CHECK(cudaMemcpyAsync(out.raw_data(), addend.raw_data(), static_cast<size_t>(out.nbytes()),
+                                      cudaMemcpyDeviceToDevice, cuda_rt::stream()));
   if (k == 0) return scale_output(out.raw_data(), m, n, out.dtype(), out.device(), beta);
-  if (skinny_matmul_applies(a, trans_a, b, trans_b, out, alpha, beta)) return skinny_matmul(a, b, out, beta != 0.0f);
+  if (skinny) return skinny_matmul(a, b, out, beta != 0.0f);
   const Inputs in = common_inputs(a, b);
-  Output target(out, in.type, beta != 0.0f);
+  Output target(out, in.type, beta != 0.0f && !addend_as_c);
   Gemm g;
   g.m = m;
   g.n = n;
@@ -557,6 +569,7 @@ void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor
   g.trans_b = trans_b;
   g.c = target.data();
   g.ldc = n;
+  g.c_in = addend_as_c ? addend.raw_data() : nullptr;
   g.input_type = in.type;
   g.output_type = target.type();
   g.alpha = alpha;

@@ -77,7 +77,8 @@ int64_t Attention::kv_repeats(const LayerInputs& in) const {
   return p / num_kv_heads_;
 }
 
-Attention::Output Attention::forward(const Tensor& x, const LayerInputs& in, bool save) const {
+Attention::Output Attention::forward(const Tensor& x, const LayerInputs& in, bool save,
+                                     const Tensor& residual) const {
   const int64_t s = x.dim(0);
   Output result;
   Saved& saved = result.saved;
@@ -102,7 +103,8 @@ Attention::Output Attention::forward(const Tensor& x, const LayerInputs& in, boo
     saved.out = out_h;
     saved.lse = lse;
   }
-  result.out = take_out(o_proj_.forward(to_seq(out_h, in).view({s, num_heads_ * head_dim_}), save), saved.o_proj);
+  result.out = take_out(o_proj_.forward(to_seq(out_h, in).view({s, num_heads_ * head_dim_}), save, residual),
+                        saved.o_proj);
   return result;
 }
 

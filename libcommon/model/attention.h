@@ -39,8 +39,9 @@ class Attention {
   // projections' GEMMs in FP8 (model/layers/linear.h).
   Attention(ParamStore& store, const ModelConfig& config, const std::string& prefix, bool fp8 = false);
 
-  // x [S_local, hidden] (already normalised) -> [S_local, hidden]; saved is empty unless save.
-  Output forward(const Tensor& x, const LayerInputs& in, bool save) const;
+  // x [S_local, hidden] (already normalised) -> [S_local, hidden]; saved is empty unless save. A defined residual
+  // [S_local, hidden] is added by the output projection's GEMM (Linear::forward).
+  Output forward(const Tensor& x, const LayerInputs& in, bool save, const Tensor& residual = Tensor()) const;
   // Returns dx and accumulates the parameter gradients.
   Tensor backward(Saved&& saved, const Tensor& dy, const LayerInputs& in) const;
   // Inference (no parallel seams, nothing saved): x [S, hidden] of a cached step -> [S, hidden]. Writes the step's

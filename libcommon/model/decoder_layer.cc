@@ -39,18 +39,18 @@ DecoderLayer::Output DecoderLayer::compute(const Tensor& h, const LayerInputs& i
   Output result;
   Saved& saved = result.saved;
   Tensor normed_input = take_out(input_norm_.forward(h, save), saved.input_norm);
-  Tensor h1 = take_out(attention_.forward(normed_input, in, save), saved.attention);
-  ops::add_(h1, h);
+  // The skip connections ride on the GEMMs that write each block's output (o_proj, down_proj).
+  Tensor h1 = take_out(attention_.forward(normed_input, in, save, h.view({-1, h.dim(-1)})), saved.attention);
   Tensor normed = take_out(post_attention_norm_.forward(h1, save), saved.post_attention_norm);
   Tensor out;
   if (moe_) {
     MoeBlock::Output moe = moe_->forward(normed, in, save, with_stats);
     if (with_stats) result.router_stats = std::move(moe.router_stats);
     out = take_out(std::move(moe), saved.moe);
+    ops::add_(out, h1);
   } else {
-    out = take_out(mlp_->forward(normed, save), saved.mlp);
+    out = take_out(mlp_->forward(normed, save, h1.view({-1, h1.dim(-1)})), saved.mlp);
   }
-  ops::add_(out, h1);
   result.out = out;
   return result;
 }

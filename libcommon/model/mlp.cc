@@ -49,7 +49,7 @@ bool Mlp::decode_weights(ops::DenseDecodeLayer& layer) const {
   return true;
 }
 
-Mlp::Output Mlp::forward(const Tensor& x, bool save) const {
+Mlp::Output Mlp::forward(const Tensor& x, bool save, const Tensor& residual) const {
   Output result;
   Saved& saved = result.saved;
   const std::vector<Tensor> gate_up = take_out(gate_up_proj().forward(x, save), saved.gate_up_proj);
@@ -61,7 +61,7 @@ Mlp::Output Mlp::forward(const Tensor& x, bool save) const {
     saved.gate = gate;
     saved.up = up;
   }
-  result.out = take_out(down_proj_.forward(act, save), saved.down_proj);
+  result.out = take_out(down_proj_.forward(act, save, residual), saved.down_proj);
   return result;
 }
 

@@ -28,8 +28,8 @@ class Mlp {
   // current group. fp8: the projections' GEMMs in FP8 (model/layers/linear.h).
   Mlp(ParamStore& store, const std::string& prefix, int64_t hidden, int64_t intermediate, bool fp8 = false);
 
-  // saved is empty unless save.
-  Output forward(const Tensor& x, bool save) const;
+  // saved is empty unless save. A defined residual (the output's shape) is added by down_proj's GEMM.
+  Output forward(const Tensor& x, bool save, const Tensor& residual = Tensor()) const;
   Tensor backward(Saved&& saved, const Tensor& dy) const;
 
   // Decoding runs gate and up as one GEMM: fuse_gate_up() (once, after the weights are loaded) moves the two weights

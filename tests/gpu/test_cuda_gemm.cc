@@ -182,6 +182,32 @@ TEST_F(CudaGemm, MatmulAtModelShapes) {
   check_matmul(129, 257, 1000, false, false, {DType::F32, DType::F32, DType::F32}, -2.0f, 0.5f, rng);
 }
 
+// An addend in place of out on the right (cuBLASLt's C != D, or a copy into out for the skinny kernel, the staged
+// f32-to-bf16 path and k = 0) against the CPU; out starts as NaN, which must not be read.
+TEST_F(CudaGemm, MatmulAddsAnAddendInsteadOfOut) {
+  std::mt19937 rng(19);
+  const DType bf = DType::BF16, f32 = DType::F32;
+  struct Case {
+    int64_t m, n, k;
+    Types types;
+  };
+  for (const Case& c : {Case{300, 256, 512, {bf, bf, bf}}, Case{37, 53, 91, {f32, f32, f32}},
+                        Case{37, 53, 91, {f32, f32, bf}}, Case{3, 1024, 2048, {bf, bf, bf}},
+                        Case{5, 7, 0, {bf, bf, bf}}}) {
+    SCOPED_TRACE(fmt::format("m {} n {} k {} {}", c.m, c.n, c.k, describe_types(c.types)));
+    const Tensor a = representable(random_f32({c.m, c.k}, rng), c.types.a);
+    const Tensor b = representable(random_f32({c.n, c.k}, rng), c.types.b);
+    const Tensor addend = representable(random_f32({c.m, c.n}, rng), c.types.out);
+    Tensor want = addend.clone();
+    ops::matmul(a, false, b, true, want, 1.0f, 1.0f);
+    Tensor got = Tensor::full<float>({c.m, c.n}, NAN).to_dtype(c.types.out).to(gpu());
+    const Tensor gaddend = to_gpu(addend, c.types.out);
+    ops::matmul(to_gpu(a, c.types.a), false, to_gpu(b, c.types.b), true, got, 1.0f, 1.0f, gaddend);
+    EXPECT_TRUE(close_to(got, want, rtol_for(c.types.out)));
+    EXPECT_TRUE(close_to(gaddend, addend, 0.0));
+  }
+}
+
 TEST_F(CudaGemm, BetaZeroOverwritesNaNAndEmptyInnerDimensionScales) {
   std::mt19937 rng(13);
   const Tensor a = random_f32({4, 6}, rng), b = random_f32({6, 3}, rng);

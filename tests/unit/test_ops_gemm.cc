@@ -82,6 +82,26 @@ TEST(OpsGemm, MatmulAlphaBetaAccumulate) {
   expect_gemm_matches(out, want, bound);
 }
 
+// An addend stands in for out on the right: out = alpha * a b^T + beta * addend, out's old values (NaN here) unread,
+// the addend untouched; the bits of the same GEMM accumulating onto a copy of the addend. k = 0 gives beta * addend.
+TEST(OpsGemm, MatmulAddsAnAddendInsteadOfOut) {
+  std::mt19937 rng(3);
+  const Tensor a = random_f32({37, 70}, rng), b = random_f32({41, 70}, rng);
+  const Tensor addend = random_f32({37, 41}, rng), addend_before = addend.clone();
+  Tensor want = addend.clone();
+  ops::matmul(a, false, b, true, want, 0.5f, 1.5f);
+  Tensor out = Tensor::full<float>({37, 41}, NAN);
+  ops::matmul(a, false, b, true, out, 0.5f, 1.5f, addend);
+  EXPECT_TRUE(bitwise_equal(out, want));
+  EXPECT_TRUE(bitwise_equal(addend, addend_before));
+  Tensor empty_k = Tensor::full<float>({37, 41}, NAN);
+  ops::matmul(Tensor::empty({37, 0}, DType::F32), false, Tensor::empty({41, 0}, DType::F32), true, empty_k, 1.0f,
+              2.0f, addend);
+  Tensor doubled = addend.clone();
+  ops::scale_(doubled, 2.0f);
+  EXPECT_TRUE(bitwise_equal(empty_k, doubled));
+}
+
 TEST(OpsGemm, MatmulWithEmptyInnerDimensionScalesOut) {
   const Tensor a = Tensor::empty({3, 0}, DType::F32);
   const Tensor b = Tensor::empty({0, 2}, DType::F32);
@@ -148,6 +168,12 @@ TEST(OpsGemm, MatmulRejectsBadShapesDtypesAndAliasing) {
   Tensor square = Tensor::zeros({3, 3}, DType::F32);
   EXPECT_THROW(ops::matmul(square, false, square, false, square), Error);  // out overlaps its inputs
   EXPECT_NO_THROW(ops::matmul(a, false, b, true, out));
+  const Tensor addend = Tensor::zeros({4, 5}, DType::F32);
+  EXPECT_THROW(ops::matmul(a, false, b, true, out, 1.0f, 0.0f, addend), Error);  // beta 0 would ignore it
+  EXPECT_THROW(ops::matmul(a, false, b, true, out, 1.0f, 1.0f, Tensor::zeros({5, 4}, DType::F32)), Error);
+  EXPECT_THROW(ops::matmul(a, false, b, true, out, 1.0f, 1.0f, Tensor::zeros({4, 5}, DType::BF16)), Error);
+  EXPECT_THROW(ops::matmul(a, false, b, true, out, 1.0f, 1.0f, out), Error);  // the addend is not out
+  EXPECT_NO_THROW(ops::matmul(a, false, b, true, out, 1.0f, 1.0f, addend));
 }
 
 TEST(OpsGemm, CudaTensorsWithoutCudaKernelsAreAClearError) {

@@ -155,6 +155,29 @@ TEST(LinearWithAdapter, IsTheBasePlusTheScaledLowRankProduct) {
                false, "dB", 0);
 }
 
+// A residual rides on the first GEMM that writes y: the adapter's up-projection (k_proj, without an adapter, and q_proj
+// with its adapter off: the base GEMM). y is the output without it plus the residual; the saved input and the
+// backward are the ones without it.
+TEST(LinearWithAdapter, AddsAResidualInTheGemmThatWritesTheOutput) {
+  Projections m({"q_proj"});
+  const Tensor x = input();
+  Rng rng(5);
+  for (bool adapters_on : {true, false}) {
+    m.store.lora()->set_applied(adapters_on);
+    for (const Linear* linear : {&m.linears[0], &m.linears[1]}) {
+      SCOPED_TRACE(linear->weight().name + (adapters_on ? ", adapters on" : ", adapters off"));
+      const Tensor residual = random_linear_tensor({x.dim(0), linear->weight().value.dim(0)}, rng);
+      Tensor want = linear->forward(x, false).out;
+      ops::add_(want, residual);
+      Linear::Output got = linear->forward(x, true, residual);
+      expect_equal(got.out.to_float_vector(), want.to_float_vector(), false, "y", 0);
+      EXPECT_TRUE(got.saved.x.defined());
+      EXPECT_EQ(got.saved.lora_xa.defined(), adapters_on && linear == &m.linears[0]);
+    }
+  }
+  m.store.lora()->set_applied(true);
+}
+
 TEST(SharedInputLinears, StackedAdaptersEqualThemOneByOne) {
   Projections m({"q_proj", "k_proj", "v_proj"});
   const Result want = run_one_by_one(m, input());

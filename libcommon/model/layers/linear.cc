@@ -17,26 +17,35 @@ bool Linear::fp8_applies(const Tensor& x) const { return fp8_ && fp8_linear_appl
 // With an adapter the adapter's product is written first and the base GEMM adds onto it (beta 1): y is then written
 // once by a thin GEMM and read once by a compute-bound one, instead of written by the base and read and rewritten by
 // the adapter's up-projection.
-Linear::Output Linear::forward(const Tensor& x, bool save) const {
+// A residual rides on the first GEMM that writes y: the adapter's up-projection, or the base GEMM without one.
+Linear::Output Linear::forward(const Tensor& x, bool save, const Tensor& residual) const {
   if (!adapter_.active() || !base_accumulates(x)) {
-    Output result = forward_base(x, save);
+    Output result = forward_base(x, save, residual);
     result.saved.lora_xa = adapter_.forward(x, result.out, save);
     return result;
   }
   Output result;
   result.out = empty_like(x, {x.dim(0), weight_->value.dim(0)});
-  result.saved.lora_xa = adapter_.forward(x, result.out, save, 0.0f);
+  const bool fused = residual.defined() && residual.dtype() == result.out.dtype();
+  result.saved.lora_xa =
+      adapter_.forward(x, result.out, save, fused ? 1.0f : 0.0f, fused ? residual : Tensor());
   result.saved.x = forward_base_onto(x, result.out, save).x;
+  if (residual.defined() && !fused) ops::add_(result.out, residual);
   return result;
 }
 
-Linear::Output Linear::forward_base(const Tensor& x, bool save) const {
+Linear::Output Linear::forward_base(const Tensor& x, bool save, const Tensor& residual) const {
   const Tensor& w = weight_->value;
   Tensor y = empty_like(x, {x.dim(0), w.dim(0)});
-  if (fp8_applies(x))
+  const bool fp8 = fp8_applies(x);
+  const bool fused = residual.defined() && residual.dtype() == y.dtype() && !fp8;
+  if (fp8)
     fp8_linear_forward(x, w, y);
+  else if (fused)
+    ops::matmul(x, false, w, true, y, 1.0f, 1.0f, residual);
   else
     ops::matmul(x, false, w, true, y);
+  if (residual.defined() && !fused) ops::add_(y, residual);
   return {y, {save ? x : Tensor(), Tensor()}};
 }
 

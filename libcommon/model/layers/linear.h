@@ -26,11 +26,13 @@ class Linear {
   // store's LoRA settings target its module.
   Linear(ParamStore& store, const std::string& name, const Shape& shape, bool fp8 = false);
 
-  // x [N, in] -> [N, out]; saved is empty unless save.
-  Output forward(const Tensor& x, bool save) const;
+  // x [N, in] -> [N, out]; saved is empty unless save. A defined residual [N, out] is added to the output: inside the
+  // GEMM that writes it (ops::matmul's addend) when it has x's dtype and the GEMM is not FP8, else by an add after it.
+  // Backward is unchanged (the residual's gradient is its caller's).
+  Output forward(const Tensor& x, bool save, const Tensor& residual = Tensor()) const;
   // The same without the adapter (y = x W^T, saved.lora_xa undefined): for SharedInputLinears, which runs the
   // adapters of projections that share an input together. Backward then leaves the adapter to the caller too.
-  Output forward_base(const Tensor& x, bool save) const;
+  Output forward_base(const Tensor& x, bool save, const Tensor& residual = Tensor()) const;
   // Whether the base GEMM of x can add onto an output that holds the adapter's product (not through FP8).
   bool base_accumulates(const Tensor& x) const { return !fp8_applies(x); }
   // y += x W^T, for a y that holds the adapter's product (base_accumulates(x)); returns what forward_base saves.

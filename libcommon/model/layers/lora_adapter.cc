@@ -54,12 +54,12 @@ Tensor LoraAdapter::b_rows(const Tensor& full) const {
   return full.slice(row_begin_, row_end_ < 0 ? full.dim(0) : row_end_);
 }
 
-Tensor LoraAdapter::forward(const Tensor& x, Tensor& y, bool save, float y_beta) const {
+Tensor LoraAdapter::forward(const Tensor& x, Tensor& y, bool save, float y_beta, const Tensor& addend) const {
   if (!active()) return {};
   const Tensor& a = a_->value;
   Tensor xa = empty_like(x, {x.dim(0), a.dim(0)});
   ops::matmul(x, false, a, true, xa);
-  ops::matmul(xa, false, b_rows(b_->value), true, y, registry_->scale(), y_beta);
+  ops::matmul(xa, false, b_rows(b_->value), true, y, registry_->scale(), y_beta, addend);
   return save ? xa : Tensor();
 }
 

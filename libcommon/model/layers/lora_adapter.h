@@ -58,9 +58,10 @@ class LoraAdapter {
   bool active() const { return a_ != nullptr && registry_->applied(); }
 
   // y [N, out] = scale * (x A^T) B^T + y_beta * y when active (y_beta 0: y is overwritten, and the base GEMM can then
-  // add onto it, reading y once instead of twice). Returns x A^T [N, r] (backward's input) when active and save, else
-  // an undefined tensor.
-  Tensor forward(const Tensor& x, Tensor& y, bool save, float y_beta = 1.0f) const;
+  // add onto it, reading y once instead of twice); a defined addend (y's shape and dtype) stands in for y on the
+  // right (ops::matmul's addend: a residual connection). Returns x A^T [N, r] (backward's input) when active and
+  // save, else an undefined tensor.
+  Tensor forward(const Tensor& x, Tensor& y, bool save, float y_beta = 1.0f, const Tensor& addend = Tensor()) const;
   // For a forward that returned xa (defined): dx = scale * (dy B) A + dx_beta * dx, dB += scale * dy^T xa, dA +=
   // scale * (dy B)^T x. dx is left alone when undefined (an input nothing upstream needs).
   void backward(const Tensor& x, Tensor xa, const Tensor& dy, Tensor& dx, float dx_beta = 1.0f) const;
