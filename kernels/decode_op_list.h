@@ -77,6 +77,11 @@ VEOMNI_CUDA_ONLY_OP(void, dense_decode_layers,
 // Greedy decoding's choice: ids i64 [N] = the index of each row's greatest value of x [N, V] (V >= 1), the lowest
 // index on a tie and the first NaN if a row holds one (torch.argmax's rules).
 VEOMNI_OP(void, argmax_rows, (const Tensor& x, Tensor& ids))
+// Moves a greedy decode step's tables one token on without the host (several steps a round trip): the chosen ids
+// i64 [N] (argmax_rows's) become the step's token ids, tokens i64 [N + streams N] (the ids, then the positions of
+// each of the 1 or 3 streams), whose positions each go up by one; rows i32 [3N] (each row's flat cache row to write,
+// its slot, its kv length) get the flat row and the kv length up by one, the slot kept.
+VEOMNI_OP(void, advance_decode_tables, (const Tensor& chosen, Tensor& tokens, Tensor& rows))
 
 #undef VEOMNI_OP
 #undef VEOMNI_CUDA_ONLY_OP

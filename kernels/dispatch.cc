@@ -1234,4 +1234,20 @@ void argmax_rows(const Tensor& x, Tensor& ids) {
   VEOMNI_ROUTE(argmax_rows, c.device(), x, ids);
 }
 
+void advance_decode_tables(const Tensor& chosen, Tensor& tokens, Tensor& rows) {
+  const Call c("advance_decode_tables", chosen);
+  c.rank(chosen, "chosen", 1);
+  const int64_t n = chosen.dim(0);
+  c.require(n >= 1, "chosen is {}: a step has at least one row", chosen.describe());
+  c.index(chosen, "chosen", DType::I64, {n});
+  c.rank(tokens, "tokens", 1);
+  const int64_t streams = tokens.dim(0) / n - 1;
+  c.require(tokens.dim(0) % n == 0 && (streams == 1 || streams == 3),
+            "tokens is {}: it holds {} ids and the positions of 1 or 3 streams", tokens.describe(), n);
+  c.index(tokens, "tokens", DType::I64, {n * (1 + streams)});
+  c.index(rows, "rows", DType::I32, {3 * n});
+  c.disjoint(tokens, "tokens", chosen, "chosen");
+  VEOMNI_ROUTE(advance_decode_tables, c.device(), chosen, tokens, rows);
+}
+
 }  // namespace veomni::ops

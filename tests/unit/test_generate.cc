@@ -370,6 +370,29 @@ TEST(OpsArgmaxRows, FirstGreatestValueOfEachRow) {
   EXPECT_THROW(ops::argmax_rows(x, wrong), Error);
 }
 
+template <typename T>
+std::vector<T> values_of(const Tensor& t) {
+  return std::vector<T>(t.data<T>(), t.data<T>() + t.numel());
+}
+
+// The next greedy step's tables: the chosen ids in, every stream's positions, the flat cache rows and the kv lengths
+// one on, the slots kept.
+TEST(OpsAdvanceDecodeTables, FeedsTheChosenIdsAndMovesEveryRowOn) {
+  const Tensor chosen = Tensor::from_vector(std::vector<int64_t>{42, 7}, {2});
+  Tensor tokens = Tensor::from_vector(std::vector<int64_t>{1, 2, 10, 20, 11, 21, 12, 22}, {8});  // ids, 3 streams
+  Tensor rows = Tensor::from_vector(std::vector<int32_t>{5, 108, 0, 1, 6, 9}, {6});  // flat rows, slots, kv lengths
+  ops::advance_decode_tables(chosen, tokens, rows);
+  EXPECT_EQ(values_of<int64_t>(tokens), (std::vector<int64_t>{42, 7, 11, 21, 12, 22, 13, 23}));
+  EXPECT_EQ(values_of<int32_t>(rows), (std::vector<int32_t>{6, 109, 0, 1, 7, 10}));
+  Tensor one_stream = Tensor::from_vector(std::vector<int64_t>{1, 2, 3, 4}, {4});
+  ops::advance_decode_tables(chosen, one_stream, rows);
+  EXPECT_EQ(values_of<int64_t>(one_stream), (std::vector<int64_t>{42, 7, 4, 5}));
+  Tensor two_streams = Tensor::zeros({6}, DType::I64), short_rows = Tensor::zeros({5}, DType::I32);
+  EXPECT_THROW(ops::advance_decode_tables(chosen, two_streams, rows), Error);
+  EXPECT_THROW(ops::advance_decode_tables(chosen, one_stream, short_rows), Error);
+  EXPECT_THROW(ops::advance_decode_tables(Tensor::zeros({2}, DType::I32), one_stream, rows), Error);
+}
+
 // matmul_swiglu is matmul into [M, 2I] followed by swiglu_fused_forward, bit for bit on the CPU.
 TEST(OpsMatmulSwiglu, EqualsMatmulThenSwiglu) {
   std::mt19937 rng(9);
