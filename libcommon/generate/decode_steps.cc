@@ -69,31 +69,61 @@ DecodeSteps::Outputs DecodeSteps::forward(int64_t n) {
   return out;
 }
 
+// The steps' ids, copied out before each advance (the next step's argmax writes new ones).
+Tensor DecodeSteps::forward_greedy(int64_t n, int64_t steps) {
+  const int64_t streams = mrope_ ? 3 : 1;
+  Tensor chosen = Tensor::empty({steps, n}, DType::I64, tokens_.device());
+  Tensor tokens = tokens_.slice(0, n * (1 + streams));
+  Tensor rows = rows_.slice(0, 3 * n);
+  for (int64_t k = 0; k < steps; ++k) {
+    const Outputs out = forward(n);
+    Tensor step_ids = chosen.slice(k, k + 1).view({n});
+    step_ids.copy_from(out.greedy_ids);
+    if (k + 1 < steps) ops::advance_decode_tables(out.greedy_ids, tokens, rows);
+  }
+  return chosen;
+}
+
+void DecodeSteps::execute(Shape shape, const std::function<void()>& work) {
+  last_graphed_ = use_graphs_ && graph_shape_ == shape;
+  if (last_graphed_) {
+    graph_->replay();
+    return;
+  }
+  if (graph_) {  // the shape changed: the old graph and the memory it kept go back first
+    graph_.reset();
+    graph_shape_ = {-1, -1};
+    outputs_ = Outputs();
+    chosen_ = Tensor();
+  }
+  if (use_graphs_ && warm_shape_ == shape) {
+    graph_ = std::make_unique<StepGraph>();
+    graph_->capture(tokens_.device(), work);
+    graph_shape_ = shape;
+    graph_->replay();
+    last_graphed_ = true;
+    return;
+  }
+  work();
+  warm_shape_ = shape;
+}
+
 const DecodeSteps::Outputs& DecodeSteps::run(const DecodeRows& rows) {
   const int64_t n = rows.size();
   VEOMNI_CHECK(n >= 1 && n * 3 <= rows_.numel(), "a decode step of {} rows for a batch of {}", n, rows_.numel() / 3);
   upload(rows);
-  last_graphed_ = use_graphs_ && graph_rows_ == n;
-  if (last_graphed_) {
-    graph_->replay();
-    return outputs_;
-  }
-  if (graph_) {  // the row count changed: the old graph and the memory it kept go back first
-    graph_.reset();
-    graph_rows_ = -1;
-    outputs_ = Outputs();
-  }
-  if (use_graphs_ && warm_rows_ == n) {
-    graph_ = std::make_unique<StepGraph>();
-    graph_->capture(tokens_.device(), [&] { outputs_ = forward(n); });
-    graph_rows_ = n;
-    graph_->replay();
-    last_graphed_ = true;
-    return outputs_;
-  }
-  outputs_ = forward(n);
-  warm_rows_ = n;
+  execute({n, 0}, [&] { outputs_ = forward(n); });
   return outputs_;
+}
+
+const Tensor& DecodeSteps::run_greedy(const DecodeRows& rows, int64_t steps) {
+  const int64_t n = rows.size();
+  VEOMNI_CHECK(greedy_ && steps >= 1, "run_greedy of {} steps on decode steps {} greedy", steps,
+               greedy_ ? "that are" : "that are not");
+  VEOMNI_CHECK(n >= 1 && n * 3 <= rows_.numel(), "a decode step of {} rows for a batch of {}", n, rows_.numel() / 3);
+  upload(rows);
+  execute({n, steps}, [&] { chosen_ = forward_greedy(n, steps); });
+  return chosen_;
 }
 
 bool DecodeSteps::graphed() const { return last_graphed_; }

@@ -1,9 +1,13 @@
 // The decode steps of one batch on its device. A step's tables (token ids, positions, cache rows) go up in one
 // upload into buffers that stay put, so that on a CUDA device the whole step (the decoder layers, the LM head and
-// the greedy choice) replays as one captured graph per number of running rows, with no per-op launch work.
+// the greedy choice) replays as one captured graph per number of running rows, with no per-op launch work. Greedy
+// steps can also run several at a time: each feeds its chosen ids to the next on the device, and the host reads
+// them all back once.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -36,13 +40,23 @@ class DecodeSteps {
   // Runs one step. With graphs, the first step with a given number of rows runs op by op (which also settles the
   // GEMM choices), the second records the graph, and later ones replay it; a new row count drops the old graph.
   const Outputs& run(const DecodeRows& rows);
+  // Runs `steps` greedy steps from `rows` (greedy only): after each, advance_decode_tables makes its chosen ids the
+  // next step's tokens, one row and position on. Returns the chosen ids i64 [steps, n] on the device, valid until the
+  // next run; the same ids as `steps` calls of run() with the same rows. Graphs as run's, per (rows, steps).
+  const Tensor& run_greedy(const DecodeRows& rows, int64_t steps);
   // Whether the last run replayed a graph, and how many nodes it holds.
   bool graphed() const;
   size_t graph_nodes() const;
 
  private:
+  // A graph's shape: the rows, and 0 for run's single step or the steps of run_greedy.
+  using Shape = std::pair<int64_t, int64_t>;
+
   void upload(const DecodeRows& rows);
   Outputs forward(int64_t n);
+  Tensor forward_greedy(int64_t n, int64_t steps);
+  // Runs `work` (the forward of `shape`) op by op, or records it, or replays its graph (see run()).
+  void execute(Shape shape, const std::function<void()>& work);
 
   CausalLM& model_;
   KvCache& cache_;
@@ -50,8 +64,9 @@ class DecodeSteps {
   Tensor tokens_;  // i64 [max_rows + streams * max_rows]: ids, then positions ([streams, n] packed)
   Tensor rows_;    // i32 [3 * max_rows]: flat cache rows to write, then slots, then kv lengths
   Outputs outputs_;
-  int64_t warm_rows_ = -1;  // the row count of the last step run op by op
-  int64_t graph_rows_ = -1;
+  Tensor chosen_;                 // run_greedy's ids
+  Shape warm_shape_{-1, -1};      // the shape of the last work run op by op
+  Shape graph_shape_{-1, -1};
   bool last_graphed_ = false;
   std::unique_ptr<StepGraph> graph_;
 };

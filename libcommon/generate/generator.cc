@@ -77,6 +77,7 @@ void Generator::set_prefill_builder(PrefillBuilder builder) {
 Generator::Generator(CausalLM& model, GenerateOptions options) : model_(model), options_(std::move(options)) {
   validate_sampling_options(options_.sampling);
   VEOMNI_INPUT_CHECK(options_.max_new_tokens >= 1, "--max-new-tokens {} must be at least 1", options_.max_new_tokens);
+  VEOMNI_INPUT_CHECK(options_.steps_per_sync >= 1, "--steps-per-sync {} must be at least 1", options_.steps_per_sync);
   model_.body().fuse_for_decoding();
 }
 
@@ -182,6 +183,8 @@ std::vector<Generation> Generator::generate(const std::vector<std::vector<int64_
   while (true) {
     DecodeRows step;
     std::vector<int64_t> rows;
+    // Steps before the next read: none past any running sequence's last token (its cache has no rows beyond).
+    int64_t steps = device_greedy && !observer_ ? options_.steps_per_sync : 1;
     for (int64_t b = 0; b < batch; ++b) {
       const Running& seq = running[static_cast<size_t>(b)];
       if (seq.done) continue;
@@ -191,8 +194,21 @@ std::vector<Generation> Generator::generate(const std::vector<std::vector<int64_
       step.slots.push_back(static_cast<int32_t>(b));
       step.cache_rows.push_back(static_cast<int32_t>(row));
       rows.push_back(b);
+      steps = std::min(steps, options_.max_new_tokens - (static_cast<int64_t>(seq.tokens.size()) - seq.prompt_tokens));
     }
     if (rows.empty()) break;
+    if (steps > 1) {
+      const Tensor chosen = decode.run_greedy(step, steps).to(Device::cpu());
+      decode_steps += steps;
+      if (decode.graphed()) graph_steps += steps;
+      const int64_t n = static_cast<int64_t>(rows.size());
+      for (int64_t k = 0; k < steps; ++k)
+        for (int64_t r = 0; r < n; ++r) {
+          Running& seq = running[static_cast<size_t>(rows[static_cast<size_t>(r)])];
+          if (!seq.done) append(seq, chosen.data<int64_t>()[k * n + r]);
+        }
+      continue;
+    }
     const DecodeSteps::Outputs& out = decode.run(step);
     ++decode_steps;
     if (decode.graphed()) ++graph_steps;

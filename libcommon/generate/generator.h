@@ -22,6 +22,10 @@ struct GenerateOptions {
   // Decode steps on a CUDA device replay a recorded graph (generate/decode_steps.h) unless the model has MoE layers;
   // false runs every step op by op (veomni-generate --eager).
   bool cuda_graphs = true;
+  // Greedy decoding (no repetition penalty, no logits observer) runs this many steps between reads to the host: each
+  // step's chosen ids feed the next on the device (DecodeSteps::run_greedy), and a sequence that stops inside a run
+  // keeps only its tokens up to the stop (the steps after it are computed and dropped). 1: a read every step.
+  int64_t steps_per_sync = 1;
 };
 
 // The prefill of a batch whose input embeddings are not only its token ids' (a multimodal model's prompts with media:

@@ -147,15 +147,22 @@ std::vector<Generation> generate_logged(CausalLM& model, const std::vector<std::
   return generator.generate(prompts, 0);
 }
 
-// Decode steps replayed from recorded CUDA graphs give the op-by-op steps' logits bit for bit and the same tokens,
-// while prompts finish at different steps (a stop token ends one early, so the row count shrinks and a new graph
-// is recorded). The graphs really ran: most decode steps replayed one, and none did with cuda_graphs off.
-TEST_F(GpuGenerate, GraphedDecodeStepsMatchOpByOpBitForBit) {
+// The bf16 toy the graph tests decode, on the GPU, and their three prompts of different lengths.
+std::unique_ptr<CausalLM> graph_test_toy() {
   ModelConfig config = load_model_config(std::string(VEOMNI_SOURCE_DIR) + "/configs/model_configs/qwen3_toy");
   config.initializer_range = 0.2;
   auto model = toy_on(config, Device::cuda(0), DType::BF16);
   model->init_weights(23);
-  const std::vector<std::vector<int64_t>> prompts = {{5, 17, 3}, {9, 2, 44, 61, 8, 30, 12}, {71}};
+  return model;
+}
+const std::vector<std::vector<int64_t>> kGraphTestPrompts = {{5, 17, 3}, {9, 2, 44, 61, 8, 30, 12}, {71}};
+
+// Decode steps replayed from recorded CUDA graphs give the op-by-op steps' logits bit for bit and the same tokens,
+// while prompts finish at different steps (a stop token ends one early, so the row count shrinks and a new graph
+// is recorded). The graphs really ran: most decode steps replayed one, and none did with cuda_graphs off.
+TEST_F(GpuGenerate, GraphedDecodeStepsMatchOpByOpBitForBit) {
+  auto model = graph_test_toy();
+  const std::vector<std::vector<int64_t>>& prompts = kGraphTestPrompts;
   GenerateOptions options;
   options.max_new_tokens = 24;
   options.cuda_graphs = false;
@@ -186,6 +193,36 @@ TEST_F(GpuGenerate, GraphedDecodeStepsMatchOpByOpBitForBit) {
     EXPECT_EQ(0, std::memcmp(graphed.logits[step].data(), eager.logits[step].data(),
                              eager.logits[step].size() * sizeof(float)))
         << "step " << step;
+  }
+}
+
+// Greedy steps run several between reads (each feeding its ids to the next on the device, the run recorded as one
+// graph) give the ids of one read a step, with graphs and without: a stop token ends one prompt inside a run, and
+// max_new_tokens (24) cuts the last run short for 5 and 16 steps a read. With graphs most steps replayed one.
+TEST_F(GpuGenerate, SeveralStepsBetweenReadsGiveTheSameIds) {
+  auto model = graph_test_toy();
+  const std::vector<std::vector<int64_t>>& prompts = kGraphTestPrompts;
+  GenerateOptions options;
+  options.max_new_tokens = 24;
+  const std::vector<Generation> unstopped = Generator(*model, options).generate(prompts, 0);
+  options.stop_token_ids = {unstopped[1].token_ids[4]};
+  for (bool graphs : {false, true}) {
+    options.cuda_graphs = graphs;
+    options.steps_per_sync = 1;
+    const std::vector<Generation> want = Generator(*model, options).generate(prompts, 0);
+    EXPECT_EQ(want[1].finish_reason, "stop");
+    for (int64_t steps : {4, 5, 16}) {
+      SCOPED_TRACE(::testing::Message() << steps << " steps a read, graphs " << graphs);
+      options.steps_per_sync = steps;
+      const std::vector<Generation> got = Generator(*model, options).generate(prompts, 0);
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i].token_ids, want[i].token_ids) << "prompt " << i;
+        EXPECT_EQ(got[i].finish_reason, want[i].finish_reason) << "prompt " << i;
+      }
+      if (graphs) {
+        EXPECT_GE(got[0].graph_steps, got[0].decode_steps / 2);
+      }
+    }
   }
 }
 

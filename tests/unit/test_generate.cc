@@ -182,6 +182,48 @@ TEST(GenerateCache, StopTokenEndsOnlyItsSequence) {
   }
 }
 
+// Greedy steps run several between reads to the host (each feeding its ids to the next on the device) give the ids
+// of one read a step: batched prompts of different lengths, runs cut short by max_new_tokens (7 is no multiple of
+// 3 or 4), a stop token inside a run (its sequence keeps the tokens up to it, the others run on), M-RoPE positions.
+TEST(GenerateCache, SeveralStepsBetweenReadsGiveTheSameIds) {
+  for (bool mrope : {false, true}) {
+    SCOPED_TRACE(mrope ? "M-RoPE positions" : "1-D positions");
+    const ModelConfig config = test::tiny_dense_config(false);
+    ModelOptions model_options;
+    if (mrope) model_options.mrope_section = {2, 1, 1};  // head_dim 8: 4 frequencies
+    auto model = toy_model(config, model_options);
+    const auto prompts = toy_prompts(config.vocab_size);
+    GenerateOptions options;
+    options.max_new_tokens = 7;
+    options.mrope_positions = mrope;
+    const std::vector<Generation> each_step = Generator(*model, options).generate(prompts, 0);
+    const int64_t stop = each_step[0].token_ids[2];
+    for (int64_t steps : {3, 4, 16}) {
+      SCOPED_TRACE(::testing::Message() << steps << " steps a read");
+      options.steps_per_sync = steps;
+      options.stop_token_ids.clear();
+      const std::vector<Generation> batched = Generator(*model, options).generate(prompts, 0);
+      for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(batched[i].token_ids, each_step[i].token_ids) << i;
+      EXPECT_EQ(batched[0].decode_steps, each_step[0].decode_steps);
+
+      options.stop_token_ids = {stop};
+      GenerateOptions one_step = options;
+      one_step.steps_per_sync = 1;
+      const std::vector<Generation> stopped_each = Generator(*model, one_step).generate(prompts, 0);
+      const std::vector<Generation> stopped = Generator(*model, options).generate(prompts, 0);
+      EXPECT_EQ(stopped[0].finish_reason, "stop");
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        EXPECT_EQ(stopped[i].token_ids, stopped_each[i].token_ids) << i;
+        EXPECT_EQ(stopped[i].finish_reason, stopped_each[i].finish_reason) << i;
+      }
+    }
+  }
+  GenerateOptions bad;
+  bad.steps_per_sync = 0;
+  auto model = toy_model(test::tiny_dense_config(false));
+  EXPECT_THROW(Generator(*model, bad), InputError);
+}
+
 TEST(GenerateCache, SamplingDoesNotDependOnBatching) {
   const ModelConfig config = test::tiny_moe_config(false);
   auto model = toy_model(config);

@@ -152,6 +152,10 @@ int generate_main(int argc, char** argv) {
       ->check(veomni::integer_range(1, INT64_MAX));
   app.add_option("--device", flags.device, "cpu (f32, default) or cuda (bf16, one GPU)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--steps-per-sync", flags.generate.steps_per_sync,
+                 "greedy decoding: steps run between reads of the chosen ids to the host, each feeding the next on the "
+                 "device (default 1)")
+      ->check(veomni::integer_range(1, 4096));
   bool eager = false;
   app.add_flag("--eager", eager,
                "on cuda, run every decode step op by op instead of replaying one CUDA graph per step (MoE models "
