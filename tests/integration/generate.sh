@@ -35,6 +35,9 @@ ids)
   # One prompt per batch, and stdout: the same tokens.
   expect_exit 0 --model "$toy" --prompts prompts.jsonl --max-new-tokens 6 --batch-size 1
   for i in 1 2 3; do [ "$(field out $i token_ids)" = "$(field greedy.jsonl $i token_ids)" ] || fail "batch size 1 line $i"; done
+  # Several greedy steps between reads to the host: the same tokens (4 steps, then the last one alone).
+  expect_exit 0 --model "$toy" --prompts prompts.jsonl --out sync4.jsonl --max-new-tokens 6 --steps-per-sync 4
+  for i in 1 2 3; do [ "$(field sync4.jsonl $i token_ids)" = "$(field greedy.jsonl $i token_ids)" ] || fail "steps per sync 4 line $i"; done
   # Sampling: the same seed draws the same tokens whatever the batching; another seed others.
   sample=(--model "$toy" --prompts prompts.jsonl --max-new-tokens 8 --temperature 1.5 --top-k 50 --top-p 0.95)
   expect_exit 0 "${sample[@]}" --seed 3 --out s3.jsonl
@@ -137,6 +140,7 @@ bad_inputs)
   expect_exit 2 --model "$toy" --prompts good.jsonl --out o.jsonl --top-p 1.5
   expect_exit 2 --model "$toy" --prompts good.jsonl --out o.jsonl --chat-template nonesuch
   expect_exit 2 --model "$toy" --prompts good.jsonl --out o.jsonl --stop-token-ids 99999
+  expect_exit 2 --model "$toy" --prompts good.jsonl --out o.jsonl --steps-per-sync 0
   expect_exit 2 --model "$toy" --prompts missing.jsonl --out o.jsonl
   [ ! -e o.jsonl ] || fail "an output file was written"
   [ -z "$(ls -A | grep -v -e '\.jsonl$' -e '^out$' -e '^err$')" ] || fail "leftover files: $(ls -A)"
