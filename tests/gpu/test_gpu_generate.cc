@@ -198,7 +198,8 @@ TEST_F(GpuGenerate, GraphedDecodeStepsMatchOpByOpBitForBit) {
 
 // Greedy steps run several between reads (each feeding its ids to the next on the device, the run recorded as one
 // graph) give the ids of one read a step, with graphs and without: a stop token ends one prompt inside a run, and
-// max_new_tokens (24) cuts the last run short for 5 and 16 steps a read. With graphs most steps replayed one.
+// max_new_tokens (24) cuts the last run short. A run's shape (rows, steps) runs op by op the first time and is
+// recorded the second, so with 4 and 5 steps a read some runs replayed a graph; 16 steps never repeat a shape.
 TEST_F(GpuGenerate, SeveralStepsBetweenReadsGiveTheSameIds) {
   auto model = graph_test_toy();
   const std::vector<std::vector<int64_t>>& prompts = kGraphTestPrompts;
@@ -219,8 +220,8 @@ TEST_F(GpuGenerate, SeveralStepsBetweenReadsGiveTheSameIds) {
         EXPECT_EQ(got[i].token_ids, want[i].token_ids) << "prompt " << i;
         EXPECT_EQ(got[i].finish_reason, want[i].finish_reason) << "prompt " << i;
       }
-      if (graphs) {
-        EXPECT_GE(got[0].graph_steps, got[0].decode_steps / 2);
+      if (graphs && steps < 16) {
+        EXPECT_GT(got[0].graph_steps, 0);
       }
     }
   }
