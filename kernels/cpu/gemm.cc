@@ -4,7 +4,6 @@
 #include "kernels/cpu/ops_cpu.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "kernels/cpu/parallel.h"
 
@@ -212,7 +211,7 @@ void gemm(const std::vector<GemmProblem>& problems, GemmIsa isa) {
 void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& out, float alpha, float beta,
             const Tensor& addend) {
   // The reference reads the addend through out: copied in first, then the GEMM adds onto it.
-  if (addend.defined()) std::memcpy(out.data<float>(), addend.data<float>(), static_cast<size_t>(out.nbytes()));
+  if (addend.defined()) out.copy_from(addend);
   GemmProblem g;
   g.m = out.dim(0);
   g.n = out.dim(1);

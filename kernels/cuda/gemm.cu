@@ -349,9 +349,19 @@ struct Inputs {
   cudaDataType_t type;
 };
 
+// The dtype common_inputs gives a and b.
+cudaDataType_t common_input_type(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() ? cuda_type(a.dtype()) : CUDA_R_32F;
+}
+
 Inputs common_inputs(const Tensor& a, const Tensor& b) {
   if (a.dtype() == b.dtype()) return {a, b, cuda_type(a.dtype())};
   return {as_f32(a), as_f32(b), CUDA_R_32F};
+}
+
+// Whether Output writes through an f32 stand-in: f32 inputs meeting a bf16 output.
+bool output_is_staged(cudaDataType_t input_type, const Tensor& out) {
+  return input_type == CUDA_R_32F && out.dtype() == DType::BF16;
 }
 
 // Where cuBLASLt writes: the output itself, or an f32 stand-in when f32 inputs meet a bf16 output (then the old
@@ -359,7 +369,7 @@ Inputs common_inputs(const Tensor& a, const Tensor& b) {
 class Output {
  public:
   Output(Tensor& out, cudaDataType_t input_type, bool reads_old) : out_(out) {
-    staged_ = input_type == CUDA_R_32F && out.dtype() == DType::BF16;
+    staged_ = output_is_staged(input_type, out);
     if (!staged_) {
       target_ = out;
       return;
@@ -547,12 +557,9 @@ void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor
   const bool skinny = k != 0 && skinny_matmul_applies(a, trans_a, b, trans_b, out, alpha, beta);
   // cuBLASLt reads an addend as its C (C != D); the paths that read out itself (an empty inner dimension, the skinny
   // kernel, an f32 stand-in for a bf16 output) get it copied into out first.
-  const bool f32_inputs = a.dtype() != b.dtype() || a.dtype() == DType::F32;  // as common_inputs makes them
-  const bool staged = f32_inputs && out.dtype() == DType::BF16;                  // as Output stages them
+  const bool staged = output_is_staged(common_input_type(a, b), out);
   const bool addend_as_c = addend.defined() && k != 0 && !skinny && !staged;
-  if (addend.defined() && !addend_as_c)
-    VEOMNI_CUDA_CHECK(cudaMemcpyAsync(out.raw_data(), addend.raw_data(), static_cast<size_t>(out.nbytes()),
-                                      cudaMemcpyDeviceToDevice, cuda_rt::stream()));
+  if (addend.defined() && !addend_as_c) out.copy_from(addend);
   if (k == 0) return scale_output(out.raw_data(), m, n, out.dtype(), out.device(), beta);
   if (skinny) return skinny_matmul(a, b, out, beta != 0.0f);
   const Inputs in = common_inputs(a, b);

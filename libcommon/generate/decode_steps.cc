@@ -26,6 +26,7 @@ DecodeSteps::~DecodeSteps() = default;
 
 void DecodeSteps::upload(const DecodeRows& rows) {
   const int64_t n = rows.size(), streams = mrope_ ? 3 : 1;
+  VEOMNI_CHECK(n >= 1 && n * 3 <= rows_.numel(), "a decode step of {} rows for a batch of {}", n, rows_.numel() / 3);
   const Device device = tokens_.device();
   std::vector<int64_t> tokens(rows.ids);
   for (int64_t s = 0; s < streams; ++s) tokens.insert(tokens.end(), rows.positions.begin(), rows.positions.end());
@@ -84,33 +85,32 @@ Tensor DecodeSteps::forward_greedy(int64_t n, int64_t steps) {
   return chosen;
 }
 
-void DecodeSteps::execute(Shape shape, const std::function<void()>& work) {
-  last_graphed_ = use_graphs_ && graph_shape_ == shape;
+void DecodeSteps::execute(GraphKey key, const std::function<void()>& work) {
+  last_graphed_ = use_graphs_ && graph_key_ == key;
   if (last_graphed_) {
     graph_->replay();
     return;
   }
-  if (graph_) {  // the shape changed: the old graph and the memory it kept go back first
+  if (graph_) {  // the key changed: the old graph and the memory it kept go back first
     graph_.reset();
-    graph_shape_ = {-1, -1};
+    graph_key_ = {-1, -1};
     outputs_ = Outputs();
     chosen_ = Tensor();
   }
-  if (use_graphs_ && warm_shape_ == shape) {
+  if (use_graphs_ && warm_key_ == key) {
     graph_ = std::make_unique<StepGraph>();
     graph_->capture(tokens_.device(), work);
-    graph_shape_ = shape;
+    graph_key_ = key;
     graph_->replay();
     last_graphed_ = true;
     return;
   }
   work();
-  warm_shape_ = shape;
+  warm_key_ = key;
 }
 
 const DecodeSteps::Outputs& DecodeSteps::run(const DecodeRows& rows) {
   const int64_t n = rows.size();
-  VEOMNI_CHECK(n >= 1 && n * 3 <= rows_.numel(), "a decode step of {} rows for a batch of {}", n, rows_.numel() / 3);
   upload(rows);
   execute({n, 0}, [&] { outputs_ = forward(n); });
   return outputs_;
@@ -118,9 +118,8 @@ const DecodeSteps::Outputs& DecodeSteps::run(const DecodeRows& rows) {
 
 const Tensor& DecodeSteps::run_greedy(const DecodeRows& rows, int64_t steps) {
   const int64_t n = rows.size();
-  VEOMNI_CHECK(greedy_ && steps >= 1, "run_greedy of {} steps on decode steps {} greedy", steps,
-               greedy_ ? "that are" : "that are not");
-  VEOMNI_CHECK(n >= 1 && n * 3 <= rows_.numel(), "a decode step of {} rows for a batch of {}", n, rows_.numel() / 3);
+  VEOMNI_CHECK(greedy_ && steps >= 1, "{} greedy steps at once from decode steps {}", steps,
+               greedy_ ? "that choose greedily" : "that do not choose");
   upload(rows);
   execute({n, steps}, [&] { chosen_ = forward_greedy(n, steps); });
   return chosen_;

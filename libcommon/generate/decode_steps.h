@@ -49,14 +49,14 @@ class DecodeSteps {
   size_t graph_nodes() const;
 
  private:
-  // A graph's shape: the rows, and 0 for run's single step or the steps of run_greedy.
-  using Shape = std::pair<int64_t, int64_t>;
+  // What a graph records: the rows, and 0 for run's single step or the steps of run_greedy.
+  using GraphKey = std::pair<int64_t, int64_t>;
 
   void upload(const DecodeRows& rows);
   Outputs forward(int64_t n);
   Tensor forward_greedy(int64_t n, int64_t steps);
-  // Runs `work` (the forward of `shape`) op by op, or records it, or replays its graph (see run()).
-  void execute(Shape shape, const std::function<void()>& work);
+  // Runs `work` (the forward of `key`) op by op, or records it, or replays its graph (see run()).
+  void execute(GraphKey key, const std::function<void()>& work);
 
   CausalLM& model_;
   KvCache& cache_;
@@ -64,9 +64,9 @@ class DecodeSteps {
   Tensor tokens_;  // i64 [max_rows + streams * max_rows]: ids, then positions ([streams, n] packed)
   Tensor rows_;    // i32 [3 * max_rows]: flat cache rows to write, then slots, then kv lengths
   Outputs outputs_;
-  Tensor chosen_;                 // run_greedy's ids
-  Shape warm_shape_{-1, -1};      // the shape of the last work run op by op
-  Shape graph_shape_{-1, -1};
+  Tensor chosen_;               // run_greedy's ids
+  GraphKey warm_key_{-1, -1};   // the key of the last work run op by op
+  GraphKey graph_key_{-1, -1};
   bool last_graphed_ = false;
   std::unique_ptr<StepGraph> graph_;
 };
