@@ -74,6 +74,19 @@ VEOMNI_CUDA_ONLY_OP(void, dense_decode_layers,
                      const Tensor& write_rows, const Tensor& cache_rows, std::vector<Tensor>& k_caches,
                      std::vector<Tensor>& v_caches, Tensor& h))
 
+// A decode step's mixture-of-experts experts with no read back to the host, so that a recorded graph can hold the
+// step: out [N, H] = for each row, the sum over its k (expert, weight) pairs in ascending expert order of weight *
+// down_e(SwiGLU(gate_up_e x)), for x [N, H], topk_idx i32 [N, k] and topk_weight f32 [N, k] (moe_route's), gate_up
+// [E, 2I, H] (the gate rows, then the up rows) and down [E, H, I], x, the weights and out of one dtype. The values of
+// moe_permute, grouped_matmul of gate_up (transposed), swiglu_fused_forward, grouped_matmul of down (transposed) and
+// moe_unpermute in turn, which the CPU runs (it checks the expert ids; moe_permute's counts are read on the host
+// there). CUDA sorts the pairs by expert on the device and reads each routed expert's weights once, with its rows
+// together (kernels/cuda/moe_decode.cu); its GEMM sums run in another order than the grouped GEMMs', and it skips a
+// pair whose expert is outside [0, E). At most 65,535 pairs (N k) and, on CUDA, 12,288 experts.
+VEOMNI_CUDA_ONLY_OP(void, moe_decode_experts,
+                    (const Tensor& x, const Tensor& topk_idx, const Tensor& topk_weight, const Tensor& gate_up,
+                     const Tensor& down, Tensor& out))
+
 // Greedy decoding's choice: ids i64 [N] = the index of each row's greatest value of x [N, V] (V >= 1), the lowest
 // index on a tie and the first NaN if a row holds one (torch.argmax's rules).
 VEOMNI_OP(void, argmax_rows, (const Tensor& x, Tensor& ids))

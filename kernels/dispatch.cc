@@ -1225,6 +1225,60 @@ void dense_decode_layers(const std::vector<DenseDecodeLayer>& layers, const Tens
     dense_decode_layer_ops(layers[i], cos, sin, write_rows, cache_rows, k_caches[i], v_caches[i], h);
 }
 
+namespace {
+
+// moe_decode_experts as the ops of MoeBlock::forward in turn (the CPU's path): the expert counts go to the host.
+void moe_experts_in_turn(const Tensor& x, const Tensor& topk_idx, const Tensor& topk_weight, const Tensor& gate_up,
+                         const Tensor& down, Tensor& out) {
+  const int64_t pairs = topk_idx.numel(), hidden = x.dim(1), inter = down.dim(2);
+  Tensor permuted = Tensor::empty({pairs, hidden}, x.dtype(), x.device());
+  Tensor row_map = Tensor::empty({pairs}, DType::I32, x.device());
+  std::vector<int64_t> counts;
+  moe_permute(x, topk_idx, gate_up.dim(0), permuted, row_map, counts);
+  Tensor product = Tensor::empty({pairs, 2 * inter}, x.dtype(), x.device());
+  grouped_matmul(permuted, gate_up, true, counts, product);
+  Tensor act = Tensor::empty({pairs, inter}, x.dtype(), x.device());
+  swiglu_fused_forward(product, act);
+  Tensor y = Tensor::empty({pairs, hidden}, x.dtype(), x.device());
+  grouped_matmul(act, down, true, counts, y);
+  moe_unpermute(y, row_map, topk_weight, out);
+}
+
+}  // namespace
+
+void moe_decode_experts(const Tensor& x, const Tensor& topk_idx, const Tensor& topk_weight, const Tensor& gate_up,
+                        const Tensor& down, Tensor& out) {
+  const Call c("moe_decode_experts", x);
+  c.rank(x, "x", 2);
+  c.rank(topk_idx, "topk_idx", 2);
+  c.rank(gate_up, "gate_up", 3);
+  c.rank(down, "down", 3);
+  const int64_t n = x.dim(0), hidden = x.dim(1), k = topk_idx.dim(1), experts = gate_up.dim(0);
+  const int64_t inter = down.dim(2);
+  c.require(k >= 1, "topk_idx is {}: a row needs at least one expert", topk_idx.describe());
+  c.require(n * k <= 65535, "{} (row, expert) pairs: at most 65,535 a decode step", n * k);
+  c.floats(x, "x", {n, hidden});
+  c.index(topk_idx, "topk_idx", DType::I32, {n, k});
+  c.f32(topk_weight, "topk_weight", {n, k});
+  c.floats(gate_up, "gate_up", {experts, 2 * inter, hidden});
+  c.floats(down, "down", {experts, hidden, inter});
+  c.floats(out, "out", {n, hidden});
+  for (const auto& [t, name] :
+       {std::pair<const Tensor*, const char*>{&gate_up, "gate_up"}, {&down, "down"}, {&out, "out"}})
+    c.require(t->dtype() == x.dtype(), "{} is {} but x is {}: one dtype for x, the weights and out", name,
+              dtype_name(t->dtype()), dtype_name(x.dtype()));
+  c.disjoint(out, "out", x, "x");
+  if (c.device().is_cpu()) return moe_experts_in_turn(x, topk_idx, topk_weight, gate_up, down, out);
+#ifdef VEOMNI_HAVE_CUDA_OPS
+  c.require(experts <= 12288, "{} experts: the CUDA plan holds at most 12,288", experts);
+  op_profile_timed(
+      c.device(), [&]() -> OpKey { return OpKey{.op = "moe_decode_experts"}; },
+      [&]() { cuda::moe_decode_experts(x, topk_idx, topk_weight, gate_up, down, out); });
+#else
+  no_cuda_backend<void>("moe_decode_experts", c.device());
+#endif
+}
+
 void argmax_rows(const Tensor& x, Tensor& ids) {
   const Call c("argmax_rows", x);
   c.rank(x, "x", 2);

@@ -1,8 +1,11 @@
 // GPU tests of the MoE ops against their CPU twins: router softmax/top-k (ties, renormalisation) and its backward,
 // the stable permutation by expert (exact row map and counts), the weighted un-permutation with bf16 rows and f32
-// weights, their backward passes, the load-balancing statistics and gradient, and the error path of bad expert ids.
+// weights, their backward passes, the load-balancing statistics and gradient, the error path of bad expert ids, and a
+// decode step's experts (moe_decode_experts) against the CPU, with a bad expert id, and recorded in a graph.
 #include "gpu_test_util.h"
+#include "kernels/decode_ops.h"
 #include "kernels/ops.h"
+#include "kernels/step_graph.h"
 
 using namespace veomni;
 using namespace veomni::gpu_test;
@@ -171,6 +174,86 @@ TEST_F(CudaMoe, PermuteRejectsExpertIdsOutOfRange) {
   EXPECT_NO_THROW(ops::moe_permute(x, idx, 8, permuted, row_map, counts));
   EXPECT_EQ(counts, (std::vector<int64_t>{1, 1, 1, 1, 1, 1, 0, 0}));
   EXPECT_THROW(ops::moe_permute(x, idx, 0, permuted, row_map, counts), Error);
+}
+
+// moe_decode_experts on rows of representable inputs: the GPU (dtype) against the CPU in f32. Route on the CPU so that
+// both get the same experts.
+struct DecodeCase {
+  int64_t n, h, inter, e, k;
+};
+
+struct DecodeInputs {
+  Tensor x, gate_up, down, idx, weight;
+};
+
+DecodeInputs decode_inputs(const DecodeCase& dc, DType dtype, std::mt19937& rng) {
+  DecodeInputs in;
+  in.x = representable(random_f32({dc.n, dc.h}, rng), dtype);
+  in.gate_up = representable(random_f32({dc.e, 2 * dc.inter, dc.h}, rng, -0.5f, 0.5f), dtype);
+  in.down = representable(random_f32({dc.e, dc.h, dc.inter}, rng, -0.5f, 0.5f), dtype);
+  const Route r = route(random_f32({dc.n, dc.e}, rng, -3.0f, 3.0f), dc.k, true);
+  in.idx = r.idx;
+  in.weight = r.weight;
+  return in;
+}
+
+Tensor decode_on(Device device, DType dtype, const DecodeInputs& in, const Tensor& idx) {
+  const auto put = [&](const Tensor& t) { return device.is_cpu() ? t : to_gpu(t, dtype); };
+  Tensor out = Tensor::empty(in.x.shape(), device.is_cpu() ? DType::F32 : dtype, device);
+  ops::moe_decode_experts(put(in.x), idx.to(device), in.weight.to(device), put(in.gate_up), put(in.down), out);
+  return out;
+}
+
+TEST_F(CudaMoe, DecodeExpertsMatchCpu) {
+  std::mt19937 rng(37);
+  // One row over 8 of 16 experts (the 16-byte path); 3 rows of 20 columns (single elements for bf16, 16-byte for f32);
+  // 32 rows over 6 experts (several passes of 8 rows an expert); a 128-expert layer at batch 4.
+  for (const DecodeCase& dc :
+       {DecodeCase{1, 64, 32, 16, 8}, {3, 20, 12, 5, 2}, {32, 48, 24, 6, 4}, {4, 256, 96, 128, 8}})
+    for (DType dtype : float_dtypes()) {
+      SCOPED_TRACE(fmt::format("{} n {} h {} inter {} e {} k {}", dtype_name(dtype), dc.n, dc.h, dc.inter, dc.e, dc.k));
+      const DecodeInputs in = decode_inputs(dc, dtype, rng);
+      const Tensor want = decode_on(Device::cpu(), DType::F32, in, in.idx);
+      const Tensor got = decode_on(gpu(), dtype, in, in.idx);
+      // bf16 rounds the gate|up sums, the activation and the down sums as the grouped GEMMs' outputs do.
+      EXPECT_TRUE(close_to(got, want, dtype == DType::BF16 ? 2 * kBf16Rtol : kF32Rtol));
+    }
+}
+
+TEST_F(CudaMoe, DecodeExpertsSkipAPairOutsideTheExperts) {
+  std::mt19937 rng(38);
+  const DecodeCase dc{3, 32, 16, 6, 2};
+  DecodeInputs in = decode_inputs(dc, DType::F32, rng);
+  Tensor bad_idx = in.idx.clone();
+  bad_idx.data<int32_t>()[3] = static_cast<int32_t>(dc.e);  // row 1, slot 1
+  const Tensor got = decode_on(gpu(), DType::F32, in, bad_idx);
+  // The CPU refuses the id; without that pair's weight it computes what the GPU should.
+  in.weight.data<float>()[3] = 0.0f;
+  const Tensor want = decode_on(Device::cpu(), DType::F32, in, in.idx);
+  EXPECT_TRUE(close_to(got, want, kF32Rtol));
+  EXPECT_THROW(decode_on(Device::cpu(), DType::F32, in, bad_idx), Error);
+}
+
+TEST_F(CudaMoe, DecodeExpertsRecordedInAGraphReplayWithNewRoutes) {
+  std::mt19937 rng(39);
+  const DecodeCase dc{2, 64, 32, 16, 4};
+  const DecodeInputs in = decode_inputs(dc, DType::BF16, rng);
+  Tensor x = to_gpu(in.x, DType::BF16), idx = in.idx.to(gpu()), weight = in.weight.to(gpu());
+  const Tensor gate_up = to_gpu(in.gate_up, DType::BF16), down = to_gpu(in.down, DType::BF16);
+  Tensor out = Tensor::zeros({dc.n, dc.h}, DType::BF16, gpu());
+  StepGraph graph;
+  graph.capture(gpu(), [&] { ops::moe_decode_experts(x, idx, weight, gate_up, down, out); });
+  ASSERT_TRUE(graph.captured());
+  for (int round = 0; round < 3; ++round) {
+    const DecodeInputs next = decode_inputs(dc, DType::BF16, rng);  // new rows and routes, the same weights
+    x.copy_from(to_gpu(next.x, DType::BF16));
+    idx.copy_from(next.idx.to(gpu()));
+    weight.copy_from(next.weight.to(gpu()));
+    graph.replay();
+    Tensor want = Tensor::zeros({dc.n, dc.h}, DType::BF16, gpu());
+    ops::moe_decode_experts(x, idx, weight, gate_up, down, want);
+    EXPECT_TRUE(bitwise_equal(out, want)) << "round " << round;
+  }
 }
 
 }  // namespace

@@ -1,9 +1,10 @@
 // Tests of the MoE ops: router softmax/top-k (ties, renormalisation) and its backward, the stable permutation by
-// expert, and the weighted un-permutation with its gradients.
+// expert, the weighted un-permutation with its gradients, and a decode step's experts (moe_decode_experts).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
+#include "kernels/decode_ops.h"
 #include "kernels/ops.h"
 #include "test_ops_util.h"
 
@@ -23,7 +24,79 @@ Route route(const Tensor& logits, int64_t k, bool norm) {
   return r;
 }
 
+// moe_decode_experts by its definition, in double: each row's pairs in ascending expert order, each adding its weight
+// times down_e(silu(gate_e x) * (up_e x)).
+Doubles decode_experts_reference(const Tensor& x, const Tensor& idx, const Tensor& weight, const Tensor& gate_up,
+                                 const Tensor& down) {
+  const int64_t n = x.dim(0), h = x.dim(1), k = idx.dim(1), inter = down.dim(2);
+  const float* xs = x.data<float>();
+  const float* gu = gate_up.data<float>();
+  const float* dw = down.data<float>();
+  Doubles out(static_cast<size_t>(n * h), 0.0);
+  for (int64_t t = 0; t < n; ++t) {
+    std::vector<int64_t> slots(static_cast<size_t>(k));
+    std::iota(slots.begin(), slots.end(), 0);
+    std::sort(slots.begin(), slots.end(),
+              [&](int64_t a, int64_t b) { return idx.data<int32_t>()[t * k + a] < idx.data<int32_t>()[t * k + b]; });
+    for (int64_t j : slots) {
+      const int64_t e = idx.data<int32_t>()[t * k + j];
+      std::vector<double> act(static_cast<size_t>(inter));
+      for (int64_t c = 0; c < inter; ++c) {
+        double g = 0.0, u = 0.0;
+        for (int64_t i = 0; i < h; ++i) {
+          g += static_cast<double>(gu[(e * 2 * inter + c) * h + i]) * xs[t * h + i];
+          u += static_cast<double>(gu[(e * 2 * inter + inter + c) * h + i]) * xs[t * h + i];
+        }
+        act[static_cast<size_t>(c)] = g / (1.0 + std::exp(-g)) * u;
+      }
+      for (int64_t c = 0; c < h; ++c) {
+        double y = 0.0;
+        for (int64_t i = 0; i < inter; ++i)
+          y += static_cast<double>(dw[(e * h + c) * inter + i]) * act[static_cast<size_t>(i)];
+        out[static_cast<size_t>(t * h + c)] += weight.data<float>()[t * k + j] * y;
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+TEST(OpsMoe, DecodeExpertsAddEachRowsExpertsWeighted) {
+  std::mt19937 rng(79);
+  const int64_t n = 5, h = 12, inter = 6, e = 7, k = 3;
+  const Tensor x = random_f32({n, h}, rng);
+  const Tensor gate_up = random_f32({e, 2 * inter, h}, rng), down = random_f32({e, h, inter}, rng);
+  const Route r = route(random_f32({n, e}, rng, -3.0f, 3.0f), k, true);
+  Tensor out = Tensor::empty({n, h}, DType::F32);
+  ops::moe_decode_experts(x, r.idx, r.weight, gate_up, down, out);
+  EXPECT_TRUE(all_close(out, decode_experts_reference(x, r.idx, r.weight, gate_up, down), 1e-5, 1e-6));
+
+  // Two rows on one expert, and a row whose slots list the experts in descending order.
+  const Tensor idx = Tensor::from_vector<int32_t>({6, 2, 0, 2, 4, 1, 0, 1, 3, 5, 6, 2, 1, 3, 5}, {n, k});
+  ops::moe_decode_experts(x, idx, r.weight, gate_up, down, out);
+  EXPECT_TRUE(all_close(out, decode_experts_reference(x, idx, r.weight, gate_up, down), 1e-5, 1e-6));
+}
+
+TEST(OpsMoe, DecodeExpertsRejectBadArguments) {
+  const int64_t n = 2, h = 4, inter = 2, e = 3, k = 2;
+  const Tensor x = Tensor::zeros({n, h}, DType::F32), weight = Tensor::zeros({n, k}, DType::F32);
+  const Tensor gate_up = Tensor::zeros({e, 2 * inter, h}, DType::F32), down = Tensor::zeros({e, h, inter}, DType::F32);
+  Tensor out = Tensor::zeros({n, h}, DType::F32);
+  EXPECT_NO_THROW(
+      ops::moe_decode_experts(x, Tensor::from_vector<int32_t>({0, 1, 2, 0}, {n, k}), weight, gate_up, down, out));
+  // Expert 3 of 3.
+  EXPECT_THROW(
+      ops::moe_decode_experts(x, Tensor::from_vector<int32_t>({0, 1, 3, 0}, {n, k}), weight, gate_up, down, out),
+      Error);
+  const Tensor idx = Tensor::from_vector<int32_t>({0, 1, 2, 0}, {n, k});
+  const Tensor odd_down = Tensor::zeros({e, h, inter + 1}, DType::F32);
+  EXPECT_THROW(ops::moe_decode_experts(x, idx, weight, gate_up, odd_down, out), Error);
+  const Tensor bf16_weight = Tensor::zeros({n, k}, DType::BF16);
+  EXPECT_THROW(ops::moe_decode_experts(x, idx, bf16_weight, gate_up, down, out), Error);
+  Tensor short_out = Tensor::zeros({n, h - 1}, DType::F32);
+  EXPECT_THROW(ops::moe_decode_experts(x, idx, weight, gate_up, down, short_out), Error);
+}
 
 TEST(OpsMoe, RouteSoftmaxTopkAndRenormalisation) {
   std::mt19937 rng(71);
