@@ -42,14 +42,6 @@ StepTables upload_step_tables(const std::vector<int64_t>& ids, const std::vector
   return out;
 }
 
-// Whether some decoder layer is a mixture of experts: its block reads the expert counts back to the host every
-// layer, which a recorded graph cannot do, so such models decode op by op.
-bool has_sparse_layer(const ModelConfig& config) {
-  for (int64_t i = 0; i < config.num_hidden_layers; ++i)
-    if (config.layer_is_sparse(i)) return true;
-  return false;
-}
-
 // One sequence of the batch while it runs.
 struct Running {
   std::vector<int64_t> tokens;  // prompt, then generated
@@ -179,7 +171,7 @@ std::vector<Generation> Generator::generate(const std::vector<std::vector<int64_
   const auto decode_start = std::chrono::steady_clock::now();
   int64_t decode_steps = 0, graph_steps = 0;
   DecodeSteps decode(model_, cache, batch, options_.mrope_positions, device_greedy,
-                     options_.cuda_graphs && !has_sparse_layer(config));
+                     options_.cuda_graphs && model_.body().decodes_on_device(batch));
   while (true) {
     DecodeRows step;
     std::vector<int64_t> rows;

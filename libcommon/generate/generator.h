@@ -19,8 +19,9 @@ struct GenerateOptions {
   // The model rotates with M-RoPE (Qwen3-VL, the Qwen3-Omni thinker): text-only prompts take [3, S] positions, the
   // three streams equal; a decoded token's are the prompt's last position + 1, and so on.
   bool mrope_positions = false;
-  // Decode steps on a CUDA device replay a recorded graph (generate/decode_steps.h) unless the model has MoE layers;
-  // false runs every step op by op (veomni-generate --eager).
+  // Decode steps on a CUDA device replay a recorded graph (generate/decode_steps.h) unless a MoE layer's step reads
+  // its expert counts back to the host (MoeBlock::decodes_on_device: adapters on the experts, or more than 512
+  // (row, expert) pairs a step); false runs every step op by op (veomni-generate --eager).
   bool cuda_graphs = true;
   // Greedy decoding (no repetition penalty, no logits observer) runs this many steps between reads to the host: each
   // step's chosen ids feed the next on the device (DecodeSteps::run_greedy), and a sequence that stops inside a run

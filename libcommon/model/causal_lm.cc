@@ -279,6 +279,12 @@ Tensor TextBody::forward_cached(const Tensor& inputs_embeds, const Tensor& posit
   return h;
 }
 
+bool TextBody::decodes_on_device(int64_t rows) const {
+  for (const std::unique_ptr<DecoderLayer>& layer : impl_->layers)
+    if (!layer->decodes_on_device(rows)) return false;
+  return true;
+}
+
 void TextBody::fuse_for_decoding() {
   for (const std::unique_ptr<DecoderLayer>& layer : impl_->layers) layer->fuse_for_decoding();
 }

@@ -109,6 +109,9 @@ class TextBody final : public ModelBody {
   // Fuses the weights that forward_cached runs as one GEMM (DecoderLayer::fuse_for_decoding); the parameters keep
   // their values and the training path is unchanged. Once, after the weights are loaded.
   void fuse_for_decoding();
+  // Whether forward_cached's decode steps (one token a row) of up to `rows` rows read nothing back to the host, so
+  // that a recorded graph can hold one (DecoderLayer::decodes_on_device of every layer).
+  bool decodes_on_device(int64_t rows) const;
 
  private:
   struct Impl;

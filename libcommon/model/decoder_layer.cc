@@ -90,6 +90,8 @@ bool DecoderLayer::decode_weights(ops::DenseDecodeLayer& layer) const {
   return true;
 }
 
+bool DecoderLayer::decodes_on_device(int64_t rows) const { return !moe_ || moe_->decodes_on_device(rows); }
+
 void DecoderLayer::forward_cached(Tensor& h, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const {
   ops::DenseDecodeLayer layer;
   if (step.one_token_each() && decode_weights(layer)) {
@@ -100,6 +102,7 @@ void DecoderLayer::forward_cached(Tensor& h, const CachedStep& step, Tensor& k_c
   attention_.add_forward_cached(h, input_norm_, step, k_cache, v_cache, h);
   if (!moe_) return mlp_->add_forward_inference(h, post_attention_norm_, h);
   const Tensor normed = post_attention_norm_.forward(h, false).out;
+  if (step.one_token_each()) return ops::add_(h, moe_->forward_decode(normed));
   LayerInputs in;  // single process: no expert-parallel seams; every row is real
   in.real_rows = normed.dim(0);
   // Decoding keeps no router statistics.

@@ -55,6 +55,9 @@ class DecoderLayer {
   // output in place (the residual adds are done by the GEMMs that end the attention and the MLP), so h must be a
   // buffer that nothing else reads.
   void forward_cached(Tensor& h, const CachedStep& step, Tensor& k_cache, Tensor& v_cache) const;
+  // Whether forward_cached's decode step (one token a row) of `rows` rows reads nothing back to the host: a recorded
+  // graph can hold it (MoeBlock::decodes_on_device for a sparse layer; always for a dense one).
+  bool decodes_on_device(int64_t rows) const;
   // Fuses the weights that decoding runs as one GEMM (a dense layer's gate and up: Mlp::fuse_gate_up).
   void fuse_for_decoding();
   // A dense layer's weights for ops::dense_decode_layers, which runs a decode step's dense layers as one op; false

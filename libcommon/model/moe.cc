@@ -1,6 +1,7 @@
 // MoE block forward and backward: route, permute, dispatch, grouped expert GEMMs, combine, unpermute.
 #include "model/moe.h"
 
+#include "kernels/decode_ops.h"
 #include "kernels/ops.h"
 #include "model/layers/common.h"
 
@@ -105,6 +106,23 @@ MoeBlock::Output MoeBlock::forward(const Tensor& x, const LayerInputs& in, bool 
     saved.down_lora_xa = down_xa;
   }
   return result;
+}
+
+bool MoeBlock::decodes_on_device(int64_t rows) const {
+  return !gate_up_lora_.active() && !down_lora_.active() && rows * top_k_ <= kDecodePairsOnDevice;
+}
+
+Tensor MoeBlock::forward_decode(const Tensor& x) const {
+  if (!decodes_on_device(x.dim(0))) {
+    LayerInputs in;
+    in.real_rows = x.dim(0);
+    return forward(x, in, /*save=*/false, /*with_stats=*/false).out;
+  }
+  Tensor topk_idx, topk_weight;
+  route(x, topk_idx, topk_weight);
+  Tensor out = empty_like(x, x.shape());
+  ops::moe_decode_experts(x, topk_idx, topk_weight, gate_up_->value, down_->value, out);
+  return out;
 }
 
 Tensor MoeBlock::router_backward(const Saved& saved, const Tensor& dtopk_weight, const Tensor& aux_dprob) const {

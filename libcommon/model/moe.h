@@ -47,6 +47,16 @@ class MoeBlock {
   // real token (undefined: none).
   Tensor backward(Saved&& saved, const Tensor& dy, const LayerInputs& in, const Tensor& aux_dprob) const;
 
+  // A decode step's block in one process (no statistics, nothing saved): the router, then the experts through
+  // ops::moe_decode_experts, which reads nothing back to the host, when decodes_on_device(rows); else forward, whose
+  // expert counts go to the host.
+  Tensor forward_decode(const Tensor& x) const;
+  // Whether forward_decode of `rows` rows reads nothing back to the host (so that a recorded graph can hold it): no
+  // adapters apply to the experts, and rows * top-k is at most kDecodePairsOnDevice. More pairs go to the grouped
+  // GEMMs, whose tensor cores beat the device path's one-column-a-warp products once each expert has many rows.
+  bool decodes_on_device(int64_t rows) const;
+  static constexpr int64_t kDecodePairsOnDevice = 512;
+
  private:
   Tensor route(const Tensor& x, Tensor& topk_idx, Tensor& topk_weight) const;
   Tensor router_backward(const Saved& saved, const Tensor& dtopk_weight, const Tensor& aux_dprob) const;

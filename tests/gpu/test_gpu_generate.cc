@@ -147,9 +147,10 @@ std::vector<Generation> generate_logged(CausalLM& model, const std::vector<std::
   return generator.generate(prompts, 0);
 }
 
-// The bf16 toy the graph tests decode, on the GPU, and their three prompts of different lengths.
-std::unique_ptr<CausalLM> graph_test_toy() {
-  ModelConfig config = load_model_config(std::string(VEOMNI_SOURCE_DIR) + "/configs/model_configs/qwen3_toy");
+// The bf16 toy the graph tests decode (the dense one unless named), on the GPU, and their three prompts of different
+// lengths.
+std::unique_ptr<CausalLM> graph_test_toy(const std::string& name = "qwen3_toy") {
+  ModelConfig config = load_model_config(std::string(VEOMNI_SOURCE_DIR) + "/configs/model_configs/" + name);
   config.initializer_range = 0.2;
   auto model = toy_on(config, Device::cuda(0), DType::BF16);
   model->init_weights(23);
@@ -160,8 +161,8 @@ const std::vector<std::vector<int64_t>> kGraphTestPrompts = {{5, 17, 3}, {9, 2, 
 // Decode steps replayed from recorded CUDA graphs give the op-by-op steps' logits bit for bit and the same tokens,
 // while prompts finish at different steps (a stop token ends one early, so the row count shrinks and a new graph
 // is recorded). The graphs really ran: most decode steps replayed one, and none did with cuda_graphs off.
-TEST_F(GpuGenerate, GraphedDecodeStepsMatchOpByOpBitForBit) {
-  auto model = graph_test_toy();
+void expect_graphed_steps_match_op_by_op(const std::string& toy) {
+  auto model = graph_test_toy(toy);
   const std::vector<std::vector<int64_t>>& prompts = kGraphTestPrompts;
   GenerateOptions options;
   options.max_new_tokens = 24;
@@ -194,6 +195,14 @@ TEST_F(GpuGenerate, GraphedDecodeStepsMatchOpByOpBitForBit) {
                              eager.logits[step].size() * sizeof(float)))
         << "step " << step;
   }
+}
+
+TEST_F(GpuGenerate, GraphedDecodeStepsMatchOpByOpBitForBit) { expect_graphed_steps_match_op_by_op("qwen3_toy"); }
+
+// The MoE toy's decode steps are recorded too: its experts run through moe_decode_experts, which reads nothing back
+// to the host.
+TEST_F(GpuGenerate, MoeGraphedDecodeStepsMatchOpByOpBitForBit) {
+  expect_graphed_steps_match_op_by_op("qwen3_moe_toy");
 }
 
 // Greedy steps run several between reads (each feeding its ids to the next on the device, the run recorded as one

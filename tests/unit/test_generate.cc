@@ -16,6 +16,7 @@
 #include "kernels/decode_ops.h"
 #include "kernels/ops.h"
 #include "model/causal_lm.h"
+#include "model/moe.h"
 #include "test_model_util.h"
 #include "test_ops_util.h"
 
@@ -98,11 +99,54 @@ void expect_cache_matches_recompute(std::unique_ptr<CausalLM> model) {
   EXPECT_GT(distinct_tokens.size(), 2u) << "the toy model should not repeat one token";
 }
 
+// A toy whose projections in `modules` carry LoRA adapters (rank 2, alpha 4) with random B (B starts at zero: an
+// adapter would add nothing); `adapted` gets the names of the B parameters set.
+std::unique_ptr<CausalLM> toy_with_adapters(const ModelConfig& config, std::vector<std::string> modules,
+                                            uint32_t seed, std::vector<std::string>& adapted) {
+  ModelOptions options;
+  options.lora_config.rank = 2;
+  options.lora_config.alpha = 4;
+  options.lora_config.lora_modules = std::move(modules);
+  auto model = toy_model(config, options);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.3f);
+  for (const std::unique_ptr<Parameter>& param : model->params().all()) {
+    if (!param->name.ends_with(".lora_B.weight")) continue;
+    float* b = param->value.data<float>();
+    for (int64_t i = 0; i < param->value.numel(); ++i) b[i] = normal(rng);
+    adapted.push_back(param->name);
+  }
+  return model;
+}
+
 TEST(GenerateCache, DenseMatchesFullForward) {
   expect_cache_matches_recompute(toy_model(test::tiny_dense_config(false)));
 }
 
 TEST(GenerateCache, MoeMatchesFullForward) { expect_cache_matches_recompute(toy_model(test::tiny_moe_config(true))); }
+
+// Unmerged LoRA adapters on the experts: their decode step goes through the block's grouped GEMMs (MoeBlock::forward),
+// not ops::moe_decode_experts, and still gives the full forward's logits.
+TEST(GenerateCache, MoeWithExpertAdaptersMatchesFullForward) {
+  std::vector<std::string> adapted;
+  auto model = toy_with_adapters(test::tiny_moe_config(true), {"gate_proj", "up_proj", "down_proj"}, 6, adapted);
+  const auto on_experts = std::count_if(adapted.begin(), adapted.end(), [](const std::string& name) {
+    return name.find(".experts.") != std::string::npos;
+  });
+  ASSERT_GE(on_experts, 4);
+  EXPECT_FALSE(model->body().decodes_on_device(1));
+  expect_cache_matches_recompute(std::move(model));
+}
+
+// A sparse layer's decode step reads nothing back to the host (so a recorded graph can hold it) up to 512 (row,
+// expert) pairs and without adapters on its experts; a dense model's never does.
+TEST(GenerateCache, MoeDecodeStepsStayOnTheDeviceUpToTheirPairBound) {
+  auto moe = toy_model(test::tiny_moe_config(true));  // two experts a token
+  EXPECT_TRUE(moe->body().decodes_on_device(1));
+  EXPECT_TRUE(moe->body().decodes_on_device(MoeBlock::kDecodePairsOnDevice / 2));
+  EXPECT_FALSE(moe->body().decodes_on_device(MoeBlock::kDecodePairsOnDevice / 2 + 1));
+  EXPECT_TRUE(toy_model(test::tiny_dense_config(false))->body().decodes_on_device(100000));
+}
 
 // Three dense layers between sparse ones (mlp_only_layers): the decode step runs the dense run as one op
 // (ops::dense_decode_layers), each of its layers on its own caches, between the sparse layers' own steps.
@@ -116,21 +160,10 @@ TEST(GenerateCache, DenseRunBetweenSparseLayersMatchesFullForward) {
 // Unmerged LoRA adapters: decoding adds each adapter's part into the output its projection accumulates into (o_proj
 // and down_proj add into the residual), and a gate/up pair with an adapter stays unfused.
 TEST(GenerateCache, DenseWithAdaptersMatchesFullForward) {
-  ModelOptions options;
-  options.lora_config.rank = 2;
-  options.lora_config.alpha = 4;
-  options.lora_config.lora_modules = {"q_proj", "o_proj", "gate_proj", "down_proj"};
-  auto model = toy_model(test::tiny_dense_config(false), options);
-  std::mt19937 rng(5);
-  std::normal_distribution<float> normal(0.0f, 0.3f);
-  int adapters = 0;
-  for (const std::unique_ptr<Parameter>& param : model->params().all()) {
-    if (!param->name.ends_with(".lora_B.weight")) continue;  // B starts at zero: the adapter would add nothing
-    float* b = param->value.data<float>();
-    for (int64_t i = 0; i < param->value.numel(); ++i) b[i] = normal(rng);
-    ++adapters;
-  }
-  ASSERT_GE(adapters, 4);
+  std::vector<std::string> adapted;
+  auto model =
+      toy_with_adapters(test::tiny_dense_config(false), {"q_proj", "o_proj", "gate_proj", "down_proj"}, 5, adapted);
+  ASSERT_GE(adapted.size(), 4u);
   expect_cache_matches_recompute(std::move(model));
 }
 
