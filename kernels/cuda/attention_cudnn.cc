@@ -1,14 +1,14 @@
 // Packed attention through cuDNN's fused flash attention: which cases it takes, the per-shape plan cache, the
 // device-side sequence lengths and ragged offsets, the workspace, and the backend choice (VEOMNI_ATTENTION_BACKEND).
 //
-// Plans are cached per (direction, batch rounded up to a power of two, longest sequence rounded up to a power of
-// two and at least 128, Hq, Hkv, D, causal, device, ragged or dense). cuDNN only reads rows below each sequence's length (the seq
-// len tensors bound every matmul), so a larger batch (extra sequences of length 0) or a longer s should only add CTAs
-// with no rows to work on (the padded buckets' cost was not measured: the benchmarks' shapes fill their buckets),
-// while a power-of-two rounding keeps the distinct plans of a training run to a handful: building one runs cuDNN's
-// heuristics and may compile kernels (40 ms to 1.3 s a plan on an H100 with cuDNN 9.14). The token count is not in the key: the
-// tensors are ragged ([tokens, heads, dim] memory, one start offset per sequence) and the workspace is sized per
-// call. A pack that fills its bucket exactly (e.g. one sequence of 4096 tokens) runs the bucket's dense plan
+// Plans are cached per (direction, batch rounded up to a power of two, longest sequence rounded up to a power of two
+// and at least 128, Hq, Hkv, D, causal, device, ragged or dense). cuDNN only reads rows below each sequence's length
+// (the seq len tensors bound every matmul), so a larger batch (extra sequences of length 0) or a longer s should only
+// add CTAs with no rows to work on (the padded buckets' cost was not measured: the benchmarks' shapes fill their
+// buckets), while a power-of-two rounding keeps the distinct plans of a training run to a handful: building one runs
+// cuDNN's heuristics and may compile kernels (40 ms to 1.3 s a plan on an H100 with cuDNN 9.14). The token count is not
+// in the key: the tensors are ragged ([tokens, heads, dim] memory, one start offset per sequence) and the workspace is
+// sized per call. A pack that fills its bucket exactly (e.g. one sequence of 4096 tokens) runs the bucket's dense plan
 // instead: the same memory, without the sequence lengths, ragged offsets and padding mask (plan_key below).
 #include "kernels/cuda/attention_cudnn.h"
 

@@ -9,6 +9,7 @@
 
 #include "kernels/cuda/kernel_utils.cuh"
 #include "kernels/cuda/ops_cuda.h"
+#include "kernels/cuda/skinny_dot.cuh"
 
 namespace veomni::ops::cuda {
 namespace {
@@ -102,14 +103,6 @@ __device__ __forceinline__ void dot_rows(const T* w, const T* const (&rows)[kRow
   }
 }
 
-// swiglu_fused_forward's math on a gate and an up sum, each first rounded to T as the grouped GEMM's output is.
-template <typename T>
-__device__ __forceinline__ T swiglu_of(float gate_sum, float up_sum) {
-  const float g = packed::as_float(packed::rounded<T>(gate_sum));
-  const float u = packed::as_float(packed::rounded<T>(up_sum));
-  return packed::rounded<T>(g * (1.0f / (1.0f + expf(-g))) * u);
-}
-
 // The block's group (blockIdx.y: its routed expert and sorted positions) and the warp's output column, -1 when there
 // is none (past the last routed expert or the last column).
 struct GroupColumn {
@@ -149,7 +142,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarp)
 #pragma unroll
     for (int r = 0; r < kRowsPerPass; ++r) {
       if (r >= n) break;
-      const T value = swiglu_of<T>(warp_sum(gate[r]), warp_sum(up[r]));
+      const T value = swiglu_result<T>(warp_sum(gate[r]), warp_sum(up[r]));
       if (lane == 0) act[static_cast<int64_t>(first + r) * inter + gc.column] = value;
     }
   }

@@ -1,6 +1,7 @@
 // The dot products of the skinny decode GEMM (kernels/cuda/gemm_skinny.cu), shared with the decode-layer kernel
 // (kernels/cuda/decode_layer.cu) so that both give the same bits: x's rows (optionally RMS-normalised) against one
-// weight row in 16-byte chunks, lane l taking chunks l, l + 32, ... in ascending order, fp32 accumulation.
+// weight row in 16-byte chunks, lane l taking chunks l, l + 32, ... in ascending order, fp32 accumulation; and the
+// SwiGLU epilogue they and the MoE decode kernels (kernels/cuda/moe_decode.cu) share.
 #pragma once
 #include <cuda_bf16.h>
 
@@ -90,11 +91,13 @@ __device__ __forceinline__ __nv_bfloat16 column_result(float sum, bool accumulat
   return __float2bfloat16_rn(sum);
 }
 
-// SwiGLU of a gate and an up sum: each rounded to bf16, then silu(g) * u in fp32 (swiglu_fused_forward's math).
-__device__ __forceinline__ __nv_bfloat16 swiglu_result(float gate_sum, float up_sum) {
-  const float g = __bfloat162float(__float2bfloat16_rn(gate_sum));
-  const float u = __bfloat162float(__float2bfloat16_rn(up_sum));
-  return __float2bfloat16_rn(g * (1.0f / (1.0f + expf(-g))) * u);
+// SwiGLU of a gate and an up sum: each rounded to T (as a GEMM's output is), then silu(g) * u in fp32
+// (swiglu_fused_forward's math), rounded to T.
+template <typename T = __nv_bfloat16>
+__device__ __forceinline__ T swiglu_result(float gate_sum, float up_sum) {
+  const float g = packed::as_float(packed::rounded<T>(gate_sum));
+  const float u = packed::as_float(packed::rounded<T>(up_sum));
+  return packed::rounded<T>(g * (1.0f / (1.0f + expf(-g))) * u);
 }
 
 }  // namespace veomni::ops::cuda

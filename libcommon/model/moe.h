@@ -52,8 +52,9 @@ class MoeBlock {
   // expert counts go to the host.
   Tensor forward_decode(const Tensor& x) const;
   // Whether forward_decode of `rows` rows reads nothing back to the host (so that a recorded graph can hold it): no
-  // adapters apply to the experts, and rows * top-k is at most kDecodePairsOnDevice. More pairs go to the grouped
-  // GEMMs, whose tensor cores beat the device path's one-column-a-warp products once each expert has many rows.
+  // adapters apply to the experts, and rows * top-k is at most kDecodePairsOnDevice. The bound keeps the device
+  // path's one-column-a-warp products to steps of a few rows an expert; larger steps take the grouped GEMMs of
+  // training. It is not tuned: neither path has been timed against the other at the bound.
   bool decodes_on_device(int64_t rows) const;
   static constexpr int64_t kDecodePairsOnDevice = 512;
 
