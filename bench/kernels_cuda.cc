@@ -4,8 +4,9 @@
 // (kernels/cuda/gemm_autotune.h), and the memory-bound kernels in GB/s, counting each input read once and each output
 // written once (the least traffic the op needs; kernels that read a row twice show it as lower GB/s). Prints markdown
 // tables; asserts nothing.
-// Usage: bench_kernels_cuda [-v] [gemm] [memory] [encoder] [decode]   (no section: all); -v logs every autotuned GEMM's
-// candidates and their times; VEOMNI_GROUPED_GEMM=loop runs the expert GEMMs as one cuBLASLt call per expert.
+// Usage: bench_kernels_cuda [-v] [gemm] [memory] [encoder] [decode] [moe]   (no section: all); -v logs every
+// autotuned GEMM's candidates and their times; VEOMNI_GROUPED_GEMM=loop runs the expert GEMMs as one cuBLASLt call
+// per expert.
 #ifdef VEOMNI_WITH_CUDA
 #include <cuda_runtime.h>
 #include <spdlog/fmt/fmt.h>
@@ -323,6 +324,66 @@ void bench_decode(std::mt19937& rng) {
   }
 }
 
+// ---------------------------------------------------------------- MoE decode
+
+// A decode step's experts of the Qwen3-30B-A3B shape (128 experts of hidden 2048 and intermediate 768, top-8, bf16)
+// at several batch sizes: ops::moe_decode_experts (the plan and GEMV kernels a graph records) against the ops of the
+// training block in turn (moe_permute, which reads the expert counts back to the host, the grouped GEMMs, SwiGLU,
+// moe_unpermute). Each timed call runs four steps with different random routes, so that the experts' weights come
+// from HBM rather than L2; GB/s counts the distinct experts each step routes to, their weights read once.
+void bench_moe_decode(std::mt19937& rng) {
+  fmt::print("\nMoE decode experts (128 experts, hidden 2048, intermediate 768, top-8, bf16; 4 routes a call)\n\n");
+  header("GB/s");
+  const DType bf = DType::BF16;
+  const int64_t experts = 128, k = 8, hidden = 2048, inter = 768, routes = 4;
+  const Tensor gate_up = random_tensor({experts, 2 * inter, hidden}, bf, rng, 0.05f);
+  const Tensor down = random_tensor({experts, hidden, inter}, bf, rng, 0.05f);
+  const double expert_bytes = 2.0 * 3 * hidden * inter;
+  for (int64_t rows : {1, 4, 8, 16, 32, 64}) {
+    const Tensor x = random_tensor({rows, hidden}, bf, rng);
+    std::vector<Tensor> idx, weight;
+    double routed = 0.0;  // distinct experts over the routes
+    for (int64_t r = 0; r < routes; ++r) {
+      std::vector<int32_t> ids;
+      std::vector<bool> used(experts, false);
+      for (int64_t i = 0; i < rows; ++i) {
+        std::vector<int32_t> all(experts);
+        for (int32_t e = 0; e < experts; ++e) all[e] = e;
+        std::shuffle(all.begin(), all.end(), rng);
+        for (int64_t j = 0; j < k; ++j) {
+          ids.push_back(all[j]);
+          used[all[j]] = true;
+        }
+      }
+      routed += static_cast<double>(std::count(used.begin(), used.end(), true));
+      idx.push_back(Tensor::from_vector(ids, {rows, k}).to(gpu()));
+      weight.push_back(Tensor::full<float>({rows, k}, 1.0f / k).to(gpu()));
+    }
+    const double bytes = routed / routes * expert_bytes + 2.0 * 2 * rows * hidden;
+    Tensor out = Tensor::empty({rows, hidden}, bf, gpu());
+    const std::string shape = fmt::format("{} rows, {:.1f} experts", rows, routed / routes);
+    const double graph_ms = time_ms(20, [&] {
+      for (int64_t r = 0; r < routes; ++r) ops::moe_decode_experts(x, idx[r], weight[r], gate_up, down, out);
+    }) / routes;
+    row("moe_decode_experts", shape, graph_ms, bytes / (graph_ms * 1e-3) / 1e9);
+    const int64_t pairs = rows * k;
+    Tensor permuted = Tensor::empty({pairs, hidden}, bf, gpu()), row_map = Tensor::empty({pairs}, DType::I32, gpu());
+    Tensor product = Tensor::empty({pairs, 2 * inter}, bf, gpu()), act = Tensor::empty({pairs, inter}, bf, gpu());
+    Tensor y = Tensor::empty({pairs, hidden}, bf, gpu());
+    std::vector<int64_t> counts;
+    const double in_turn_ms = time_ms(20, [&] {
+      for (int64_t r = 0; r < routes; ++r) {
+        ops::moe_permute(x, idx[r], experts, permuted, row_map, counts);
+        ops::grouped_matmul(permuted, gate_up, true, counts, product);
+        ops::swiglu_fused_forward(product, act);
+        ops::grouped_matmul(act, down, true, counts, y);
+        ops::moe_unpermute(y, row_map, weight[r], out);
+      }
+    }) / routes;
+    row("permute, grouped GEMMs (host sync)", shape, in_turn_ms, bytes / (in_turn_ms * 1e-3) / 1e9);
+  }
+}
+
 // ---------------------------------------------------------------- encoder ops
 
 // The vision tower's LayerNorm and GELU MLP (hidden 1152, intermediate 4304) and the audio stem's im2col, in GB/s.
@@ -395,6 +456,7 @@ int main(int argc, char** argv) {
   if (selected("memory")) bench_memory(rng);
   if (selected("encoder")) bench_encoder(rng);
   if (selected("decode")) bench_decode(rng);
+  if (selected("moe")) bench_moe_decode(rng);
   const cuda_rt::MemoryStats stats = cuda_rt::memory_stats();
   fmt::print("\npeak allocated {:.2f} GiB, reserved {:.2f} GiB, cudaMalloc calls {}\n",
              static_cast<double>(stats.peak_allocated) / (1 << 30), static_cast<double>(stats.peak_reserved) / (1 << 30),

@@ -7,6 +7,8 @@
 // moe_permute's path need the counts on the host to size their groups, which is what a graph cannot do.
 #include <cuda_bf16.h>
 
+#include <algorithm>
+
 #include "kernels/cuda/kernel_utils.cuh"
 #include "kernels/cuda/ops_cuda.h"
 #include "kernels/cuda/skinny_dot.cuh"
@@ -103,8 +105,9 @@ __device__ __forceinline__ void dot_rows(const T* w, const T* const (&rows)[kRow
   }
 }
 
-// The block's group (blockIdx.y: its routed expert and sorted positions) and the warp's output column, -1 when there
-// is none (past the last routed expert or the last column).
+// The block's group (blockIdx.y: its routed expert and sorted positions; the grid holds at least as many as there are
+// routed experts) and the warp's output column, -1 when there is none (past the last routed expert or the last
+// column).
 struct GroupColumn {
   int32_t expert = -1, begin = 0, end = 0;
   int64_t column = -1;
@@ -207,14 +210,16 @@ void moe_decode_experts(const Tensor& x, const Tensor& topk_idx, const Tensor& t
   Tensor y = Tensor::empty({pairs, hidden}, x.dtype(), device);
   packed::with_float_type(x.dtype(), [&](auto t_tag) {
     using T = decltype(t_tag);
+    // A block row per routed expert: there are at most min(pairs, experts) of them.
+    const unsigned groups = static_cast<unsigned>(std::min(pairs, experts));
     const auto run = [&](auto vector) {
       constexpr bool kVector = decltype(vector)::value;
       gate_up_kernel<T, kVector>
-          <<<dim3(column_blocks(inter), static_cast<unsigned>(pairs)), kWarpsPerBlock * kWarp, 0, stream>>>(
+          <<<dim3(column_blocks(inter), groups), kWarpsPerBlock * kWarp, 0, stream>>>(
               data_of<const T>(x), data_of<const T>(gate_up), data_of<T>(act), plan, k, hidden, inter);
       VEOMNI_CUDA_LAUNCH_CHECK();
       down_kernel<T, kVector>
-          <<<dim3(column_blocks(hidden), static_cast<unsigned>(pairs)), kWarpsPerBlock * kWarp, 0, stream>>>(
+          <<<dim3(column_blocks(hidden), groups), kWarpsPerBlock * kWarp, 0, stream>>>(
               data_of<const T>(act), data_of<const T>(down), data_of<T>(y), plan, hidden, inter);
       VEOMNI_CUDA_LAUNCH_CHECK();
     };
