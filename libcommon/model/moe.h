@@ -53,10 +53,11 @@ class MoeBlock {
   Tensor forward_decode(const Tensor& x) const;
   // Whether forward_decode of `rows` rows reads nothing back to the host (so that a recorded graph can hold it): no
   // adapters apply to the experts, and rows * top-k is at most kDecodePairsOnDevice. The bound keeps the device
-  // path's one-column-a-warp products to steps of a few rows an expert; larger steps take the grouped GEMMs of
-  // training. It is not tuned: neither path has been timed against the other at the bound.
+  // path's one-column-a-warp products to steps of a few rows an expert: past 16 rows of the Qwen3-30B-A3B shape
+  // (128 pairs) the grouped GEMMs of training, with their read of the counts, are faster on an H100 even though the
+  // step then runs op by op (bench/RESULTS.md, "MoE decode steps on the device").
   bool decodes_on_device(int64_t rows) const;
-  static constexpr int64_t kDecodePairsOnDevice = 512;
+  static constexpr int64_t kDecodePairsOnDevice = 128;
 
  private:
   Tensor route(const Tensor& x, Tensor& topk_idx, Tensor& topk_weight) const;

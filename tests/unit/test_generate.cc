@@ -138,8 +138,8 @@ TEST(GenerateCache, MoeWithExpertAdaptersMatchesFullForward) {
   expect_cache_matches_recompute(std::move(model));
 }
 
-// A sparse layer's decode step reads nothing back to the host (so a recorded graph can hold it) up to 512 (row,
-// expert) pairs and without adapters on its experts; a dense model's never does.
+// A sparse layer's decode step reads nothing back to the host (so a recorded graph can hold it) up to
+// kDecodePairsOnDevice (row, expert) pairs and without adapters on its experts; a dense model's never does.
 TEST(GenerateCache, MoeDecodeStepsStayOnTheDeviceUpToTheirPairBound) {
   auto moe = toy_model(test::tiny_moe_config(true));  // two experts a token
   EXPECT_TRUE(moe->body().decodes_on_device(1));
