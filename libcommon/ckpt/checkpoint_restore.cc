@@ -63,7 +63,7 @@ void restore_param_shards(const CheckpointReader& reader, const MeshShape& mesh,
       reader.read_range(i, field, range.begin, range.end, host.data<float>());
       // bf16 moments were saved widened: narrowing them back is exact.
       if (target.dtype() != DType::F32) host = host.to_dtype(target.dtype());
-      target.copy_from(host.to(target.device()));
+      target.copy_from(host);
     }
   }
 }

@@ -1,7 +1,7 @@
 // HF weight loading and export: exact names, v5 stacked experts or per-expert tensors, expert-parallel rows.
 #include "model/hf_loader.h"
 
-#include <cmath>
+#include <cstdint>
 #include <cstring>
 
 namespace veomni {
@@ -37,22 +37,42 @@ std::vector<ExpertPiece> expert_pieces(ExpertKind kind, const Shape& stacked_sha
 
 Shape piece_shape(const ExpertPiece& piece, const Shape& stacked_shape) { return {piece.rows, stacked_shape[2]}; }
 
+// How many elements of `p` have an exponent of all ones (Inf or NaN) and the flat index of the first: the stored bits
+// are tested as they are, so a bf16 or f16 checkpoint is not widened first (loading reads every weight once).
+struct NonFinite {
+  int64_t count = 0, first = -1;
+};
+
+template <typename Bits>
+NonFinite non_finite_bits(const void* data, int64_t n, Bits exponent) {
+  const Bits* p = static_cast<const Bits*>(data);
+  NonFinite r;
+  for (int64_t i = 0; i < n; ++i)
+    if ((p[i] & exponent) == exponent && r.count++ == 0) r.first = i;
+  return r;
+}
+
+NonFinite non_finite(const Tensor& t) {
+  const int64_t n = t.numel();
+  switch (t.dtype()) {
+    case DType::F32: return non_finite_bits<uint32_t>(t.raw_data(), n, 0x7f800000u);
+    case DType::BF16: return non_finite_bits<uint16_t>(t.raw_data(), n, 0x7f80u);
+    case DType::F16: return non_finite_bits<uint16_t>(t.raw_data(), n, 0x7c00u);
+    default: return non_finite(t.to_dtype(DType::F32));
+  }
+}
+
 // NaN or Inf in stored weights would surface only as a NaN loss at step 1, blamed on the learning rate. `t` holds the
 // elements of tensor `name` (of shape `whole`) from flat index `offset` on (a rank reads only its rows): the message
 // names the whole tensor and the index in it.
 void check_finite(const Tensor& t, const WeightSource& source, const std::string& name, const Shape& whole,
                   int64_t offset) {
-  const Tensor values = t.dtype() == DType::F32 ? t : t.to_dtype(DType::F32);
-  const float* v = values.data<float>();
-  int64_t bad = 0, first = -1;
-  for (int64_t i = 0; i < values.numel(); ++i)
-    if (!std::isfinite(v[i])) {
-      if (bad++ == 0) first = i;
-    }
-  VEOMNI_INPUT_CHECK(bad == 0,
+  const NonFinite bad = non_finite(t);
+  VEOMNI_INPUT_CHECK(bad.count == 0,
                      "{}: tensor '{}' {} holds {} non-finite value(s), the first ({}) at flat index {}: the weights "
                      "are damaged (hint: re-export or re-download the model)",
-                     source.file_of(name), name, shape_str(whole), bad, v[first], offset + first);
+                     source.file_of(name), name, shape_str(whole), bad.count,
+                     bad.count == 0 ? 0.0 : t.item_as_double(bad.first), offset + bad.first);
 }
 
 // `t`: tensor `name` from flat index `offset` on, of a tensor of shape `whole` (see check_finite).
@@ -143,8 +163,7 @@ void load_hf_weights(ParamStore& store, const WeightSource& source, const std::s
   for (const auto& param : store.all()) {
     if (skip.contains(param->name)) continue;
     VEOMNI_CHECK(param->value.defined(), "loading '{}' into a parameter that is not materialised", param->name);
-    const Tensor host = read_hf_parameter(source, *param, param->value.dtype());
-    param->value.copy_from(host.to(param->value.device()));
+    param->value.copy_from(read_hf_parameter(source, *param, param->value.dtype()));
   }
 }
 
@@ -154,8 +173,7 @@ void load_hf_weights(ParamStore& store, const std::shared_ptr<const WeightSource
     if (skip.contains(param->name)) continue;
     if (!param->deferred) {
       VEOMNI_CHECK(param->value.defined(), "loading '{}' into a parameter that is not materialised", param->name);
-      const Tensor host = read_hf_parameter(*source, *param, param->value.dtype());
-      param->value.copy_from(host.to(param->value.device()));
+      param->value.copy_from(read_hf_parameter(*source, *param, param->value.dtype()));
       continue;
     }
     // Missing or mis-shaped tensors are reported now, as a materialised load reports them; values are read later.

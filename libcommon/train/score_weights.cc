@@ -36,7 +36,7 @@ void load_checkpoint_masters(const std::string& checkpoint_dir, const ModelConfi
     const FlatRange range = full_tensor_range(spec, states[i].shape);
     Tensor host = Tensor::zeros({spec.shard_numel}, DType::F32);
     reader.read_range(i, ShardField::Master, range.begin, range.end, host.data<float>());
-    states[i].master.copy_from(host.to(states[i].master.device()));
+    states[i].master.copy_from(host);
   }
   fsdp.masters_updated();  // the compute copies the gathers send
 }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -187,5 +188,39 @@ TEST(HfLoader, NonFiniteWeightIsRefusedNamingTheTensor) {
     EXPECT_NE(std::string(e.what()).find("weights.safetensors: tensor 'model.norm.weight'"), std::string::npos)
         << e.what();
     EXPECT_NE(std::string(e.what()).find("non-finite"), std::string::npos) << e.what();
+  }
+}
+
+// bf16 and f16 weights are checked on their bits: an exponent of all ones (Inf of either sign, NaN) is refused with
+// the count and the first index, the largest finite values pass.
+TEST(HfLoader, NonFiniteHalfWeightsAreCountedOnTheirBits) {
+  struct Case {
+    DType dtype;
+    std::vector<uint16_t> finite, bad;  // bits
+  };
+  for (const Case& c : {Case{DType::BF16, {0x7f7f, 0xff7f, 0x0001, 0x3f80}, {0x7f80, 0xff80, 0x7fc0}},
+                        Case{DType::F16, {0x7bff, 0xfbff, 0x0001, 0x3c00}, {0x7c00, 0xfc00, 0x7e00}}}) {
+    SCOPED_TRACE(dtype_name(c.dtype));
+    Parameter p;
+    p.name = "model.norm.weight";
+    p.shape = {8};
+    const auto load = [&](const std::vector<uint16_t>& bits) {
+      Tensor w = Tensor::empty({8}, c.dtype);
+      for (int64_t i = 0; i < 8; ++i)
+        std::memcpy(static_cast<uint16_t*>(w.raw_data()) + i, &bits[static_cast<size_t>(i) % bits.size()], 2);
+      return read_hf_parameter(TensorMapSource({{p.name, w}}, "weights.safetensors"), p, DType::F32);
+    };
+    EXPECT_NO_THROW(load(c.finite));
+    // +Inf at flat index 3, -Inf at 6, NaN at 7.
+    const std::vector<uint16_t> mixed = {c.finite[0], c.finite[1], c.finite[2], c.bad[0],
+                                         c.finite[3], c.finite[0], c.bad[1],   c.bad[2]};
+    try {
+      load(mixed);
+      FAIL() << "non-finite weights accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("holds 3 non-finite value(s), the first (inf) at flat index 3"),
+                std::string::npos)
+          << e.what();
+    }
   }
 }
