@@ -5,8 +5,9 @@
 # per batch size: prefill and decode tokens/s from the tool's summary, and the fraction of the GPU's memory bandwidth
 # the decode reached counting one read of the bf16 weights a step reads (the bound at small batch; PEAK_BW bytes/s,
 # default 3.35e12 for an H100 SXM): all of them, except that an untied input embedding counts none (a step reads a
-# row a sequence) and a MoE layer only the experts it routes to, expected for uniform routing (step_gib). MODEL_CONFIG_DIRS is a space-separated list; by default the dense Qwen3-0.6B
-# shape and the MoE shape of Qwen3-30B-A3B cut to 4 layers.
+# row a sequence) and a MoE layer only the experts it routes to, expected for uniform routing (step_gib).
+# MODEL_CONFIG_DIRS is a space-separated list; by default the dense Qwen3-0.6B shape and the MoE shape of
+# Qwen3-30B-A3B cut to 4 layers.
 # Each run decodes two batches of BATCH prompts and reports the second: the first pays the one-time costs (loading
 # cuBLAS, building cuDNN attention plans, capturing CUDA graphs), as the peer's warm-up generate calls do.
 # GENERATE_ARGS adds options to every veomni-generate call (e.g. --eager: decode op by op, without CUDA graphs).

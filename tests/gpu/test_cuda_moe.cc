@@ -207,8 +207,8 @@ Tensor decode_on(Device device, DType dtype, const DecodeInputs& in, const Tenso
 TEST_F(CudaMoe, DecodeExpertsMatchCpu) {
   std::mt19937 rng(37);
   // One row over 8 of 16 experts (the 16-byte path); 3 rows of 20 columns (single elements for bf16, 16-byte for f32);
-  // 32 rows over 6 experts (several passes of 8 rows an expert); a 128-expert layer at batch 4; rows longer than the
-  // chunks a lane loads first (4104 and 1032 elements), whose columns (4104) do not fill down's last warp.
+  // 32 rows over 6 experts (several passes of 8 rows an expert); a 128-expert layer at batch 4; long rows of 4104 and
+  // 1032 elements (513 and 129 16-byte chunks of bf16: lane 0 takes one chunk more than the others).
   for (const DecodeCase& dc : {DecodeCase{1, 64, 32, 16, 8},
                                {3, 20, 12, 5, 2},
                                {32, 48, 24, 6, 4},
