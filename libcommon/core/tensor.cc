@@ -4,6 +4,7 @@
 #include <spdlog/fmt/ranges.h>
 
 #include <cstring>
+#include <type_traits>
 
 namespace veomni {
 
@@ -149,15 +150,74 @@ std::vector<float> Tensor::to_float_vector() const {
   return out;
 }
 
+namespace {
+
+float element_as_float(float v) { return v; }
+float element_as_float(bf16 v) { return bf16_to_float(v); }
+float element_as_float(f16 v) { return f16_to_float(v); }
+
+template <typename T>
+T float_as_element(float v) {
+  if constexpr (std::is_same_v<T, float>)
+    return v;
+  else if constexpr (std::is_same_v<T, bf16>)
+    return float_to_bf16(v);
+  else
+    return float_to_f16(v);
+}
+
+// out[i] = in[i] between floating types, through float: what the generic loop computes through double (every f16
+// and bf16 value is a float, and a float's trip through double is exact), without its per-element dispatch.
+template <typename From, typename To>
+void convert_floats(const void* in, void* out, int64_t n) {
+  const From* src = static_cast<const From*>(in);
+  To* dst = static_cast<To*>(out);
+  for (int64_t i = 0; i < n; ++i) dst[i] = float_as_element<To>(element_as_float(src[i]));
+}
+
+template <typename From>
+bool convert_from_float_type(const void* in, DType to, void* out, int64_t n) {
+  switch (to) {
+    case DType::F32: convert_floats<From, float>(in, out, n); return true;
+    case DType::BF16: convert_floats<From, bf16>(in, out, n); return true;
+    case DType::F16: convert_floats<From, f16>(in, out, n); return true;
+    default: return false;
+  }
+}
+
+// The floating-to-floating conversions (loading weights, checkpoint moments); false for any other pair.
+bool convert_float_types(const void* in, DType from, void* out, DType to, int64_t n) {
+  switch (from) {
+    case DType::F32: return convert_from_float_type<float>(in, to, out, n);
+    case DType::BF16: return convert_from_float_type<bf16>(in, to, out, n);
+    case DType::F16: return convert_from_float_type<f16>(in, to, out, n);
+    default: return false;
+  }
+}
+
+}  // namespace
+
 Tensor Tensor::to_dtype(DType target) const {
   VEOMNI_CHECK(is_cpu(), "to_dtype on {} (convert on the device backend)", describe());
   if (target == dtype_) return clone();
   Tensor out = empty(shape_, target);
+  out.convert_from(*this);
+  return out;
+}
+
+void Tensor::convert_from(const Tensor& src) {
+  VEOMNI_CHECK(is_cpu() && src.is_cpu() && numel() == src.numel(), "convert {} into {} (CPU only, equal sizes)",
+               src.describe(), describe());
   const int64_t n = numel();
-  void* q = out.raw_data();
+  void* q = raw_data();
+  if (src.dtype() == dtype_) {
+    if (n > 0) std::memcpy(q, src.raw_data(), nbytes());
+    return;
+  }
+  if (convert_float_types(src.raw_data(), src.dtype(), q, dtype_, n)) return;
   for (int64_t i = 0; i < n; ++i) {
-    const double v = item_as_double(i);
-    switch (target) {
+    const double v = src.item_as_double(i);
+    switch (dtype_) {
       case DType::F32: static_cast<float*>(q)[i] = static_cast<float>(v); break;
       case DType::BF16: static_cast<bf16*>(q)[i] = float_to_bf16(static_cast<float>(v)); break;
       case DType::F16: static_cast<f16*>(q)[i] = float_to_f16(static_cast<float>(v)); break;
@@ -167,7 +227,6 @@ Tensor Tensor::to_dtype(DType target) const {
       case DType::Bool: static_cast<uint8_t*>(q)[i] = v != 0.0; break;
     }
   }
-  return out;
 }
 
 std::string Tensor::describe() const {

@@ -79,6 +79,8 @@ class Tensor {
   Tensor to(Device device) const;
   // Converts element type (CPU only); same dtype returns a clone.
   Tensor to_dtype(DType dtype) const;
+  // This CPU tensor's elements = src's (CPU, the same element count, any dtype) converted as to_dtype converts them.
+  void convert_from(const Tensor& src);
   void copy_from(const Tensor& src);  // shapes (numel) and dtypes must match
   void zero_();
   // Element i as a double, whatever the dtype (CPU only; slow; for tests and small reads).

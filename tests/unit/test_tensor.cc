@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -60,6 +63,48 @@ TEST(Tensor, CloneIsDeepAndToDtypeConverts) {
   EXPECT_EQ(i.data<int64_t>()[1], -2);
   Tensor z = Tensor::zeros({4}, DType::I32);
   for (int k = 0; k < 4; ++k) EXPECT_EQ(z.data<int32_t>()[k], 0);
+}
+
+// The floating conversions' fast loop gives what the generic one gives (each element through double): every bf16 and
+// f16 bit pattern, and f32 values at bf16/f16 rounding ties, denormals, overflow, Inf and NaN, into each other type.
+TEST(Tensor, FloatConversionsMatchTheElementwiseDefinition) {
+  std::vector<Tensor> sources;
+  for (DType half : {DType::BF16, DType::F16}) {
+    Tensor t = Tensor::empty({65536}, half);
+    for (int64_t i = 0; i < 65536; ++i) static_cast<uint16_t*>(t.raw_data())[i] = static_cast<uint16_t>(i);
+    sources.push_back(t);
+  }
+  sources.push_back(Tensor::from_vector<float>({0.0f, -0.0f, 1.0f + std::ldexp(1.0f, -8), 1.0f + std::ldexp(1.0f, -11),
+                                                1e-40f, -1e-45f, 65520.0f, 3.4e38f, INFINITY, -INFINITY, NAN, 0.1f},
+                                               {12}));
+  const auto want_bits = [](const Tensor& src, DType to, int64_t i) -> uint32_t {
+    const float v = static_cast<float>(src.item_as_double(i));
+    if (to == DType::F32) {
+      uint32_t u;
+      std::memcpy(&u, &v, 4);
+      return u;
+    }
+    return to == DType::BF16 ? float_to_bf16(v).bits : float_to_f16(v).bits;
+  };
+  for (const Tensor& src : sources)
+    for (DType to : {DType::F32, DType::BF16, DType::F16}) {
+      SCOPED_TRACE(std::string(dtype_name(src.dtype())) + " -> " + dtype_name(to));
+      const Tensor got = src.to_dtype(to);
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < src.numel(); ++i) {
+        const double value = got.item_as_double(i);
+        if (std::isnan(src.item_as_double(i))) {
+          wrong += std::isnan(value) ? 0 : 1;  // a NaN stays a NaN (its payload may be quietened)
+          continue;
+        }
+        uint32_t bits = 0;
+        std::memcpy(&bits, static_cast<const char*>(got.raw_data()) + i * dtype_size(to), dtype_size(to));
+        wrong += bits == want_bits(src, to, i) ? 0 : 1;
+      }
+      EXPECT_EQ(wrong, 0);
+    }
+  Tensor small = Tensor::empty({3}, DType::BF16);
+  EXPECT_THROW(small.convert_from(Tensor::zeros({4}, DType::F32)), Error);
 }
 
 TEST(Tensor, CudaWithoutBackendIsAClearError) {
