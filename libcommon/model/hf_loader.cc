@@ -1,6 +1,7 @@
 // HF weight loading and export: exact names, v5 stacked experts or per-expert tensors, expert-parallel rows.
 #include "model/hf_loader.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -110,6 +111,76 @@ Tensor read_per_expert(const WeightSource& source, const Parameter& param, Exper
   return out;
 }
 
+// Host buffers reused for every tensor of a load: a tensor's stored bytes, then its compute-dtype values on their way
+// to a device. A fresh allocation per tensor would fault in (and zero) new pages for each, which costs about as much
+// as reading it.
+class StagingBuffers {
+ public:
+  // A CPU tensor of `shape` and `dtype` over buffer `slot` (0 or 1), grown when too small; valid until the slot's
+  // next call.
+  Tensor get(int slot, const Shape& shape, DType dtype) {
+    const int64_t bytes = shape_numel(shape) * static_cast<int64_t>(dtype_size(dtype));
+    Tensor& buffer = buffers_[slot];
+    if (!buffer.defined() || buffer.numel() < bytes) buffer = Tensor::empty({std::max<int64_t>(bytes, 1)}, DType::U8);
+    return Tensor::from_blob(buffer.raw_data(), shape, dtype);
+  }
+
+ private:
+  Tensor buffers_[2];
+};
+
+// Tensor `name` (checked to have `destination`'s shape) into `destination`, a view of a materialised parameter on any
+// device, with read_hf_parameter's checks: a CPU destination of the stored dtype is read into directly, any other
+// goes through the staging buffers (converted there when the dtypes differ).
+void load_tensor(const WeightSource& source, const std::string& name, Tensor& destination, StagingBuffers& staging) {
+  const DType stored = source.dtype(name);
+  VEOMNI_INPUT_CHECK(dtype_is_floating(stored), "{}: tensor '{}' has dtype {}, expected a floating-point type",
+                     source.origin(), name, dtype_name(stored));
+  if (destination.is_cpu() && stored == destination.dtype()) {
+    source.read_into(name, destination);
+    check_finite(destination, source, name, destination.shape(), 0);
+    return;
+  }
+  Tensor raw = staging.get(0, destination.shape(), stored);
+  source.read_into(name, raw);
+  check_finite(raw, source, name, destination.shape(), 0);
+  if (stored == destination.dtype()) {
+    destination.copy_from(raw);
+    return;
+  }
+  Tensor converted = destination.is_cpu() ? destination : staging.get(1, destination.shape(), destination.dtype());
+  converted.convert_from(raw);
+  if (!destination.is_cpu()) destination.copy_from(converted);
+}
+
+// A materialised parameter's value from the source. Rows of an expert-parallel shard take read_hf_parameter's path;
+// a whole parameter is read tensor by tensor (expert by expert when stored per expert) into its value.
+void load_parameter(const WeightSource& source, Parameter& param, StagingBuffers& staging) {
+  VEOMNI_CHECK(param.value.defined(), "loading '{}' into a parameter that is not materialised", param.name);
+  const bool all_rows = param.local_begin == 0 && param.local_row_end() == param.shape.at(0);
+  if (!all_rows) {
+    param.value.copy_from(read_hf_parameter(source, param, param.value.dtype()));
+    return;
+  }
+  const ExpertKind kind = param.is_expert ? expert_kind(param.name) : ExpertKind::None;
+  if (source.contains(param.name) || kind == ExpertKind::None) {
+    check_tensor(source, param.name, param.shape);
+    load_tensor(source, param.name, param.value, staging);
+    return;
+  }
+  const std::vector<ExpertPiece> pieces = expert_pieces(kind, param.shape);
+  const std::string first_piece = per_expert_name(param.name, 0, pieces[0].proj);
+  VEOMNI_INPUT_CHECK(source.contains(first_piece), "{}: missing tensor '{}' (nor its per-expert form '{}', ...)",
+                     source.origin(), param.name, first_piece);
+  for (int64_t e = 0; e < param.shape[0]; ++e)
+    for (const ExpertPiece& piece : pieces) {
+      const std::string name = per_expert_name(param.name, e, piece.proj);
+      check_tensor(source, name, piece_shape(piece, param.shape));
+      Tensor rows = param.value.select(e).slice(piece.row_begin, piece.row_begin + piece.rows);
+      load_tensor(source, name, rows, staging);
+    }
+}
+
 }  // namespace
 
 void check_hf_parameter(const WeightSource& source, const Parameter& param) {
@@ -160,20 +231,18 @@ void read_hf_elements(const WeightSource& source, const Parameter& param, int64_
 }
 
 void load_hf_weights(ParamStore& store, const WeightSource& source, const std::set<std::string>& skip) {
-  for (const auto& param : store.all()) {
-    if (skip.contains(param->name)) continue;
-    VEOMNI_CHECK(param->value.defined(), "loading '{}' into a parameter that is not materialised", param->name);
-    param->value.copy_from(read_hf_parameter(source, *param, param->value.dtype()));
-  }
+  StagingBuffers staging;
+  for (const auto& param : store.all())
+    if (!skip.contains(param->name)) load_parameter(source, *param, staging);
 }
 
 void load_hf_weights(ParamStore& store, const std::shared_ptr<const WeightSource>& source,
                      const std::set<std::string>& skip) {
+  StagingBuffers staging;
   for (const auto& param : store.all()) {
     if (skip.contains(param->name)) continue;
     if (!param->deferred) {
-      VEOMNI_CHECK(param->value.defined(), "loading '{}' into a parameter that is not materialised", param->name);
-      param->value.copy_from(read_hf_parameter(*source, *param, param->value.dtype()));
+      load_parameter(*source, *param, staging);
       continue;
     }
     // Missing or mis-shaped tensors are reported now, as a materialised load reports them; values are read later.

@@ -24,7 +24,13 @@ bool HfCheckpointSource::contains(const std::string& name) const { return reader
 
 Shape HfCheckpointSource::shape(const std::string& name) const { return reader_->entry(name).shape; }
 
+DType HfCheckpointSource::dtype(const std::string& name) const { return reader_->entry(name).dtype; }
+
 Tensor HfCheckpointSource::read(const std::string& name) const { return reader_->read(name); }
+
+void HfCheckpointSource::read_into(const std::string& name, Tensor& destination) const {
+  reader_->read_into(name, destination);
+}
 
 Tensor HfCheckpointSource::read_rows(const std::string& name, int64_t begin, int64_t end) const {
   return reader_->read_rows(name, begin, end);

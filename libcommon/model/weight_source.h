@@ -18,8 +18,12 @@ class WeightSource {
   virtual bool contains(const std::string& name) const = 0;
   // Throws InputError naming the source and the tensor when absent.
   virtual Shape shape(const std::string& name) const = 0;
+  virtual DType dtype(const std::string& name) const = 0;
   // A CPU tensor in the stored dtype.
   virtual Tensor read(const std::string& name) const = 0;
+  // The tensor into `destination`: a CPU tensor of its dtype and element count (a loader's reused buffer, or the
+  // parameter itself), so that no new memory is touched; the default reads and copies.
+  virtual void read_into(const std::string& name, Tensor& destination) const { destination.copy_from(read(name)); }
   // Rows [begin, end) along dim 0 (an expert-parallel slice); the default reads the whole tensor and slices it.
   virtual Tensor read_rows(const std::string& name, int64_t begin, int64_t end) const;
   // Names the source in error messages (a path, "in-memory weights", ...).
@@ -36,6 +40,7 @@ class TensorMapSource final : public WeightSource {
 
   bool contains(const std::string& name) const override { return tensors_.count(name) != 0; }
   Shape shape(const std::string& name) const override { return get(name).shape(); }
+  DType dtype(const std::string& name) const override { return get(name).dtype(); }
   Tensor read(const std::string& name) const override { return get(name).to(Device::cpu()); }
   std::string origin() const override { return origin_; }
 
@@ -54,7 +59,9 @@ class HfCheckpointSource final : public WeightSource {
 
   bool contains(const std::string& name) const override;
   Shape shape(const std::string& name) const override;
+  DType dtype(const std::string& name) const override;
   Tensor read(const std::string& name) const override;
+  void read_into(const std::string& name, Tensor& destination) const override;
   Tensor read_rows(const std::string& name, int64_t begin, int64_t end) const override;
   std::string origin() const override;
   std::string file_of(const std::string& name) const override;

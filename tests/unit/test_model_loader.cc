@@ -132,6 +132,30 @@ TEST(ModelLoader, Bf16WeightsAreConvertedToTheComputeDtype) {
   }
 }
 
+// Parameters in bf16 on the CPU: f32 tensors are rounded into them through the loader's reused buffers, bf16 ones
+// read straight in; both give to_dtype's values, stacked and per expert.
+TEST(ModelLoader, F32AndBf16TensorsLoadIntoBf16Parameters) {
+  const ModelConfig config = tiny_moe_config(false);
+  CausalLM source(config, ModelOptions{});
+  source.init_weights(37);
+  ModelOptions bf16_options;
+  bf16_options.compute_dtype = DType::BF16;
+  for (ExpertNaming naming : {ExpertNaming::Stacked, ExpertNaming::PerExpert})
+    for (DType stored : {DType::F32, DType::BF16}) {
+      SCOPED_TRACE(std::string(dtype_name(stored)) + (naming == ExpertNaming::Stacked ? " stacked" : " per expert"));
+      std::map<std::string, Tensor> tensors;
+      for (auto& [name, t] : exported(source, naming)) tensors[name] = t.to_dtype(stored);
+      CausalLM target(config, bf16_options);
+      load_hf_weights(target.params(), TensorMapSource(tensors));
+      for (const auto& p : target.params().all()) {
+        ASSERT_EQ(p->value.dtype(), DType::BF16) << p->name;
+        EXPECT_EQ(p->value.to_float_vector(),
+                  source.params().at(p->name).value.to_dtype(DType::BF16).to_float_vector())
+            << p->name;
+      }
+    }
+}
+
 TEST(ModelLoader, MissingOrMisshapedTensorsAreNamed) {
   const ModelConfig config = tiny_moe_config(false);
   CausalLM source(config, ModelOptions{});
