@@ -96,18 +96,30 @@ void check_tensor(const WeightSource& source, const std::string& name, const Sha
                      shape_str(got), shape_str(expected));
 }
 
-Tensor read_per_expert(const WeightSource& source, const Parameter& param, ExpertKind kind, DType dtype) {
-  Tensor out = Tensor::empty(param.local_shape(), dtype);
+// Calls fn(name, slot, piece) for each per-expert tensor of this rank's experts (slot: the expert's row in the local
+// value), after checking that the first expert's exists (else the InputError names both forms) and that each has its
+// piece's shape.
+template <typename Fn>
+void for_each_expert_piece(const WeightSource& source, const Parameter& param, ExpertKind kind, Fn&& fn) {
   const std::vector<ExpertPiece> pieces = expert_pieces(kind, param.shape);
-  for (int64_t e = param.local_begin; e < param.local_row_end(); ++e) {
-    Tensor slot = out.select(e - param.local_begin);
+  const std::string first_piece = per_expert_name(param.name, 0, pieces[0].proj);
+  VEOMNI_INPUT_CHECK(source.contains(first_piece), "{}: missing tensor '{}' (nor its per-expert form '{}', ...)",
+                     source.origin(), param.name, first_piece);
+  for (int64_t e = param.local_begin; e < param.local_row_end(); ++e)
     for (const ExpertPiece& piece : pieces) {
       const std::string name = per_expert_name(param.name, e, piece.proj);
       check_tensor(source, name, piece_shape(piece, param.shape));
-      slot.slice(piece.row_begin, piece.row_begin + piece.rows)
-          .copy_from(to_compute_dtype(source.read(name), dtype, source, name));
+      fn(name, e - param.local_begin, piece);
     }
-  }
+}
+
+Tensor read_per_expert(const WeightSource& source, const Parameter& param, ExpertKind kind, DType dtype) {
+  Tensor out = Tensor::empty(param.local_shape(), dtype);
+  for_each_expert_piece(source, param, kind, [&](const std::string& name, int64_t slot, const ExpertPiece& piece) {
+    out.select(slot)
+        .slice(piece.row_begin, piece.row_begin + piece.rows)
+        .copy_from(to_compute_dtype(source.read(name), dtype, source, name));
+  });
   return out;
 }
 
@@ -153,32 +165,21 @@ void load_tensor(const WeightSource& source, const std::string& name, Tensor& de
   if (!destination.is_cpu()) destination.copy_from(converted);
 }
 
-// A materialised parameter's value from the source. Rows of an expert-parallel shard take read_hf_parameter's path;
-// a whole parameter is read tensor by tensor (expert by expert when stored per expert) into its value.
+// A materialised parameter's value from the source, tensor by tensor (expert by expert when stored per expert) into
+// the value; only the rows of an expert-parallel shard of a stacked tensor take read_hf_parameter's path.
 void load_parameter(const WeightSource& source, Parameter& param, StagingBuffers& staging) {
   VEOMNI_CHECK(param.value.defined(), "loading '{}' into a parameter that is not materialised", param.name);
-  const bool all_rows = param.local_begin == 0 && param.local_row_end() == param.shape.at(0);
-  if (!all_rows) {
-    param.value.copy_from(read_hf_parameter(source, param, param.value.dtype()));
-    return;
-  }
   const ExpertKind kind = param.is_expert ? expert_kind(param.name) : ExpertKind::None;
   if (source.contains(param.name) || kind == ExpertKind::None) {
+    const bool all_rows = param.local_begin == 0 && param.local_row_end() == param.shape.at(0);
+    if (!all_rows) return param.value.copy_from(read_hf_parameter(source, param, param.value.dtype()));
     check_tensor(source, param.name, param.shape);
-    load_tensor(source, param.name, param.value, staging);
-    return;
+    return load_tensor(source, param.name, param.value, staging);
   }
-  const std::vector<ExpertPiece> pieces = expert_pieces(kind, param.shape);
-  const std::string first_piece = per_expert_name(param.name, 0, pieces[0].proj);
-  VEOMNI_INPUT_CHECK(source.contains(first_piece), "{}: missing tensor '{}' (nor its per-expert form '{}', ...)",
-                     source.origin(), param.name, first_piece);
-  for (int64_t e = 0; e < param.shape[0]; ++e)
-    for (const ExpertPiece& piece : pieces) {
-      const std::string name = per_expert_name(param.name, e, piece.proj);
-      check_tensor(source, name, piece_shape(piece, param.shape));
-      Tensor rows = param.value.select(e).slice(piece.row_begin, piece.row_begin + piece.rows);
-      load_tensor(source, name, rows, staging);
-    }
+  for_each_expert_piece(source, param, kind, [&](const std::string& name, int64_t slot, const ExpertPiece& piece) {
+    Tensor rows = param.value.select(slot).slice(piece.row_begin, piece.row_begin + piece.rows);
+    load_tensor(source, name, rows, staging);
+  });
 }
 
 }  // namespace
@@ -189,13 +190,7 @@ void check_hf_parameter(const WeightSource& source, const Parameter& param) {
     check_tensor(source, param.name, param.shape);
     return;
   }
-  const std::vector<ExpertPiece> pieces = expert_pieces(kind, param.shape);
-  VEOMNI_INPUT_CHECK(source.contains(per_expert_name(param.name, 0, pieces[0].proj)),
-                     "{}: missing tensor '{}' (nor its per-expert form '{}', ...)", source.origin(), param.name,
-                     per_expert_name(param.name, 0, pieces[0].proj));
-  for (int64_t e = param.local_begin; e < param.local_row_end(); ++e)
-    for (const ExpertPiece& piece : pieces)
-      check_tensor(source, per_expert_name(param.name, e, piece.proj), piece_shape(piece, param.shape));
+  for_each_expert_piece(source, param, kind, [](const std::string&, int64_t, const ExpertPiece&) {});
 }
 
 Tensor read_hf_parameter(const WeightSource& source, const Parameter& param, DType dtype) {
@@ -207,9 +202,6 @@ Tensor read_hf_parameter(const WeightSource& source, const Parameter& param, DTy
     const int64_t row = param.shape.empty() || param.shape[0] == 0 ? 1 : shape_numel(param.shape) / param.shape[0];
     return to_compute_dtype(t, dtype, source, param.name, param.shape, param.local_begin * row);
   }
-  const std::string first_piece = per_expert_name(param.name, 0, expert_pieces(kind, param.shape)[0].proj);
-  VEOMNI_INPUT_CHECK(source.contains(first_piece), "{}: missing tensor '{}' (nor its per-expert form '{}', ...)",
-                     source.origin(), param.name, first_piece);
   return read_per_expert(source, param, kind, dtype);
 }
 
