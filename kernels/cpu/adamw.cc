@@ -11,6 +11,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "core/float_element.h"
 #include "kernels/adamw_factors.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/vector_loops.h"
@@ -23,19 +24,6 @@ using Factors = AdamWFactors;
 // A slot without a compute copy.
 struct NoCopy {};
 
-inline float widen(float x) { return x; }
-inline float widen(bf16 x) { return bf16_to_float(x); }
-
-template <typename T>
-inline T narrow(float x) {
-  if constexpr (std::is_same_v<T, float>)
-    return x;
-  else if constexpr (std::is_same_v<T, bf16>)
-    return float_to_bf16(x);
-  else
-    return float_to_f16(x);
-}
-
 // One chunk of the update. torch's lerp(start, end, w) is start + w*(end - start) for |w| < 0.5, else
 // end - (end - start)*(1 - w); the branch is a template parameter so the loop stays branch-free and vectorises.
 // M: the moments' storage (float, or bf16: rounded when stored, the update reads what was stored). C: the compute
@@ -46,17 +34,17 @@ void update(int64_t n, const Factors& f, float grad_scale, float* __restrict p, 
   const float w = f.one_minus_beta1;
   for_each_lane(n, [&](int64_t i) {
     const float gi = g[i] * grad_scale;  // exact when grad_scale is 1
-    const float m0 = widen(m[i]);
+    const float m0 = to_float(m[i]);
     const float mi = kSmallLerpWeight ? m0 + w * (gi - m0) : gi - (gi - m0) * (1.0f - w);
-    const float vi = widen(v[i]) * f.beta2 + f.one_minus_beta2 * gi * gi;
-    const M ms = narrow<M>(mi);
-    const M vs = narrow<M>(vi);
-    const float denom = std::sqrt(widen(vs)) / f.bias2_sqrt + f.eps;
+    const float vi = to_float(v[i]) * f.beta2 + f.one_minus_beta2 * gi * gi;
+    const M ms = from_float<M>(mi);
+    const M vs = from_float<M>(vi);
+    const float denom = std::sqrt(to_float(vs)) / f.bias2_sqrt + f.eps;
     m[i] = ms;
     v[i] = vs;
-    const float pi = p[i] * f.decay + f.neg_step_size * widen(ms) / denom;
+    const float pi = p[i] * f.decay + f.neg_step_size * to_float(ms) / denom;
     p[i] = pi;
-    if constexpr (!std::is_same_v<C, NoCopy>) c[i] = narrow<C>(pi);
+    if constexpr (!std::is_same_v<C, NoCopy>) c[i] = from_float<C>(pi);
   });
 }
 

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <type_traits>
 #include <vector>
 
+#include "core/float_element.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/vector_loops.h"
 
@@ -54,33 +54,12 @@ void fill_chunk(int64_t n, float value, float* __restrict x) {
   for_each_lane(n, [&](int64_t i) { x[i] = value; });
 }
 
-// One element converted through float (exact from bf16 and f16; rounds to nearest even into them).
-template <typename Src>
-float to_float(Src v) {
-  if constexpr (std::is_same_v<Src, float>)
-    return v;
-  else if constexpr (std::is_same_v<Src, bf16>)
-    return bf16_to_float(v);
-  else
-    return f16_to_float(v);
-}
-
-template <typename Dst>
-Dst from_float(float v) {
-  if constexpr (std::is_same_v<Dst, float>)
-    return v;
-  else if constexpr (std::is_same_v<Dst, bf16>)
-    return float_to_bf16(v);
-  else
-    return float_to_f16(v);
-}
-
 template <typename Src, typename Dst>
 void convert(const Tensor& src, Tensor& dst) {
   const Src* s = src.data<Src>();
   Dst* d = dst.data<Dst>();
   for_chunks(src.numel(), 4, [&](int64_t begin, int64_t len) {
-    for (int64_t i = begin; i < begin + len; ++i) d[i] = from_float<Dst>(to_float<Src>(s[i]));
+    for (int64_t i = begin; i < begin + len; ++i) d[i] = from_float<Dst>(to_float(s[i]));
   });
 }
 

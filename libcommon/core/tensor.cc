@@ -4,7 +4,8 @@
 #include <spdlog/fmt/ranges.h>
 
 #include <cstring>
-#include <type_traits>
+
+#include "core/float_element.h"
 
 namespace veomni {
 
@@ -152,27 +153,13 @@ std::vector<float> Tensor::to_float_vector() const {
 
 namespace {
 
-float element_as_float(float v) { return v; }
-float element_as_float(bf16 v) { return bf16_to_float(v); }
-float element_as_float(f16 v) { return f16_to_float(v); }
-
-template <typename T>
-T float_as_element(float v) {
-  if constexpr (std::is_same_v<T, float>)
-    return v;
-  else if constexpr (std::is_same_v<T, bf16>)
-    return float_to_bf16(v);
-  else
-    return float_to_f16(v);
-}
-
 // out[i] = in[i] between floating types, through float: what the generic loop computes through double (every f16
 // and bf16 value is a float, and a float's trip through double is exact), without its per-element dispatch.
 template <typename From, typename To>
 void convert_floats(const void* in, void* out, int64_t n) {
   const From* src = static_cast<const From*>(in);
   To* dst = static_cast<To*>(out);
-  for (int64_t i = 0; i < n; ++i) dst[i] = float_as_element<To>(element_as_float(src[i]));
+  for (int64_t i = 0; i < n; ++i) dst[i] = from_float<To>(to_float(src[i]));
 }
 
 template <typename From>
