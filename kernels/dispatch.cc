@@ -304,6 +304,59 @@ void rope_apply(Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse) {
   VEOMNI_ROUTE(rope_apply, c.device(), x, cos, sin, inverse);
 }
 
+namespace {
+
+// The head layout of the packed q/k/v ops: hq and hkv from q [S, Hq, D] and k [S, Hkv, D] (or their gradients), with
+// qkv [S, (Hq + 2 Hkv) D] of their dtype, the norms' gains [D] and the f32 tables [S, D]. CUDA holds a head in its
+// warp's registers: D of 32 to 512, a power of two.
+void check_packed_heads(const Call& c, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qkv,
+                        const Tensor& q_norm, const Tensor& k_norm, const Tensor& cos, const Tensor& sin) {
+  check_qkv(c, q, k, v);
+  const int64_t s = q.dim(0), hq = q.dim(1), d = q.dim(2), hkv = k.dim(1);
+  c.floats(qkv, "qkv", {s, (hq + 2 * hkv) * d});
+  c.require(q.dtype() == qkv.dtype() && k.dtype() == qkv.dtype() && v.dtype() == qkv.dtype(),
+            "q {}, k {} and v {} must have the dtype of qkv {}", q.describe(), k.describe(), v.describe(),
+            qkv.describe());
+  c.floats(q_norm, "q_norm", {d});
+  c.floats(k_norm, "k_norm", {d});
+  c.require(q_norm.dtype() == k_norm.dtype(), "q_norm is {} but k_norm {}", q_norm.describe(), k_norm.describe());
+  c.require(d % 2 == 0, "head_dim {} is odd", d);
+  c.require(c.device().is_cpu() || (d >= 32 && d <= 512 && (d & (d - 1)) == 0),
+            "head_dim {} on CUDA: the kernels take 32, 64, 128, 256 or 512", d);
+  c.f32(cos, "cos", {s, d});
+  c.f32(sin, "sin", {s, d});
+}
+
+}  // namespace
+
+void qkv_norm_rope_forward(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& cos,
+                           const Tensor& sin, Tensor& q, Tensor& k, Tensor& v, Tensor& q_rstd, Tensor& k_rstd) {
+  const Call c("qkv_norm_rope_forward", qkv);
+  check_packed_heads(c, q, k, v, qkv, q_norm, k_norm, cos, sin);
+  c.require(eps >= 0.0f, "eps {} is negative", eps);
+  c.f32(q_rstd, "q_rstd", {q.dim(0) * q.dim(1)});
+  c.f32(k_rstd, "k_rstd", {k.dim(0) * k.dim(1)});
+  const std::initializer_list<std::pair<const Tensor*, const char*>> outs = {
+      {&q, "q"}, {&k, "k"}, {&v, "v"}, {&q_rstd, "q_rstd"}, {&k_rstd, "k_rstd"}};
+  for (const auto& [out, name] : outs) c.disjoint(*out, name, qkv, "qkv");
+  VEOMNI_ROUTE(qkv_norm_rope_forward, c.device(), qkv, q_norm, k_norm, eps, cos, sin, q, k, v, q_rstd, k_rstd);
+}
+
+void qkv_norm_rope_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& qkv,
+                            const Tensor& q_norm, const Tensor& k_norm, const Tensor& q_rstd, const Tensor& k_rstd,
+                            const Tensor& cos, const Tensor& sin, Tensor& dqkv) {
+  const Call c("qkv_norm_rope_backward", dq);
+  check_packed_heads(c, dq, dk, dv, qkv, q_norm, k_norm, cos, sin);
+  c.floats(dqkv, "dqkv", qkv.shape());
+  c.require(dqkv.dtype() == qkv.dtype(), "dqkv is {} but qkv {}", dqkv.describe(), qkv.describe());
+  c.f32(q_rstd, "q_rstd", {dq.dim(0) * dq.dim(1)});
+  c.f32(k_rstd, "k_rstd", {dk.dim(0) * dk.dim(1)});
+  const std::initializer_list<std::pair<const Tensor*, const char*>> ins = {
+      {&dq, "dq"}, {&dk, "dk"}, {&dv, "dv"}, {&qkv, "qkv"}};
+  for (const auto& [in, name] : ins) c.disjoint(dqkv, "dqkv", *in, name);
+  VEOMNI_ROUTE(qkv_norm_rope_backward, c.device(), dq, dk, dv, qkv, q_norm, k_norm, q_rstd, k_rstd, cos, sin, dqkv);
+}
+
 // ---------------------------------------------------------------- SwiGLU
 
 void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& out) {

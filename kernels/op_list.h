@@ -62,6 +62,23 @@ VEOMNI_OP(void, rope_tables,
 // dx = dy*cos + rotate_half^T(dy*sin), which for tables built as cat(f, f) equals dy*cos - rotate_half(dy)*sin).
 VEOMNI_OP(void, rope_apply, (Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse))
 
+// Training's attention inputs from the packed output of a fused q/k/v projection, qkv [S, (Hq + 2 Hkv) D] (each
+// token's Hq query heads, then its Hkv key heads, then its Hkv value heads): every query and key head normalised over
+// D (weights q_norm and k_norm [D], as rmsnorm_forward) and rotated (as rope_apply, cos/sin f32 [S, D]) into q
+// [S, Hq, D] and k [S, Hkv, D], the values copied into v [S, Hkv, D]; q_rstd [S * Hq] and k_rstd [S * Hkv] (f32) are
+// the norms' rstd, saved for the backward. The values of unpacking, rmsnorm_forward and rope_apply in turn, except
+// that CUDA keeps each head in f32 from the load to the store (one rounding instead of two).
+VEOMNI_OP(void, qkv_norm_rope_forward,
+          (const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& cos,
+           const Tensor& sin, Tensor& q, Tensor& k, Tensor& v, Tensor& q_rstd, Tensor& k_rstd))
+// Its backward for frozen q_norm and k_norm: dqkv [S, (Hq + 2 Hkv) D] (overwritten) gets the gradient of every packed
+// column from dq, dk (of the rotated heads) and dv, with qkv, q_rstd and k_rstd the forward's. The values of
+// rope_apply's inverse and rmsnorm_backward (no weight gradient) in turn, packed; CUDA again rounds once.
+VEOMNI_OP(void, qkv_norm_rope_backward,
+          (const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& qkv, const Tensor& q_norm,
+           const Tensor& k_norm, const Tensor& q_rstd, const Tensor& k_rstd, const Tensor& cos, const Tensor& sin,
+           Tensor& dqkv))
+
 // ---------------------------------------------------------------- SwiGLU (cpu/swiglu.cc, cuda/swiglu.cu)
 // out = silu(gate) * up; gate, up, out [N, I].
 VEOMNI_OP(void, swiglu_forward, (const Tensor& gate, const Tensor& up, Tensor& out))
