@@ -3,6 +3,7 @@
 
 #include <spdlog/fmt/ranges.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/float_element.h"
@@ -99,6 +100,22 @@ Tensor Tensor::slice(int64_t begin, int64_t end) const {
   t.shape_[0] = end - begin;
   t.offset_bytes_ += static_cast<size_t>(begin * row) * dtype_size(dtype_);
   return t;
+}
+
+Tensor Tensor::join_rows(const std::vector<Tensor>& parts) {
+  if (parts.empty() || !parts[0].defined() || parts[0].ndim() < 1) return {};
+  const Tensor& first = parts[0];
+  Tensor joined = first;
+  size_t next_offset = first.offset_bytes_ + first.nbytes();
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const Tensor& part = parts[i];
+    if (part.storage_ != first.storage_ || part.dtype_ != first.dtype_ || part.offset_bytes_ != next_offset ||
+        part.ndim() != first.ndim() || !std::equal(part.shape_.begin() + 1, part.shape_.end(), first.shape_.begin() + 1))
+      return {};
+    joined.shape_[0] += part.shape_[0];
+    next_offset += part.nbytes();
+  }
+  return joined;
 }
 
 Tensor Tensor::select(int64_t index) const {

@@ -74,6 +74,9 @@ class Tensor {
   Tensor slice(int64_t begin, int64_t end) const;
   // Row i along dim 0 with that dim dropped.
   Tensor select(int64_t index) const;
+  // The parts as one tensor of their rows, [sum of dim 0, ...], sharing their storage, when they lie one right after
+  // the other in one storage with one dtype and the same trailing dims (rows of one buffer); else undefined.
+  static Tensor join_rows(const std::vector<Tensor>& parts);
 
   Tensor clone() const;
   Tensor to(Device device) const;

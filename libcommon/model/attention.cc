@@ -77,17 +77,53 @@ int64_t Attention::kv_repeats(const LayerInputs& in) const {
   return p / num_kv_heads_;
 }
 
+Tensor Attention::packed_qkv_weight(const Tensor& x) const {
+  if (q_norm_.trainable() || k_norm_.trainable()) return {};
+  // The CUDA op holds a head in a warp's registers: 32 to 512 dimensions, a power of two.
+  const int64_t d = head_dim_;
+  if (!x.is_cpu() && (d < 32 || d > 512 || (d & (d - 1)) != 0)) return {};
+  return PackedLinears::joined_weight({&q_proj_, &k_proj_, &v_proj_}, x);
+}
+
+void Attention::project_packed(const Tensor& x, const Tensor& weight, const LayerInputs& in, bool save, Tensor& q,
+                               Tensor& k, Tensor& v, Saved& saved) const {
+  const int64_t s = x.dim(0);
+  Tensor qkv = take_out(PackedLinears(weight, {&q_proj_, &k_proj_, &v_proj_}).forward(x, save), saved.packed_proj);
+  q = empty_like(qkv, {s, num_heads_, head_dim_});
+  k = empty_like(qkv, {s, num_kv_heads_, head_dim_});
+  v = empty_like(qkv, {s, num_kv_heads_, head_dim_});
+  Tensor q_rstd = Tensor::empty({s * num_heads_}, DType::F32, qkv.device());
+  Tensor k_rstd = Tensor::empty({s * num_kv_heads_}, DType::F32, qkv.device());
+  // q_norm and k_norm share the model's eps.
+  ops::qkv_norm_rope_forward(qkv, q_norm_.weight_value(), k_norm_.weight_value(), q_norm_.eps(), in.cos, in.sin, q, k,
+                             v, q_rstd, k_rstd);
+  if (save) {
+    saved.qkv = qkv;
+    saved.q_rstd = q_rstd;
+    saved.k_rstd = k_rstd;
+  }
+}
+
+void Attention::project(const Tensor& x, const LayerInputs& in, bool save, Tensor& q, Tensor& k, Tensor& v,
+                        Saved& saved) const {
+  const Tensor packed = packed_qkv_weight(x);
+  if (packed.defined()) return project_packed(x, packed, in, save, q, k, v, saved);
+  const int64_t s = x.dim(0);
+  const std::vector<Tensor> qkv = take_out(qkv_proj().forward(x, save), saved.qkv_proj);
+  q = take_out(q_norm_.forward(qkv[0].view({s, num_heads_, head_dim_}), save), saved.q_norm);
+  k = take_out(k_norm_.forward(qkv[1].view({s, num_kv_heads_, head_dim_}), save), saved.k_norm);
+  v = qkv[2].view({s, num_kv_heads_, head_dim_});
+  ops::rope_apply(q, in.cos, in.sin, false);
+  ops::rope_apply(k, in.cos, in.sin, false);
+}
+
 Attention::Output Attention::forward(const Tensor& x, const LayerInputs& in, bool save,
                                      const Tensor& residual) const {
   const int64_t s = x.dim(0);
   Output result;
   Saved& saved = result.saved;
-  const std::vector<Tensor> qkv = take_out(qkv_proj().forward(x, save), saved.qkv_proj);
-  Tensor q = take_out(q_norm_.forward(qkv[0].view({s, num_heads_, head_dim_}), save), saved.q_norm);
-  Tensor k = take_out(k_norm_.forward(qkv[1].view({s, num_kv_heads_, head_dim_}), save), saved.k_norm);
-  Tensor v = qkv[2].view({s, num_kv_heads_, head_dim_});
-  ops::rope_apply(q, in.cos, in.sin, false);
-  ops::rope_apply(k, in.cos, in.sin, false);
+  Tensor q, k, v;
+  project(x, in, save, q, k, v, saved);
 
   Tensor qh = to_heads(q, in);
   const int64_t rep = kv_repeats(in);
@@ -126,6 +162,15 @@ Tensor Attention::backward(Saved&& saved, const Tensor& dy, const LayerInputs& i
   Tensor dv = to_seq(dv_h, in);
   dk = fold_repeated_heads(dk, dk.dim(1) / num_kv_heads_);
   dv = fold_repeated_heads(dv, dv.dim(1) / num_kv_heads_);
+  if (kept.qkv.defined()) {
+    Tensor dqkv = empty_like(kept.qkv, kept.qkv.shape());
+    ops::qkv_norm_rope_backward(dq, dk, dv, kept.qkv, q_norm_.weight_value(), k_norm_.weight_value(), kept.q_rstd,
+                                kept.k_rstd, in.cos, in.sin, dqkv);
+    kept.qkv = kept.q_rstd = kept.k_rstd = Tensor();
+    const Tensor weight = Tensor::join_rows({q_proj_.weight().value, k_proj_.weight().value, v_proj_.weight().value});
+    VEOMNI_CHECK(weight.defined(), "attention backward: the forward packed q/k/v, but their weights are apart now");
+    return PackedLinears(weight, {&q_proj_, &k_proj_, &v_proj_}).backward(std::move(kept.packed_proj), dqkv);
+  }
   ops::rope_apply(dq, in.cos, in.sin, true);
   ops::rope_apply(dk, in.cos, in.sin, true);
   Tensor dq_raw = q_norm_.backward(std::move(kept.q_norm), dq).view({s, num_heads_ * head_dim_});

@@ -8,6 +8,7 @@
 #include "model/kv_cache.h"
 #include "model/layer_inputs.h"
 #include "model/layers/linear.h"
+#include "model/layers/packed_linears.h"
 #include "model/layers/rmsnorm.h"
 #include "model/layers/shared_input_linears.h"
 #include "model/model_config.h"
@@ -29,6 +30,10 @@ class Attention {
     Linear::Saved o_proj;
     RmsNorm::Saved q_norm, k_norm;
     Tensor q, k, v, out, lse;
+    // The packed path instead of qkv_proj, q_norm and k_norm: its projections' Saved, their packed output and the
+    // q/k norms' rstd.
+    PackedLinears::Saved packed_proj;
+    Tensor qkv, q_rstd, k_rstd;
   };
   struct Output {
     Tensor out;
@@ -40,7 +45,10 @@ class Attention {
   Attention(ParamStore& store, const ModelConfig& config, const std::string& prefix, bool fp8 = false);
 
   // x [S_local, hidden] (already normalised) -> [S_local, hidden]; saved is empty unless save. A defined residual
-  // [S_local, hidden] is added by the output projection's GEMM (Linear::forward).
+  // [S_local, hidden] is added by the output projection's GEMM (Linear::forward). When q, k, v and their norms are
+  // frozen and the three weights are consecutive rows of one buffer (LoRA's base on a group of one rank: FSDP pools a
+  // group's frozen shards), q/k/v run as one GEMM and the norms with RoPE as one op on its packed output
+  // (PackedLinears, ops::qkv_norm_rope_forward); the same values, up to the summation order and fewer roundings.
   Output forward(const Tensor& x, const LayerInputs& in, bool save, const Tensor& residual = Tensor()) const;
   // Returns dx and accumulates the parameter gradients.
   Tensor backward(Saved&& saved, const Tensor& dy, const LayerInputs& in) const;
@@ -63,6 +71,12 @@ class Attention {
 
  private:
   SharedInputLinears qkv_proj() const;
+  // The joined q/k/v weight when the packed path applies to x (see forward), else undefined.
+  Tensor packed_qkv_weight(const Tensor& x) const;
+  // forward's q/k/v [S, heads, D] (normalised and rotated), through the packed path or the projections one by one.
+  void project_packed(const Tensor& x, const Tensor& weight, const LayerInputs& in, bool save, Tensor& q, Tensor& k,
+                      Tensor& v, Saved& saved) const;
+  void project(const Tensor& x, const LayerInputs& in, bool save, Tensor& q, Tensor& k, Tensor& v, Saved& saved) const;
   // forward_cached up to the output projection: the attention's output [S, Hq * D]. With input_norm, x is the input
   // before that norm.
   Tensor attend_cached(const Tensor& x, const RmsNorm* input_norm, const CachedStep& step, Tensor& k_cache,

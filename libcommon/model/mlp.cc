@@ -52,14 +52,23 @@ bool Mlp::decode_weights(ops::DenseDecodeLayer& layer) const {
 Mlp::Output Mlp::forward(const Tensor& x, bool save, const Tensor& residual) const {
   Output result;
   Saved& saved = result.saved;
-  const std::vector<Tensor> gate_up = take_out(gate_up_proj().forward(x, save), saved.gate_up_proj);
-  const Tensor& gate = gate_up[0];
-  const Tensor& up = gate_up[1];
-  Tensor act = empty_like(gate, gate.shape());
-  ops::swiglu_forward(gate, up, act);
-  if (save) {
-    saved.gate = gate;
-    saved.up = up;
+  Tensor act;
+  const Tensor packed = PackedLinears::joined_weight({&gate_proj_, &up_proj_}, x);
+  if (packed.defined()) {
+    const Tensor gate_up = take_out(PackedLinears(packed, {&gate_proj_, &up_proj_}).forward(x, save), saved.packed_proj);
+    act = empty_like(gate_up, {gate_up.dim(0), gate_up.dim(1) / 2});
+    ops::swiglu_fused_forward(gate_up, act);
+    if (save) saved.gate_up = gate_up;
+  } else {
+    const std::vector<Tensor> gate_up = take_out(gate_up_proj().forward(x, save), saved.gate_up_proj);
+    const Tensor& gate = gate_up[0];
+    const Tensor& up = gate_up[1];
+    act = empty_like(gate, gate.shape());
+    ops::swiglu_forward(gate, up, act);
+    if (save) {
+      saved.gate = gate;
+      saved.up = up;
+    }
   }
   result.out = take_out(down_proj_.forward(act, save, residual), saved.down_proj);
   return result;
@@ -67,8 +76,16 @@ Mlp::Output Mlp::forward(const Tensor& x, bool save, const Tensor& residual) con
 
 Tensor Mlp::backward(Saved&& saved, const Tensor& dy) const {
   Saved kept = std::move(saved);
-  VEOMNI_CHECK(kept.gate.defined(), "MLP backward without a saved forward");
+  VEOMNI_CHECK(kept.gate.defined() || kept.gate_up.defined(), "MLP backward without a saved forward");
   Tensor dact = down_proj_.backward(std::move(kept.down_proj), dy);
+  if (kept.gate_up.defined()) {
+    Tensor dgate_up = empty_like(kept.gate_up, kept.gate_up.shape());
+    ops::swiglu_fused_backward(dact, kept.gate_up, dgate_up);
+    kept.gate_up = Tensor();
+    const Tensor weight = Tensor::join_rows({gate_proj_.weight().value, up_proj_.weight().value});
+    VEOMNI_CHECK(weight.defined(), "MLP backward: the forward packed gate and up, but their weights are apart now");
+    return PackedLinears(weight, {&gate_proj_, &up_proj_}).backward(std::move(kept.packed_proj), dgate_up);
+  }
   Tensor dgate = empty_like(kept.gate, kept.gate.shape());
   Tensor dup = empty_like(kept.up, kept.up.shape());
   ops::swiglu_backward(dact, kept.gate, kept.up, dgate, dup);

@@ -6,6 +6,7 @@
 #include "core/tensor.h"
 #include "kernels/decode_layer.h"
 #include "model/layers/linear.h"
+#include "model/layers/packed_linears.h"
 #include "model/layers/rmsnorm.h"
 #include "model/layers/shared_input_linears.h"
 #include "model/param.h"
@@ -18,6 +19,9 @@ class Mlp {
     SharedInputLinears::Saved gate_up_proj;  // gate, then up
     Linear::Saved down_proj;
     Tensor gate, up;  // the projections' outputs, the SwiGLU inputs
+    // The packed path instead: its projections' Saved and their packed output [N, 2I] (gate columns, then up).
+    PackedLinears::Saved packed_proj;
+    Tensor gate_up;
   };
   struct Output {
     Tensor out;
@@ -28,7 +32,9 @@ class Mlp {
   // current group. fp8: the projections' GEMMs in FP8 (model/layers/linear.h).
   Mlp(ParamStore& store, const std::string& prefix, int64_t hidden, int64_t intermediate, bool fp8 = false);
 
-  // saved is empty unless save. A defined residual (the output's shape) is added by down_proj's GEMM.
+  // saved is empty unless save. A defined residual (the output's shape) is added by down_proj's GEMM. When gate and up
+  // are frozen and their weights consecutive rows of one buffer (LoRA's base on a group of one rank), they run as one
+  // GEMM into a packed [N, 2I] output that the packed SwiGLU reads (PackedLinears, ops::swiglu_fused_forward).
   Output forward(const Tensor& x, bool save, const Tensor& residual = Tensor()) const;
   Tensor backward(Saved&& saved, const Tensor& dy) const;
 

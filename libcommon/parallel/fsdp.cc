@@ -53,6 +53,7 @@ Fsdp::Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType
     : store_(store), mesh_(mesh), compute_dtype_(compute_dtype), reduce_dtype_(reduce_dtype), overlap_(overlap),
       offload_(offload) {
   shards_.reserve(store.all().size());
+  const std::unordered_map<const Parameter*, Tensor> pooled = pooled_frozen_shards();
   for (const auto& owned : store.all()) {
     Parameter* p = owned.get();
     const ShardSpec spec = shard_spec_for(p->shape, p->is_expert, mesh_.shape, mesh_.rank);
@@ -77,7 +78,8 @@ Fsdp::Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType
     }
     if (!p->trainable) {
       // LoRA's frozen base: no optimizer state, so offload leaves it where it is, on the compute device.
-      take_frozen_values(s, spec);
+      const auto slot = pooled.find(p);
+      take_frozen_values(s, spec, slot == pooled.end() ? Tensor() : slot->second);
       finish_start_values(*p);
       shard_index_.emplace(p, shards_.size());
       shards_.push_back(std::move(s));
@@ -110,11 +112,46 @@ Fsdp::Fsdp(ParamStore& store, const DeviceMesh& mesh, DType compute_dtype, DType
   if (has_compute_copies()) build_compute_copies();
 }
 
-void Fsdp::take_frozen_values(ParamShard& s, const ShardSpec& spec) const {
+std::unordered_map<const Parameter*, Tensor> Fsdp::pooled_frozen_shards() const {
+  constexpr int64_t kAlign = 64;
+  struct Pool {
+    Device device;
+    int64_t numel = 0;
+    struct Member {
+      const Parameter* param;
+      int64_t offset;
+      int64_t numel;
+    };
+    std::vector<Member> members;
+  };
+  std::unordered_map<int64_t, Pool> pools;
+  for (const auto& owned : store_.all()) {
+    const Parameter* p = owned.get();
+    if (p->trainable || p->group < 0) continue;
+    const ShardSpec spec = shard_spec_for(p->shape, p->is_expert, mesh_.shape, mesh_.rank);
+    if (spec.group_size != 1) continue;
+    const Device device = p->deferred ? store_.deferred_device() : p->value.device();
+    auto [it, fresh] = pools.try_emplace(p->group, Pool{device});
+    Pool& pool = it->second;
+    if (!fresh && pool.device != device) continue;  // keeps a buffer of its own
+    pool.numel = (pool.numel + kAlign - 1) / kAlign * kAlign;
+    pool.members.push_back({p, pool.numel, spec.shard_numel});
+    pool.numel += spec.shard_numel;
+  }
+  std::unordered_map<const Parameter*, Tensor> slices;
+  for (const auto& [group, pool] : pools) {
+    const Tensor buffer = Tensor::zeros({pool.numel}, compute_dtype_, pool.device);
+    for (const Pool::Member& m : pool.members) slices.emplace(m.param, buffer.slice(m.offset, m.offset + m.numel));
+  }
+  return slices;
+}
+
+void Fsdp::take_frozen_values(ParamShard& s, const ShardSpec& spec, const Tensor& pooled) const {
   Parameter* p = s.param;
+  s.frozen_values = pooled.defined() ? pooled : Tensor::zeros({s.shard_numel}, compute_dtype_,
+                                                              p->deferred ? compute_device_ : p->value.device());
   if (p->deferred) {
     // Only this rank's slice, made in the compute dtype: no f32 copy of it, let alone of the whole tensor.
-    s.frozen_values = Tensor::zeros({s.shard_numel}, compute_dtype_, compute_device_);
     fill_from_start_values(*p, spec.flat_begin, flat_prefix(s.frozen_values, spec.flat_end - spec.flat_begin));
   } else {
     take_materialised_frozen_values(s, spec);
@@ -132,7 +169,6 @@ void Fsdp::finish_start_values(Parameter& p) {
 
 void Fsdp::take_materialised_frozen_values(ParamShard& s, const ShardSpec& spec) const {
   Parameter* p = s.param;
-  s.frozen_values = Tensor::zeros({s.shard_numel}, compute_dtype_, p->value.device());
   Tensor full = p->value;
   if (full.dtype() != compute_dtype_) {  // a cast on the value's device (to_dtype is the host's)
     full = Tensor::empty(p->value.shape(), compute_dtype_, p->value.device());

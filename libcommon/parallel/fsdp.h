@@ -193,8 +193,14 @@ class Fsdp final : public ParamHooks {
   size_t predicted_next() const;
   // A parameter sharded over a group of one: backward accumulates straight into its shard's gradient.
   void attach_unsharded_grads(ParamGroup& group);
-  // A frozen parameter's shard: its slice cast to the compute dtype (a view of it as the value when aliased).
-  void take_frozen_values(ParamShard& s, const ShardSpec& spec) const;
+  // Where the frozen shards of groups of one rank live: per parameter group, one zeroed buffer in the compute dtype
+  // holding them in registration order (each start rounded up to 64 elements), so that frozen weights registered one
+  // after another lie one after another (Attention runs q/k/v as one GEMM over them: Tensor::join_rows). Maps each
+  // such parameter to its slice.
+  std::unordered_map<const Parameter*, Tensor> pooled_frozen_shards() const;
+  // A frozen parameter's shard: its slice cast to the compute dtype (a view of it as the value when aliased), in
+  // `pooled` when defined, else in a buffer of its own.
+  void take_frozen_values(ParamShard& s, const ShardSpec& spec, const Tensor& pooled) const;
   // That slice cut from the parameter's materialised value.
   void take_materialised_frozen_values(ParamShard& s, const ShardSpec& spec) const;
   // A deferred parameter whose shard is built: no longer deferred, and its start values are released.

@@ -1,6 +1,7 @@
 // LoRA adapters in the models: the adapters' gradients against the chain rule through the merged weight
-// W' = W + scale * B A (dense, MoE experts independent and shared, the Qwen3-VL towers), adapters off equal to the
-// base model, the frozen base without gradients, adapter names and init, and the lora_modules errors.
+// W' = W + scale * B A (dense, MoE experts independent and shared, the Qwen3-VL towers; q/k/v also packed into one
+// GEMM, as a frozen base pooled by FSDP on one rank runs them), adapters off equal to the base model, the frozen base
+// without gradients, adapter names and init, and the lora_modules errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +15,8 @@
 #include "io/hf_checkpoint.h"
 #include "model/audio/audio_layout.h"
 #include "model/layers/lora_adapter.h"
+#include "parallel/fsdp.h"
+#include "tests/unit/test_ckpt_util.h"
 #include "model/sft_pass.h"
 #include "tests/common/expect_error.h"
 #include "tests/unit/test_model_util.h"
@@ -208,12 +211,53 @@ void expect_close_to_reference(const std::vector<float>& got, const std::vector<
   EXPECT_LE(max_diff, 1e-4 * max_ref + 1e-9) << what << " (largest reference " << max_ref << ")";
 }
 
+// Per layer of the language model, the weights of `projections` (e.g. "self_attn.q_proj"), in that order; layers
+// without all of them (a sparse layer's MLP) are left out.
+std::vector<std::vector<Parameter*>> layer_weights(TrainModel& model, const std::vector<std::string>& projections) {
+  std::vector<std::vector<Parameter*>> layers;
+  for (int64_t l = 0; l < 64; ++l) {
+    std::vector<Parameter*> found;
+    for (const std::string& proj : projections)
+      for (const auto& p : model.params().all())
+        if (p->name.ends_with(fmt::format("layers.{}.{}.weight", l, proj)) && p->name.find("audio") == std::string::npos)
+          found.push_back(p.get());
+    if (found.size() == projections.size()) layers.push_back(found);
+  }
+  return layers;
+}
+
+const std::vector<std::string> kQkv = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"};
+const std::vector<std::string> kGateUp = {"mlp.gate_proj", "mlp.up_proj"};
+
+// Moves every layer's q/k/v weights and its gate/up weights into consecutive rows of one buffer each (same values),
+// as FSDP lays out a frozen base on one rank: the layers then run each set as one GEMM (PackedLinears).
+void pack_projections(TrainModel& model) {
+  for (const auto& set : {kQkv, kGateUp}) {
+    const auto layers = layer_weights(model, set);
+    ASSERT_FALSE(layers.empty());
+    for (const auto& weights : layers) {
+      int64_t rows = 0;
+      for (const Parameter* p : weights) rows += p->value.dim(0);
+      Tensor buffer = Tensor::empty({rows, weights[0]->value.dim(1)}, weights[0]->value.dtype());
+      int64_t row = 0;
+      for (Parameter* p : weights) {
+        Tensor part = buffer.slice(row, row + p->value.dim(0));
+        part.copy_from(p->value);
+        row += p->value.dim(0);
+        p->value = part;
+      }
+    }
+  }
+}
+
 // The LoRA model's adapter gradients equal the chain rule through the merged weights of a model without LoRA whose
-// every parameter trains; the losses are equal; the frozen base gets no gradient.
+// every parameter trains; the losses are equal; the frozen base gets no gradient. packed: the LoRA model's q/k/v
+// weights share one buffer per layer, and so do its gate/up weights (pack_projections).
 void expect_chain_rule(const ModelConfig* text, const ThinkerConfig* vl, const LoraConfig& config,
-                       const MultimodalBatch& batch, float aux_scale, size_t min_adapters) {
+                       const MultimodalBatch& batch, float aux_scale, size_t min_adapters, bool packed = false) {
   auto with_lora = make_lora_model(text, vl, config);
   perturb_adapters(*with_lora);
+  if (packed) pack_projections(*with_lora);
   auto merged_model = make_lora_model(text, vl, LoraConfig{});
   const double scale = config.scale();
   ASSERT_GE(with_lora->lora_params().size(), 2 * min_adapters);
@@ -263,6 +307,13 @@ TEST(LoraChainRule, DenseAttentionAndMlp) {
   expect_chain_rule(&c, nullptr, lora(kLanguageModules), text_batch(c.vocab_size), 0.0f, 14);
 }
 
+TEST(LoraChainRule, DenseAttentionAndMlpWithPackedProjections) {
+  const ModelConfig c = test::tiny_dense_config(false);
+  expect_chain_rule(&c, nullptr, lora(kLanguageModules), text_batch(c.vocab_size), 0.0f, 14, true);
+  // One adapter of a packed set: the block-diagonal B holds q_proj's (or up_proj's) alone.
+  expect_chain_rule(&c, nullptr, lora({"q_proj", "up_proj", "down_proj"}), text_batch(c.vocab_size), 0.0f, 6, true);
+}
+
 TEST(LoraChainRule, MoeIndependentExperts) {
   const ModelConfig c = test::tiny_moe_config(false);
   // 3 layers x 4 attention projections, the dense layer's 3 MLP projections, 2 sparse layers x 2 expert tensors.
@@ -288,6 +339,32 @@ TEST(LoraChainRule, Qwen3OmniAudioEncoderAndLanguageModel) {
   // encoder's. Its convolutions and the vision tower stay frozen (the tower, without adapters, runs no backward).
   expect_chain_rule(nullptr, &c, lora({"q_proj", "out_proj", "fc1", "proj1"}), media_batch(c, true), 0.01f,
                     3 * static_cast<size_t>(c.audio.encoder_layers) + 1);
+}
+
+// FSDP on one rank carves a group's frozen shards out of one buffer in registration order, so each layer's q/k/v
+// weights (their adapters, trainable, live elsewhere) are consecutive rows of it, and so are its gate/up weights: the
+// layers pack them.
+TEST(LoraModel, FsdpOnOneRankLaysEachLayersFrozenProjectionsOutConsecutively) {
+  const ModelConfig c = test::tiny_dense_config(false);
+  auto model = make_lora_model(&c, nullptr, lora(kLanguageModules));
+  DeviceMesh mesh;
+  mesh.shape = MeshShape{1, 1, 1};
+  mesh.rank = 0;
+  mesh.world = mesh.sp = mesh.ep = mesh.ep_fsdp = std::make_shared<test::LocalCommunicator>();
+  std::vector<std::vector<Parameter*>> sets = layer_weights(*model, kQkv);
+  for (const auto& gate_up : layer_weights(*model, kGateUp)) sets.push_back(gate_up);
+  ASSERT_EQ(sets.size(), 2 * static_cast<size_t>(c.num_hidden_layers));
+  std::vector<std::vector<float>> values;
+  for (const auto& set : sets)
+    for (const Parameter* p : set) values.push_back(weight_values(p->value));
+  Fsdp fsdp(model->params(), mesh, DType::F32, DType::F32, true, false);
+  size_t i = 0;
+  for (const auto& set : sets) {
+    std::vector<Tensor> parts;
+    for (const Parameter* p : set) parts.push_back(p->value);
+    EXPECT_TRUE(Tensor::join_rows(parts).defined()) << set[0]->name;
+    for (const Parameter* p : set) EXPECT_EQ(weight_values(p->value), values[i++]) << p->name;
+  }
 }
 
 TEST(LoraModel, AdaptersOffIsTheBaseModelExactly) {

@@ -1,6 +1,8 @@
 // SharedInputLinears: projections of one input with their LoRA down-projections stacked into one GEMM give the
 // outputs, dx and adapter gradients of the projections run one by one; one adapter or adapters off run one by one.
-// And one adapted Linear against its formula (the adapter's product is written first and the base GEMM adds onto it).
+// PackedLinears (one GEMM over frozen weights that are consecutive rows of one buffer, the adapters through a
+// block-diagonal B) gives them too, packed side by side. And one adapted Linear against its formula (the adapter's
+// product is written first and the base GEMM adds onto it).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include "core/rng.h"
 #include "kernels/ops.h"
 #include "model/layers/lora_adapter.h"
+#include "model/layers/packed_linears.h"
 #include "model/layers/shared_input_linears.h"
 #include "model/param.h"
 
@@ -46,6 +49,19 @@ struct Projections {
     }
   }
   SharedInputLinears shared() const { return {&linears[0], &linears[1], &linears[2]}; }
+  // Moves the three base weights into consecutive rows of one [16, 12] buffer (same values).
+  void join_bases() {
+    Tensor buffer = Tensor::empty({16, 12}, DType::F32);
+    int64_t row = 0;
+    for (Linear& l : linears) {
+      Tensor& w = l.weight().value;
+      Tensor rows = buffer.slice(row, row + w.dim(0));
+      rows.copy_from(w);
+      row += w.dim(0);
+      w = rows;
+    }
+  }
+  Tensor joined(const Tensor& x) const { return PackedLinears::joined_weight({&linears[0], &linears[1], &linears[2]}, x); }
 };
 
 struct Result {
@@ -214,6 +230,54 @@ TEST(SharedInputLinears, OneAdapterOrAdaptersOffRunOneByOne) {
   const Result base = run_shared(off, input());
   EXPECT_FALSE(base.stacked);
   expect_same(base, run_one_by_one(off, input()), true);
+}
+
+// The packed output's column blocks, dx and every gradient of PackedLinears against the projections one by one:
+// adapters on all three, on two, on one, and off.
+TEST(PackedLinears, EqualTheProjectionsOneByOne) {
+  const std::vector<std::vector<std::string>> targets = {{"q_proj", "k_proj", "v_proj"}, {"q_proj", "v_proj"}, {"k_proj"}};
+  for (size_t t = 0; t <= targets.size(); ++t) {
+    Projections m(targets[std::min(t, targets.size() - 1)]);
+    if (t == targets.size()) m.store.lora()->set_applied(false);
+    SCOPED_TRACE(t);
+    const Result want = run_one_by_one(m, input());
+    m.join_bases();
+    const Tensor x = input();
+    const Tensor weight = m.joined(x);
+    ASSERT_TRUE(weight.defined());
+    ASSERT_EQ(weight.shape(), (Shape{16, 12}));
+    const PackedLinears packed(weight, {&m.linears[0], &m.linears[1], &m.linears[2]});
+    PackedLinears::Output out = packed.forward(x, true);
+    EXPECT_EQ(out.saved.ht.defined(), t < targets.size());
+    // The packed gradient: each projection's dy in its columns.
+    const std::vector<Tensor> dys = output_grads(x.dim(0));
+    Tensor dy = Tensor::empty({x.dim(0), 16}, DType::F32);
+    Result got;
+    for (const Tensor& d : dys) got.ys.push_back(Tensor::empty(d.shape(), DType::F32));
+    for (int64_t r = 0; r < x.dim(0); ++r) {
+      int64_t column = 0;
+      for (size_t i = 0; i < dys.size(); ++i) {
+        const int64_t width = dys[i].dim(1);
+        std::copy_n(dys[i].data<float>() + r * width, width, dy.data<float>() + r * 16 + column);
+        std::copy_n(out.out.data<float>() + r * 16 + column, width, got.ys[i].data<float>() + r * width);
+        column += width;
+      }
+    }
+    got.dx = packed.backward(std::move(out.saved), dy);
+    got.grads = take_grads(m.store);
+    expect_same(got, want, false);
+  }
+}
+
+// Only frozen weights in consecutive rows of one buffer, in the input's dtype, join.
+TEST(PackedLinears, JoinOnlyConsecutiveFrozenWeights) {
+  Projections m({"q_proj", "k_proj", "v_proj"});
+  const Tensor x = input();
+  EXPECT_FALSE(m.joined(x).defined());  // three allocations
+  m.join_bases();
+  EXPECT_TRUE(m.joined(x).defined());
+  m.linears[1].weight().trainable = true;
+  EXPECT_FALSE(m.joined(x).defined());
 }
 
 }  // namespace

@@ -52,6 +52,28 @@ TEST(Tensor, ViewSliceSelectShareStorage) {
   EXPECT_THROW(t.data<int32_t>(), Error);
 }
 
+// Consecutive row blocks of one buffer join into one view of it; a gap, another order, another buffer, another dtype or
+// other trailing dims do not.
+TEST(Tensor, JoinRowsViewsConsecutiveRowBlocksOfOneBuffer) {
+  Tensor buffer = Tensor::from_vector<float>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {5, 2});
+  const Tensor joined = Tensor::join_rows({buffer.slice(0, 1), buffer.slice(1, 3), buffer.slice(3, 4)});
+  ASSERT_TRUE(joined.defined());
+  EXPECT_EQ(joined.shape(), (Shape{4, 2}));
+  EXPECT_EQ(joined.raw_data(), buffer.raw_data());
+  buffer.data<float>()[7] = 42.0f;
+  EXPECT_EQ(joined.data<float>()[7], 42.0f);
+  EXPECT_TRUE(Tensor::join_rows({buffer.slice(2, 5)}).defined());
+
+  EXPECT_FALSE(Tensor::join_rows({buffer.slice(0, 1), buffer.slice(2, 3)}).defined());  // a gap
+  EXPECT_FALSE(Tensor::join_rows({buffer.slice(1, 2), buffer.slice(0, 1)}).defined());  // out of order
+  EXPECT_FALSE(Tensor::join_rows({buffer.slice(0, 1), buffer.clone().slice(1, 2)}).defined());
+  EXPECT_FALSE(Tensor::join_rows({buffer.slice(0, 1), buffer.slice(1, 3).view({4})}).defined());
+  Tensor bytes = Tensor::zeros({4}, DType::F32);
+  EXPECT_FALSE(Tensor::join_rows({bytes.slice(0, 2), bytes.view({2, 2}).slice(1, 2)}).defined());  // [2] then [1, 2]
+  EXPECT_FALSE(Tensor::join_rows({}).defined());
+  EXPECT_FALSE(Tensor::join_rows({Tensor(), buffer}).defined());
+}
+
 TEST(Tensor, CloneIsDeepAndToDtypeConverts) {
   Tensor t = Tensor::from_vector<float>({1.5f, -2.0f}, {2});
   Tensor c = t.clone();

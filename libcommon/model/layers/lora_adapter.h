@@ -71,6 +71,8 @@ class LoraAdapter {
   // y_beta * y from h^T = A x^T [r, N] (taken elsewhere), and its backward: dht [r, N] = B^T dy^T (overwritten; the
   // caller takes dA and dx from it), dB += scale * dy^T h.
   Parameter& a_param() const { return *a_; }
+  // B [out, r] (all its rows, whatever rows() selected).
+  Parameter& b_param() const { return *b_; }
   float scale() const;
   void up_forward(const Tensor& ht, Tensor& y, float y_beta = 1.0f) const;
   void up_backward(const Tensor& ht, const Tensor& dy, Tensor& dht) const;

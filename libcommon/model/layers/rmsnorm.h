@@ -28,6 +28,7 @@ class RmsNorm {
   // For ops that fuse the normalisation with what follows it (a cached step's qkv_norm_rope_cache_write).
   const Tensor& weight_value() const { return weight_->value; }
   float eps() const { return eps_; }
+  bool trainable() const { return weight_->trainable; }
 
  private:
   Parameter* weight_;

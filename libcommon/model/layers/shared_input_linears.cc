@@ -14,14 +14,16 @@ std::vector<size_t> SharedInputLinears::stacked() const {
   return which;
 }
 
-Tensor SharedInputLinears::stacked_a(const std::vector<size_t>& which) const {
-  const Tensor& first = linears_[which[0]]->adapter().a_param().value;
+Tensor stacked_lora_a(const std::vector<const Linear*>& linears, const std::vector<size_t>& which) {
+  const Tensor& first = linears[which[0]]->adapter().a_param().value;
   int64_t rows = 0;
-  for (size_t i : which) rows += linears_[i]->adapter().a_param().value.dim(0);
+  for (size_t i : which) rows += linears[i]->adapter().a_param().value.dim(0);
   Tensor a = Tensor::empty({rows, first.dim(1)}, first.dtype(), first.device());
-  for (size_t j = 0; j < which.size(); ++j) {
-    Tensor part = rows_of(a, which, j);
-    part.copy_from(linears_[which[j]]->adapter().a_param().value);
+  int64_t begin = 0;
+  for (size_t i : which) {
+    const Tensor& part = linears[i]->adapter().a_param().value;
+    a.slice(begin, begin + part.dim(0)).copy_from(part);
+    begin += part.dim(0);
   }
   return a;
 }
@@ -41,7 +43,7 @@ SharedInputLinears::Output SharedInputLinears::forward(const Tensor& x, bool sav
       result.out.push_back(take_out(linears_[i]->forward(x, save), result.saved.parts[i]));
     return result;
   }
-  const Tensor a = stacked_a(which);
+  const Tensor a = stacked_lora_a(linears_, which);
   Tensor ht = empty_like(x, {a.dim(0), x.dim(0)});
   ops::matmul(a, false, x, true, ht);
   result.out.resize(linears_.size());
@@ -79,7 +81,7 @@ Tensor SharedInputLinears::backward(Saved&& saved, const std::vector<Tensor>& dy
 
   const std::vector<size_t> which = stacked();
   const Tensor ht = std::move(kept.lora_ht);
-  const Tensor a = which.empty() ? Tensor() : stacked_a(which);
+  const Tensor a = which.empty() ? Tensor() : stacked_lora_a(linears_, which);
   VEOMNI_CHECK(a.defined() && a.dim(0) == ht.dim(0),
                "shared-input backward: the forward stacked {} adapter rows, the adapters that apply now have {}",
                ht.dim(0), a.defined() ? a.dim(0) : 0);

@@ -14,6 +14,10 @@ namespace veomni {
 // adapter's rows contiguous; in backward one GEMM takes every dA_i and one adds every adapter's part of dx. The big
 // input x [N, in] is then read once per pass instead of once per adapter. Fewer adapters run one by one (Linear).
 // Holds pointers to the layer's projections: make one per call.
+// [A_i; ...] of linears[i] for i in `which`, in that order: [R, in] in the adapters' dtype (a small copy of the
+// [r, in] matrices).
+Tensor stacked_lora_a(const std::vector<const Linear*>& linears, const std::vector<size_t>& which);
+
 class SharedInputLinears {
  public:
   struct Saved {
@@ -35,8 +39,6 @@ class SharedInputLinears {
  private:
   // The projections whose adapters apply now, when there are at least two of them; else none.
   std::vector<size_t> stacked() const;
-  // [A_i; ...] of the projections `which`, in their order: [R, in] in the adapters' dtype.
-  Tensor stacked_a(const std::vector<size_t>& which) const;
   // The rows of adapter `which[j]` in a stacked [R, ...] tensor.
   Tensor rows_of(const Tensor& stacked_rows, const std::vector<size_t>& which, size_t j) const;
 
