@@ -826,6 +826,64 @@ void cast(const Tensor& src, Tensor& dst) {
   VEOMNI_ROUTE(cast, c.device(), src, dst);
 }
 
+namespace {
+
+constexpr size_t kMaxBlocks = 8;
+
+// The blocks [rows[i], rows[i] + shapes[i][0]) x [columns[i], columns[i] + shapes[i][1]) inside a [R, C] matrix.
+void check_blocks(const Call& c, const std::vector<Shape>& shapes, const std::vector<int64_t>& rows,
+                  const std::vector<int64_t>& columns, const Tensor& matrix, const char* name) {
+  c.require(shapes.size() == rows.size() && shapes.size() == columns.size(),
+            "{} blocks with {} row and {} column offsets", shapes.size(), rows.size(), columns.size());
+  c.require(shapes.size() <= kMaxBlocks, "{} blocks in one call; at most {}", shapes.size(), kMaxBlocks);
+  c.rank(matrix, name, 2);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    c.require(shapes[i].size() == 2, "block {} is {}-D", i, shapes[i].size());
+    c.require(rows[i] >= 0 && columns[i] >= 0 && rows[i] + shapes[i][0] <= matrix.dim(0) &&
+                  columns[i] + shapes[i][1] <= matrix.dim(1),
+              "block {} of {} at ({}, {}) leaves {} {}", i, shape_str(shapes[i]), rows[i], columns[i], name,
+              matrix.describe());
+  }
+}
+
+}  // namespace
+
+void place_blocks(const std::vector<Tensor>& parts, const std::vector<int64_t>& rows,
+                  const std::vector<int64_t>& columns, Tensor& out) {
+  const Call c("place_blocks", out);
+  std::vector<Shape> shapes;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    c.rank(parts[i], "part", 2);
+    c.floats(parts[i], "part", parts[i].shape());
+    c.require(parts[i].dtype() == out.dtype(), "part {} is {} but out {}", i, parts[i].describe(), out.describe());
+    c.disjoint(out, "out", parts[i], "part");
+    shapes.push_back(parts[i].shape());
+  }
+  check_blocks(c, shapes, rows, columns, out, "out");
+  c.floats(out, "out", out.shape());
+  for (size_t i = 0; i < shapes.size(); ++i)
+    for (size_t j = i + 1; j < shapes.size(); ++j)
+      c.require(rows[i] + shapes[i][0] <= rows[j] || rows[j] + shapes[j][0] <= rows[i] ||
+                    columns[i] + shapes[i][1] <= columns[j] || columns[j] + shapes[j][1] <= columns[i],
+                "blocks {} and {} overlap", i, j);
+  VEOMNI_ROUTE(place_blocks, c.device(), parts, rows, columns, out);
+}
+
+void add_blocks(const Tensor& src, const std::vector<int64_t>& rows, const std::vector<int64_t>& columns,
+                const std::vector<Tensor*>& dsts) {
+  const Call c("add_blocks", src);
+  std::vector<Shape> shapes;
+  for (const Tensor* dst : dsts) {
+    c.rank(*dst, "dst", 2);
+    c.f32(*dst, "dst", dst->shape());
+    c.disjoint(*dst, "dst", src, "src");
+    shapes.push_back(dst->shape());
+  }
+  check_blocks(c, shapes, rows, columns, src, "src");
+  c.f32(src, "src", src.shape());
+  VEOMNI_ROUTE(add_blocks, c.device(), src, rows, columns, dsts);
+}
+
 void cast_multi(const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst) {
   VEOMNI_CHECK(src.size() == dst.size(), "ops::cast_multi: {} sources but {} destinations", src.size(), dst.size());
   if (src.empty()) return;

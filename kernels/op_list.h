@@ -198,6 +198,16 @@ VEOMNI_OP(double, sum_squares_multi, (const std::vector<const Tensor*>& xs))
 VEOMNI_COMPOSED_OP(double, sum_squares_multi_as_on, (const std::vector<const Tensor*>& xs, Device order))
 // cast() of every pair (src[i] -> dst[i]) in one pass: one launch on CUDA for all of a group's parameters.
 VEOMNI_OP(void, cast_multi, (const std::vector<const Tensor*>& src, const std::vector<Tensor*>& dst))
+// Blocks of 2-D matrices (at most 8 a call; one launch on CUDA): the block-diagonal adapters of packed projections
+// (model/layers/packed_linears.h). place_blocks: out [R, C] = zeros but out[rows[i] + r, columns[i] + c] =
+// parts[i][r, c], parts of out's dtype, inside out, not overlapping. add_blocks: dsts[i][r, c] += src[rows[i] + r,
+// columns[i] + c], src and dsts f32, each block inside src (the gradients of such blocks).
+VEOMNI_OP(void, place_blocks,
+          (const std::vector<Tensor>& parts, const std::vector<int64_t>& rows, const std::vector<int64_t>& columns,
+           Tensor& out))
+VEOMNI_OP(void, add_blocks,
+          (const Tensor& src, const std::vector<int64_t>& rows, const std::vector<int64_t>& columns,
+           const std::vector<Tensor*>& dsts))
 
 // ---------------------------------------------------------------- encoder ops
 // Building blocks of the vision tower and the audio encoder (kernels/cpu/encoder_ops.cc, kernels/cuda/encoder_ops.cu).

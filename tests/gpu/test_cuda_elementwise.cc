@@ -240,4 +240,30 @@ TEST_F(CudaElementwise, CastMultiEqualsCastPerTensor) {
   }
 }
 
+// place_blocks in f32 and bf16 and add_blocks (f32) against the CPU, bit for bit: pure copies and single adds.
+TEST_F(CudaElementwise, PlaceAndAddBlocksMatchCpu) {
+  std::mt19937 rng(61);
+  const Tensor q = random_f32({300, 16}, rng), k = random_f32({70, 16}, rng), v = random_f32({70, 16}, rng);
+  const std::vector<int64_t> rows = {0, 300, 370}, columns = {0, 16, 32};
+  Tensor cpu = Tensor::empty({440, 48}, DType::F32);
+  ops::place_blocks({q, k, v}, rows, columns, cpu);
+  for (DType dtype : float_dtypes()) {
+    Tensor gpu_out = Tensor::full<float>({440, 48}, 5.0f).to_dtype(dtype).to(gpu());
+    ops::place_blocks({to_gpu(q, dtype), to_gpu(k, dtype), to_gpu(v, dtype)}, rows, columns, gpu_out);
+    EXPECT_TRUE(bitwise_equal(to_host(gpu_out), representable(cpu, dtype).to_dtype(DType::F32))) << dtype_name(dtype);
+  }
+  const Tensor src = random_f32({440, 48}, rng);
+  std::vector<Tensor> cpu_dsts = {random_f32({300, 16}, rng), random_f32({70, 16}, rng), random_f32({70, 16}, rng)};
+  std::vector<Tensor> gpu_dsts;
+  std::vector<Tensor*> cpu_ptrs, gpu_ptrs;
+  for (Tensor& t : cpu_dsts) gpu_dsts.push_back(to_gpu(t));
+  for (size_t i = 0; i < cpu_dsts.size(); ++i) {
+    cpu_ptrs.push_back(&cpu_dsts[i]);
+    gpu_ptrs.push_back(&gpu_dsts[i]);
+  }
+  ops::add_blocks(src, rows, columns, cpu_ptrs);
+  ops::add_blocks(to_gpu(src), rows, columns, gpu_ptrs);
+  for (size_t i = 0; i < cpu_dsts.size(); ++i) EXPECT_TRUE(bitwise_equal(to_host(gpu_dsts[i]), cpu_dsts[i])) << i;
+}
+
 }  // namespace

@@ -2,28 +2,11 @@
 // block-diagonal B.
 #include "model/layers/packed_linears.h"
 
-#include "core/device.h"
 #include "kernels/ops.h"
 #include "model/layers/common.h"
 #include "model/layers/shared_input_linears.h"
 
 namespace veomni {
-
-namespace {
-
-// Copies a [rows, width] block between row-major matrices of one device and dtype (pitches in elements).
-void copy_block(const Tensor& src, int64_t src_offset, int64_t src_pitch, Tensor& dst, int64_t dst_offset,
-                int64_t dst_pitch, int64_t rows, int64_t width) {
-  const size_t esize = dtype_size(dst.dtype());
-  device_allocator(dst.device().type)
-      .copy_2d(static_cast<char*>(dst.raw_data()) + static_cast<size_t>(dst_offset) * esize,
-               static_cast<size_t>(dst_pitch) * esize,
-               static_cast<const char*>(src.raw_data()) + static_cast<size_t>(src_offset) * esize,
-               static_cast<size_t>(src_pitch) * esize, static_cast<size_t>(width) * esize, static_cast<size_t>(rows),
-               dst.device());
-}
-
-}  // namespace
 
 Tensor PackedLinears::joined_weight(std::initializer_list<const Linear*> linears, const Tensor& x) {
   std::vector<Tensor> weights;
@@ -56,16 +39,17 @@ std::vector<size_t> PackedLinears::adapted() const {
 }
 
 Tensor PackedLinears::block_b(const std::vector<size_t>& which) const {
+  std::vector<Tensor> parts;
+  std::vector<int64_t> rows, columns;
   int64_t ranks = 0;
-  for (size_t i : which) ranks += linears_[i]->adapter().a_param().value.dim(0);
-  const Tensor& first = linears_[which[0]]->adapter().a_param().value;
-  Tensor b = Tensor::zeros({weight_.dim(0), ranks}, first.dtype(), first.device());
-  int64_t column = 0;
   for (size_t i : which) {
-    const Tensor& part = linears_[i]->adapter().b_param().value;  // [out_i, r_i]
-    copy_block(part, 0, part.dim(1), b, row_offsets_[i] * ranks + column, ranks, part.dim(0), part.dim(1));
-    column += part.dim(1);
+    parts.push_back(linears_[i]->adapter().b_param().value);  // [out_i, r_i]
+    rows.push_back(row_offsets_[i]);
+    columns.push_back(ranks);
+    ranks += parts.back().dim(1);
   }
+  Tensor b = Tensor::empty({weight_.dim(0), ranks}, parts[0].dtype(), parts[0].device());
+  ops::place_blocks(parts, rows, columns, b);
   return b;
 }
 
@@ -80,11 +64,16 @@ PackedLinears::Output PackedLinears::forward(const Tensor& x, bool save) const {
     // first and the base GEMM adds onto it.
     const float scale = linears_[which[0]]->adapter().scale();
     const Tensor a = stacked_lora_a(linears_, which);
+    const Tensor b = block_b(which);
     Tensor ht = empty_like(x, {a.dim(0), x.dim(0)});
     ops::matmul(a, false, x, true, ht);
-    ops::matmul(ht, true, block_b(which), true, result.out, scale, 0.0f);
+    ops::matmul(ht, true, b, true, result.out, scale, 0.0f);
     ops::matmul(x, false, weight_, true, result.out, 1.0f, 1.0f);
-    if (save) result.saved.ht = ht;
+    if (save) {
+      result.saved.ht = ht;
+      result.saved.a = a;
+      result.saved.b = b;
+    }
   }
   if (save) result.saved.x = x;
   return result;
@@ -99,31 +88,36 @@ Tensor PackedLinears::backward(Saved&& saved, const Tensor& dy) const {
     return dx;
   }
   const std::vector<size_t> which = adapted();
-  const Tensor a = which.empty() ? Tensor() : stacked_lora_a(linears_, which);
-  VEOMNI_CHECK(a.defined() && a.dim(0) == kept.ht.dim(0),
+  int64_t ranks = 0;
+  for (size_t i : which) ranks += linears_[i]->adapter().a_param().value.dim(0);
+  VEOMNI_CHECK(ranks == kept.ht.dim(0) && kept.a.defined() && kept.b.defined(),
                "packed projections' backward: the forward stacked {} adapter rows, the adapters that apply now have {}",
-               kept.ht.dim(0), a.defined() ? a.dim(0) : 0);
+               kept.ht.dim(0), ranks);
   const float scale = linears_[which[0]]->adapter().scale();
-  const Tensor b = block_b(which);
   Tensor dht = empty_like(dy, kept.ht.shape());
-  ops::matmul(b, true, dy, true, dht);
-  ops::matmul(dht, true, a, false, dx, scale, 0.0f);
+  ops::matmul(kept.b, true, dy, true, dht);
+  ops::matmul(dht, true, kept.a, false, dx, scale, 0.0f);
   ops::matmul(dy, false, weight_, false, dx, 1.0f, 1.0f);
-  // dB of the block-diagonal (its off-diagonal blocks are not parameters), then each adapter's block of it.
-  Tensor db = Tensor::empty(b.shape(), DType::F32, b.device());
+  // dB of the whole block-diagonal (its other blocks are no parameters' and are dropped), and dA stacked; each
+  // adapter's block of each is added to its gradient.
+  Tensor db = Tensor::empty(kept.b.shape(), DType::F32, kept.b.device());
   ops::matmul(dy, true, kept.ht, true, db, scale);
-  Tensor da = Tensor::empty(a.shape(), DType::F32, a.device());
+  Tensor da = Tensor::empty(kept.a.shape(), DType::F32, kept.a.device());
   ops::matmul(dht, false, kept.x, false, da, scale);
+  std::vector<int64_t> b_rows, columns, a_columns;
+  std::vector<Tensor*> db_parts, da_parts;
   int64_t column = 0;
   for (size_t i : which) {
     const LoraAdapter& adapter = linears_[i]->adapter();
-    const int64_t out = linears_[i]->weight().value.dim(0), rank = adapter.a_param().value.dim(0);
-    Tensor block = Tensor::empty({out, rank}, DType::F32, db.device());
-    copy_block(db, row_offsets_[i] * db.dim(1) + column, db.dim(1), block, 0, rank, out, rank);
-    ops::add_(grad_of(adapter.b_param()), block);
-    ops::add_(grad_of(adapter.a_param()), da.slice(column, column + rank));
-    column += rank;
+    b_rows.push_back(row_offsets_[i]);
+    columns.push_back(column);
+    a_columns.push_back(0);
+    db_parts.push_back(&grad_of(adapter.b_param()));
+    da_parts.push_back(&grad_of(adapter.a_param()));
+    column += adapter.a_param().value.dim(0);
   }
+  ops::add_blocks(db, b_rows, columns, db_parts);
+  ops::add_blocks(da, columns, a_columns, da_parts);
   return dx;
 }
 

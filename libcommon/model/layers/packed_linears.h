@@ -13,13 +13,15 @@ namespace veomni {
 // y = x [W_1; W_2; ...]^T [N, sum of outs]: projection i's output in its block of columns. The active adapters' h^T =
 // [A_1; A_2; ...] x^T [R, N] is one GEMM as in SharedInputLinears, and their up-projections one more, through the
 // block-diagonal [sum of outs, R] that holds B_i at projection i's rows and adapter i's columns (zeros elsewhere;
-// rebuilt per call from the B's, a few hundred KB). Backward takes the packed dy, so each pass reads it once. Holds
-// pointers to the layer's projections: make one per call.
+// built by the forward from the B's, a few hundred KB, and kept for the backward). Backward takes the packed dy, so
+// each pass reads it once. Holds pointers to the layer's projections: make one per call.
 class PackedLinears {
  public:
   struct Saved {
     Tensor x;   // the forward input
     Tensor ht;  // the stacked h^T [R, N]; undefined without an active adapter
+    Tensor a;   // the stacked A's [R, in] and the block-diagonal B [sum of outs, R] the forward used
+    Tensor b;
   };
   struct Output {
     Tensor out;  // [N, sum of outs]
