@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/progress_meter.h"
 #include "core/rng.h"
 #include "data/audio_length.h"
 #include "data/batch.h"
@@ -314,21 +315,15 @@ void add_rollout_keys(Sample& sample, const DummyLayout& layout, Rng& rng) {
 // Logs "wrote n/N samples" at most every few seconds, with the rate and the time left.
 class Progress {
  public:
-  explicit Progress(int64_t total) : total_(total), start_(Clock::now()), last_(start_) {}
+  explicit Progress(int64_t total) : meter_(static_cast<double>(total), std::chrono::seconds(3)) {}
   void update(int64_t done) {
-    const auto now = Clock::now();
-    if (now - last_ < std::chrono::seconds(3)) return;
-    last_ = now;
-    const double seconds = std::chrono::duration<double>(now - start_).count();
-    const double rate = done / seconds;
-    spdlog::info("wrote {}/{} samples ({:.1f}%), {:.1f} samples/s, about {:.0f} s left", done, total_,
-                 100.0 * done / total_, rate, (total_ - done) / rate);
+    if (!meter_.due(static_cast<double>(done))) return;
+    spdlog::info("wrote {}/{} samples ({:.1f}%), {:.1f} samples/s, about {:.0f} s left", done, meter_.total(),
+                 100.0 * meter_.fraction(), meter_.rate(), meter_.seconds_left());
   }
 
  private:
-  using Clock = std::chrono::steady_clock;
-  int64_t total_;
-  Clock::time_point start_, last_;
+  ProgressMeter meter_;
 };
 
 }  // namespace

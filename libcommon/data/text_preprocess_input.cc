@@ -147,20 +147,17 @@ bool RecordReader::next_block(std::vector<RecordRef>& out) {
   return true;
 }
 
-RecordProgress::RecordProgress(const RecordReader& reader) : reader_(reader), start_(Clock::now()), last_(start_) {}
+RecordProgress::RecordProgress(const RecordReader& reader)
+    : reader_(reader), meter_(static_cast<double>(reader.bytes_total()) / 1e6, std::chrono::seconds(2)) {}
 
 void RecordProgress::update(int64_t records, int64_t kept) {
-  const auto now = Clock::now();
-  if (now - last_ < std::chrono::seconds(2)) return;
-  last_ = now;
-  const double seconds = std::chrono::duration<double>(now - start_).count();
-  const double mb = static_cast<double>(reader_.bytes_read()) / 1e6;
-  const double total = static_cast<double>(reader_.bytes_total()) / 1e6;
-  const std::string eta = total > 0 && mb > 0 ? fmt::format(", {:.0f}% of {:.1f} MB, about {:.0f} s left",
-                                                            100 * mb / total, total, (total - mb) * seconds / mb)
-                                              : std::string();
-  spdlog::info("read {} records ({} kept), {:.0f} samples/s, {:.1f} MB/s{}", records, kept, records / seconds,
-               mb / seconds, eta);
+  if (!meter_.due(static_cast<double>(reader_.bytes_read()) / 1e6)) return;
+  const std::string eta = meter_.seconds_left() >= 0 ? fmt::format(", {:.0f}% of {:.1f} MB, about {:.0f} s left",
+                                                                   100 * meter_.fraction(), meter_.total(),
+                                                                   meter_.seconds_left())
+                                                     : std::string();
+  spdlog::info("read {} records ({} kept), {:.0f} samples/s, {:.1f} MB/s{}", records, kept,
+               records / meter_.seconds(), meter_.rate(), eta);
 }
 
 void check_no_empty_input(const RecordReader& reader, bool skip_bad) {

@@ -1,6 +1,5 @@
 // Reading preprocessing inputs in blocks of records: JSONL (one object a line) or JSON arrays; "-" is stdin.
 #pragma once
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -8,6 +7,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "core/progress_meter.h"
 
 namespace veomni {
 
@@ -81,9 +82,8 @@ class RecordProgress {
   void update(int64_t records, int64_t kept);
 
  private:
-  using Clock = std::chrono::steady_clock;
   const RecordReader& reader_;
-  Clock::time_point start_, last_;
+  ProgressMeter meter_;
 };
 
 // Every input file must hold at least one record: an empty one is almost always a mistake upstream. InputError

@@ -44,26 +44,6 @@ struct RecordResult {
   std::string error;
 };
 
-// Logs records/s and samples at most every few seconds (as the text mode does).
-class Progress {
- public:
-  explicit Progress(const RecordReader& reader) : reader_(reader), start_(Clock::now()), last_(start_) {}
-  void update(int64_t records, int64_t kept) {
-    const auto now = Clock::now();
-    if (now - last_ < std::chrono::seconds(2)) return;
-    last_ = now;
-    const double seconds = seconds_since(start_);
-    const double total = static_cast<double>(reader_.bytes_total());
-    const double done = static_cast<double>(reader_.bytes_read());
-    const std::string share = total > 0 ? fmt::format(", {:.0f}% of the input read", 100 * done / total) : "";
-    spdlog::info("processed {} records ({} kept), {:.1f} samples/s{}", records, kept, records / seconds, share);
-  }
-
- private:
-  const RecordReader& reader_;
-  Clock::time_point start_, last_;
-};
-
 std::string media_dir_for(const MultimodalPreprocessOptions& options, const std::string& input) {
   if (!options.media_root.empty()) return options.media_root;
   if (input == "-") return "";
@@ -248,7 +228,7 @@ MultimodalPreprocessSummary preprocess_multimodal(const MultimodalPreprocessOpti
   writer_options.compression_level = options.compression_level;
   DatasetWriter writer(options.out, dataset_info(options, tokenizer), writer_options);
   RecordReader reader(options.inputs, RecordReader::kDefaultBlockBytes, options.max_line_bytes);
-  Progress progress(reader);
+  RecordProgress progress(reader);
   std::vector<RecordRef> block;
   std::vector<RecordResult> results;
   const size_t batch = static_cast<size_t>(threads) * kRecordsPerThread;

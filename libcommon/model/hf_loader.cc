@@ -1,9 +1,15 @@
 // HF weight loading and export: exact names, v5 stacked experts or per-expert tensors, expert-parallel rows.
 #include "model/hf_loader.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
+
+#include "core/progress_meter.h"
+#include "kernels/ops.h"
 
 namespace veomni {
 
@@ -161,7 +167,7 @@ void load_tensor(const WeightSource& source, const std::string& name, Tensor& de
     return;
   }
   Tensor converted = destination.is_cpu() ? destination : staging.get(1, destination.shape(), destination.dtype());
-  converted.convert_from(raw);
+  ops::cast(raw, converted);  // the CPU backend's threads; Tensor::convert_from's values
   if (!destination.is_cpu()) destination.copy_from(converted);
 }
 
@@ -222,19 +228,57 @@ void read_hf_elements(const WeightSource& source, const Parameter& param, int64_
   std::memcpy(out, host.data<float>() + (begin - first_row * row), static_cast<size_t>(count) * sizeof(float));
 }
 
+namespace {
+
+// Logs the share of the parameters' values loaded, the rate and the time left, at most every 5 s: a 30B model takes
+// tens of seconds.
+class LoadProgress {
+ public:
+  LoadProgress(const ParamStore& store, const WeightSource& source, const std::set<std::string>& skip)
+      : source_(source), meter_(materialised_elements(store, skip), std::chrono::seconds(5)) {}
+  void loaded(const Parameter& param) {
+    done_ += static_cast<double>(param.value.numel());
+    if (!meter_.due(done_)) return;
+    spdlog::info("{}: loaded {:.2f} of {:.2f} G parameters ({:.0f}%), {:.2f} G a second, about {:.0f} s left",
+                 source_.origin(), done_ / 1e9, meter_.total() / 1e9, 100 * meter_.fraction(), meter_.rate() / 1e9,
+                 meter_.seconds_left());
+  }
+
+ private:
+  static double materialised_elements(const ParamStore& store, const std::set<std::string>& skip) {
+    double total = 0;
+    for (const auto& param : store.all())
+      if (!skip.contains(param->name) && !param->deferred && param->value.defined())
+        total += static_cast<double>(param->value.numel());
+    return total;
+  }
+
+  const WeightSource& source_;
+  ProgressMeter meter_;
+  double done_ = 0;
+};
+
+}  // namespace
+
 void load_hf_weights(ParamStore& store, const WeightSource& source, const std::set<std::string>& skip) {
   StagingBuffers staging;
-  for (const auto& param : store.all())
-    if (!skip.contains(param->name)) load_parameter(source, *param, staging);
+  LoadProgress progress(store, source, skip);
+  for (const auto& param : store.all()) {
+    if (skip.contains(param->name)) continue;
+    load_parameter(source, *param, staging);
+    progress.loaded(*param);
+  }
 }
 
 void load_hf_weights(ParamStore& store, const std::shared_ptr<const WeightSource>& source,
                      const std::set<std::string>& skip) {
   StagingBuffers staging;
+  LoadProgress progress(store, *source, skip);
   for (const auto& param : store.all()) {
     if (skip.contains(param->name)) continue;
     if (!param->deferred) {
       load_parameter(*source, *param, staging);
+      progress.loaded(*param);
       continue;
     }
     // Missing or mis-shaped tensors are reported now, as a materialised load reports them; values are read later.
