@@ -34,9 +34,10 @@ LoraConfig lora(std::vector<std::string> modules, bool shared = false) {
   return c;
 }
 
-ModelOptions options_with(const LoraConfig& config) {
+ModelOptions options_with(const LoraConfig& config, bool recompute = false) {
   ModelOptions options;
   options.lora_config = config;
+  options.recompute = recompute;
   return options;
 }
 
@@ -49,9 +50,9 @@ ThinkerConfig thinker_config(const std::string& name) {
 }
 
 std::unique_ptr<TrainModel> make_lora_model(const ModelConfig* text, const ThinkerConfig* vl,
-                                            const LoraConfig& config) {
-  auto model = text ? std::make_unique<TrainModel>(*text, options_with(config))
-                    : std::make_unique<TrainModel>(*vl, options_with(config), false);
+                                            const LoraConfig& config, bool recompute = false) {
+  auto model = text ? std::make_unique<TrainModel>(*text, options_with(config, recompute))
+                    : std::make_unique<TrainModel>(*vl, options_with(config, recompute), false);
   model->init_weights(7);
   return model;
 }
@@ -252,10 +253,12 @@ void pack_projections(TrainModel& model) {
 
 // The LoRA model's adapter gradients equal the chain rule through the merged weights of a model without LoRA whose
 // every parameter trains; the losses are equal; the frozen base gets no gradient. packed: the LoRA model's q/k/v
-// weights share one buffer per layer, and so do its gate/up weights (pack_projections).
+// weights share one buffer per layer, and so do its gate/up weights (pack_projections). recompute: the LoRA model's
+// layers recompute their forward in backward.
 void expect_chain_rule(const ModelConfig* text, const ThinkerConfig* vl, const LoraConfig& config,
-                       const MultimodalBatch& batch, float aux_scale, size_t min_adapters, bool packed = false) {
-  auto with_lora = make_lora_model(text, vl, config);
+                       const MultimodalBatch& batch, float aux_scale, size_t min_adapters, bool packed = false,
+                       bool recompute = false) {
+  auto with_lora = make_lora_model(text, vl, config, recompute);
   perturb_adapters(*with_lora);
   if (packed) pack_projections(*with_lora);
   auto merged_model = make_lora_model(text, vl, LoraConfig{});
@@ -312,6 +315,8 @@ TEST(LoraChainRule, DenseAttentionAndMlpWithPackedProjections) {
   expect_chain_rule(&c, nullptr, lora(kLanguageModules), text_batch(c.vocab_size), 0.0f, 14, true);
   // One adapter of a packed set: the block-diagonal B holds q_proj's (or up_proj's) alone.
   expect_chain_rule(&c, nullptr, lora({"q_proj", "up_proj", "down_proj"}), text_batch(c.vocab_size), 0.0f, 6, true);
+  // With recomputation the backward packs again from the layer's saved input.
+  expect_chain_rule(&c, nullptr, lora(kLanguageModules), text_batch(c.vocab_size), 0.0f, 14, true, true);
 }
 
 TEST(LoraChainRule, MoeIndependentExperts) {
