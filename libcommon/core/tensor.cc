@@ -109,8 +109,10 @@ Tensor Tensor::join_rows(const std::vector<Tensor>& parts) {
   size_t next_offset = first.offset_bytes_ + first.nbytes();
   for (size_t i = 1; i < parts.size(); ++i) {
     const Tensor& part = parts[i];
+    const bool same_rows = part.ndim() == first.ndim() &&
+                           std::equal(part.shape_.begin() + 1, part.shape_.end(), first.shape_.begin() + 1);
     if (part.storage_ != first.storage_ || part.dtype_ != first.dtype_ || part.offset_bytes_ != next_offset ||
-        part.ndim() != first.ndim() || !std::equal(part.shape_.begin() + 1, part.shape_.end(), first.shape_.begin() + 1))
+        !same_rows)
       return {};
     joined.shape_[0] += part.shape_[0];
     next_offset += part.nbytes();

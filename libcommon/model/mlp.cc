@@ -55,7 +55,8 @@ Mlp::Output Mlp::forward(const Tensor& x, bool save, const Tensor& residual) con
   Tensor act;
   const Tensor packed = PackedLinears::joined_weight({&gate_proj_, &up_proj_}, x);
   if (packed.defined()) {
-    const Tensor gate_up = take_out(PackedLinears(packed, {&gate_proj_, &up_proj_}).forward(x, save), saved.packed_proj);
+    const PackedLinears gate_up_proj(packed, {&gate_proj_, &up_proj_});
+    const Tensor gate_up = take_out(gate_up_proj.forward(x, save), saved.packed_proj);
     act = empty_like(gate_up, {gate_up.dim(0), gate_up.dim(1) / 2});
     ops::swiglu_fused_forward(gate_up, act);
     if (save) saved.gate_up = gate_up;

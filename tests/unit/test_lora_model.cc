@@ -220,7 +220,8 @@ std::vector<std::vector<Parameter*>> layer_weights(TrainModel& model, const std:
     std::vector<Parameter*> found;
     for (const std::string& proj : projections)
       for (const auto& p : model.params().all())
-        if (p->name.ends_with(fmt::format("layers.{}.{}.weight", l, proj)) && p->name.find("audio") == std::string::npos)
+        if (p->name.ends_with(fmt::format("layers.{}.{}.weight", l, proj)) &&
+            p->name.find("audio") == std::string::npos)
           found.push_back(p.get());
     if (found.size() == projections.size()) layers.push_back(found);
   }

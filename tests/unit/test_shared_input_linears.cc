@@ -61,7 +61,9 @@ struct Projections {
       w = rows;
     }
   }
-  Tensor joined(const Tensor& x) const { return PackedLinears::joined_weight({&linears[0], &linears[1], &linears[2]}, x); }
+  Tensor joined(const Tensor& x) const {
+    return PackedLinears::joined_weight({&linears[0], &linears[1], &linears[2]}, x);
+  }
 };
 
 struct Result {
@@ -235,7 +237,8 @@ TEST(SharedInputLinears, OneAdapterOrAdaptersOffRunOneByOne) {
 // The packed output's column blocks, dx and every gradient of PackedLinears against the projections one by one:
 // adapters on all three, on two, on one, and off.
 TEST(PackedLinears, EqualTheProjectionsOneByOne) {
-  const std::vector<std::vector<std::string>> targets = {{"q_proj", "k_proj", "v_proj"}, {"q_proj", "v_proj"}, {"k_proj"}};
+  const std::vector<std::vector<std::string>> targets = {
+      {"q_proj", "k_proj", "v_proj"}, {"q_proj", "v_proj"}, {"k_proj"}};
   for (size_t t = 0; t <= targets.size(); ++t) {
     Projections m(targets[std::min(t, targets.size() - 1)]);
     if (t == targets.size()) m.store.lora()->set_applied(false);
