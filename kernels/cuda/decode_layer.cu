@@ -25,6 +25,7 @@
 
 #include "kernels/cuda/attention_kv_cache.cuh"
 #include "kernels/cuda/bulk_copy.cuh"
+#include "kernels/cuda/decode_layer_run.cuh"
 #include "kernels/cuda/dependent_launch.cuh"
 #include "kernels/cuda/gemm_skinny.h"
 #include "kernels/cuda/grid_barrier.cuh"
@@ -44,9 +45,6 @@ constexpr int kMaxLayersPerLaunch = 32;  // a longer run takes several launches
 constexpr int kMaxKvHeads = 64;
 constexpr int kMergeCounts = kSkinnyMaxRows * kMaxKvHeads;  // one arrival counter per (row, kv head)
 
-// The weight matrices of a layer, in the order its phases read them.
-enum WeightKind : int { kQkv = 0, kOProj = 1, kGateUp = 2, kDown = 3, kWeightKinds = 4 };
-
 // Columns [begin, end) of n that a block owns in a GEMM phase (the blocks' shares differ by one column at most).
 struct Slice {
   int64_t begin, end;
@@ -55,18 +53,6 @@ struct Slice {
 __host__ __device__ inline Slice slice_of(int64_t n, int64_t block, int64_t blocks) {
   return {n * block / blocks, n * (block + 1) / blocks};
 }
-
-// One layer's weights, norms and caches.
-struct LayerPointers {
-  const __nv_bfloat16* input_norm;
-  const __nv_bfloat16* post_norm;
-  const __nv_bfloat16* weight[kWeightKinds];  // q/k/v [qkv_columns, hidden], o_proj, gate|up [2I, hidden], down
-  const __nv_bfloat16* q_norm;
-  const __nv_bfloat16* k_norm;
-  __nv_bfloat16* k_cache;
-  __nv_bfloat16* v_cache;
-  float input_eps, post_eps, qk_eps, scale;
-};
 
 struct LayersArgs {
   __nv_bfloat16* h;  // [m, hidden], updated in place
@@ -86,7 +72,7 @@ struct LayersArgs {
   int buffer_of[kWeightKinds];  // the shared-memory buffer each kind of slice streams into
   uint32_t buffer_offset[kWeightKinds];  // each buffer's offset in dynamic shared memory
   uint32_t scratch_offset;  // the GEMM phases' staged input rows, or the attention phase's scratch
-  LayerPointers layer[kMaxLayersPerLaunch];
+  DecodeLayerPointers layer[kMaxLayersPerLaunch];
 };
 static_assert(sizeof(LayersArgs) <= 4096, "a launch's arguments fit the classic 4 KB parameter space");
 
@@ -316,7 +302,7 @@ struct AttentionScratch {
 };
 
 // qkv_norm_rope_cache_write's arguments for a layer (only the caches are written here).
-__device__ __forceinline__ QkvNormRopeArgs rope_args(const LayersArgs& a, const LayerPointers& l) {
+__device__ __forceinline__ QkvNormRopeArgs rope_args(const LayersArgs& a, const DecodeLayerPointers& l) {
   QkvNormRopeArgs r{};
   r.qkv = ConstFloats{a.qkv, true};
   r.q_norm = ConstFloats{l.q_norm, true};
@@ -335,7 +321,7 @@ __device__ __forceinline__ QkvNormRopeArgs rope_args(const LayersArgs& a, const 
 }
 
 // attention_kv_cache's arguments for a layer (its queries come from the unit's shared memory).
-__device__ __forceinline__ KvCacheArgs attention_args(const LayersArgs& a, const LayerPointers& l) {
+__device__ __forceinline__ KvCacheArgs attention_args(const LayersArgs& a, const DecodeLayerPointers& l) {
   KvCacheArgs k{};
   k.k = ConstFloats{l.k_cache, true};
   k.v = ConstFloats{l.v_cache, true};
@@ -414,7 +400,7 @@ __device__ void attention_unit(const KvCacheArgs& att, const QkvNormRopeArgs& ro
 }
 
 template <int kDims, int kGroup>
-__device__ void attention_phase(const LayersArgs& a, const LayerPointers& l, const StepRows& step,
+__device__ void attention_phase(const LayersArgs& a, const DecodeLayerPointers& l, const StepRows& step,
                                 unsigned char* scratch) {
   auto& s = *reinterpret_cast<AttentionScratch<kDims, kGroup>*>(scratch);
   const KvCacheArgs att = attention_args(a, l);
@@ -448,7 +434,7 @@ __global__ void __launch_bounds__(kLayerThreads, 2) dense_decode_layers_kernel(c
   // After a GEMM phase a block queues its buffer's next slice between its arrival at the barrier and its wait: the
   // copies' issue does not delay the arrival.
   for (int layer = 0; layer < a.layers; ++layer) {
-    const LayerPointers& l = a.layer[layer];
+    const DecodeLayerPointers& l = a.layer[layer];
     stage_rows<true>(a.h, l.input_norm, l.input_eps, a.m, a.hidden, staged);
     const uint4* qkv_rows = stream.wait(layer, kQkv);
     if (layer == 0 && threadIdx.x == 0) stream.queue_first_items_after_qkv();
@@ -537,18 +523,10 @@ const DeviceLimits& device_limits() {
 }
 
 // The kernel's counters in device memory: the grid barrier's, then the merge arrivals of kMergeCounts (row, kv head)
-// pairs. Allocated and zeroed once, outside any graph capture (a decode step runs eagerly before it is captured);
-// null while none could be made yet.
+// pairs (decode_layer_run.cuh's zeroed_device_counters).
 unsigned* kernel_counters() {
   static unsigned* counters = nullptr;
-  if (counters == nullptr) {
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    VEOMNI_CUDA_CHECK(cudaStreamIsCapturing(cuda_rt::stream(), &capture));
-    if (capture != cudaStreamCaptureStatusNone) return nullptr;
-    VEOMNI_CUDA_CHECK(cudaMalloc(&counters, (1 + kMergeCounts) * sizeof(unsigned)));
-    VEOMNI_CUDA_CHECK(cudaMemset(counters, 0, (1 + kMergeCounts) * sizeof(unsigned)));
-  }
-  return counters;
+  return zeroed_device_counters(counters, 1 + kMergeCounts);
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -641,35 +619,6 @@ LayerShape layer_shape_of(const DenseDecodeLayer& layer, const Tensor& h) {
           layer.qkv.dim(0), layer.o_proj.dim(1), layer.gate_up.dim(0) / 2};
 }
 
-bool bf16_aligned(const Tensor& t) {
-  return t.dtype() == DType::BF16 && reinterpret_cast<uintptr_t>(t.raw_data()) % 16 == 0;
-}
-
-bool same_shapes(const DenseDecodeLayer& a, const DenseDecodeLayer& b) {
-  return a.q_heads == b.q_heads && a.kv_heads == b.kv_heads && a.head_dim == b.head_dim &&
-         a.qkv.shape() == b.qkv.shape() && a.o_proj.shape() == b.o_proj.shape() &&
-         a.gate_up.shape() == b.gate_up.shape() && a.down.shape() == b.down.shape();
-}
-
-LayerPointers pointers_of(const DenseDecodeLayer& layer, Tensor& k_cache, Tensor& v_cache) {
-  LayerPointers p{};
-  p.input_norm = data_of<const __nv_bfloat16>(layer.input_norm);
-  p.post_norm = data_of<const __nv_bfloat16>(layer.post_attention_norm);
-  p.weight[kQkv] = data_of<const __nv_bfloat16>(layer.qkv);
-  p.weight[kOProj] = data_of<const __nv_bfloat16>(layer.o_proj);
-  p.weight[kGateUp] = data_of<const __nv_bfloat16>(layer.gate_up);
-  p.weight[kDown] = data_of<const __nv_bfloat16>(layer.down);
-  p.q_norm = data_of<const __nv_bfloat16>(layer.q_norm);
-  p.k_norm = data_of<const __nv_bfloat16>(layer.k_norm);
-  p.k_cache = data_of<__nv_bfloat16>(k_cache);
-  p.v_cache = data_of<__nv_bfloat16>(v_cache);
-  p.input_eps = layer.input_norm_eps;
-  p.post_eps = layer.post_attention_norm_eps;
-  p.qk_eps = layer.qk_norm_eps;
-  p.scale = layer.scale;
-  return p;
-}
-
 }  // namespace
 
 bool dense_decode_layer_kernel_enabled() {
@@ -680,13 +629,7 @@ bool dense_decode_layer_kernel_enabled() {
 bool dense_decode_layers_kernel_fits(const std::vector<DenseDecodeLayer>& layers, const std::vector<Tensor>& k_caches,
                                      const std::vector<Tensor>& v_caches, const Tensor& h) {
   if (layers.empty() || h.dim(0) > kSkinnyMaxRows || layers[0].kv_heads > kMaxKvHeads) return false;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const DenseDecodeLayer& l = layers[i];
-    if (!same_shapes(l, layers[0]) || k_caches[i].shape() != k_caches[0].shape()) return false;
-    for (const Tensor* t : {&h, &l.input_norm, &l.qkv, &l.o_proj, &l.post_attention_norm, &l.gate_up, &l.down,
-                            &l.q_norm, &l.k_norm, &k_caches[i], &v_caches[i]})
-      if (!bf16_aligned(*t)) return false;
-  }
+  if (!uniform_bf16_layers(layers, k_caches, v_caches, h)) return false;
   const DenseDecodeLayer& layer = layers[0];
   // The GEMM phases are the skinny kernel's (rows, K a multiple of 8, VEOMNI_SKINNY_GEMM): the same conditions.
   if (!skinny_matmul_applies(h, false, layer.qkv, true, h, 1.0f, 0.0f, &layer.input_norm)) return false;
@@ -753,7 +696,8 @@ void dense_decode_layers(const std::vector<DenseDecodeLayer>& layers, const Tens
   for (size_t begin = 0; begin < layers.size(); begin += kMaxLayersPerLaunch) {
     const size_t end = std::min(layers.size(), begin + kMaxLayersPerLaunch);
     args.layers = static_cast<int>(end - begin);
-    for (size_t i = begin; i < end; ++i) args.layer[i - begin] = pointers_of(layers[i], k_caches[i], v_caches[i]);
+    for (size_t i = begin; i < end; ++i)
+      args.layer[i - begin] = decode_layer_pointers(layers[i], k_caches[i], v_caches[i]);
     launch_overlapped(plan->kernel, dim3(static_cast<unsigned>(plan->blocks)), dim3(kLayerThreads), plan->bytes,
                       args);
   }
