@@ -18,6 +18,7 @@
 
 #if defined(VEOMNI_WITH_CUDA) && __has_include("kernels/cuda/ops_cuda.h")
 #include "kernels/cuda/decode_layer.h"
+#include "kernels/cuda/decode_layers_clustered.h"
 #include "kernels/cuda/ops_cuda.h"
 #define VEOMNI_HAVE_CUDA_OPS 1
 #endif
@@ -1325,6 +1326,14 @@ void dense_decode_layers(const std::vector<DenseDecodeLayer>& layers, const Tens
   for (size_t i = 0; i < layers.size(); ++i)
     check_decode_layer(c, layers[i], cos, sin, write_rows, cache_rows, k_caches[i], v_caches[i], h);
 #ifdef VEOMNI_HAVE_CUDA_OPS
+  if (!c.device().is_cpu() && cuda::dense_decode_layers_clustered_enabled() &&
+      cuda::dense_decode_layers_clustered_fits(layers, k_caches, v_caches, h)) {
+    return op_profile_timed(
+        c.device(), [&]() -> OpKey { return OpKey{.op = "dense_decode_layers"}; },
+        [&]() {
+          cuda::dense_decode_layers_clustered(layers, cos, sin, write_rows, cache_rows, k_caches, v_caches, h);
+        });
+  }
   if (!c.device().is_cpu() && cuda::dense_decode_layer_kernel_enabled() &&
       cuda::dense_decode_layers_kernel_fits(layers, k_caches, v_caches, h)) {
     return op_profile_timed(

@@ -3,11 +3,14 @@
 // (h, and the keys and values written into every layer's caches), for Qwen3-0.6B's layers and toy layers of every
 // head layout it takes, one to eight rows over caches of one split and of many, a row outside the cache, every
 // layout of its weight buffers, runs longer than one launch takes; and runs launched early and replayed from a CUDA
-// graph.
+// graph. The clustered kernel (the default where it fits) sums o_proj and down_proj in another order: its h is
+// checked against the ops' within a tolerance, the caches its first layer writes bit for bit.
+#include <functional>
 #include <random>
 
 #include "gpu_test_util.h"
 #include "kernels/cuda/decode_layer.h"
+#include "kernels/cuda/decode_layers_clustered.h"
 #include "kernels/cuda/ops_cuda.h"
 #include "kernels/decode_ops.h"
 #include "kernels/ops.h"
@@ -163,9 +166,41 @@ TEST_F(CudaDecodeLayer, RunLongerThanOneLaunchGivesTheOpsBits) {
   expect_kernel_matches_ops(LayerShape{128, 4, 2, 64, 256}, {20, 9}, 24, 35);
 }
 
-// A run of three layers launched early (OverlappedLaunches) after the copies that set h and the caches, and recorded
-// into a CUDA graph: every replay gives the bits of the ops run one after the other. The kernel's counters are back
-// at zero after each launch.
+using LayersLaunch = std::function<void(Tensor& h, std::vector<Tensor>& k_caches, std::vector<Tensor>& v_caches)>;
+
+// Records `launch` over `layer_count` layers, after the copies that set h to h0 and every cache to cache0, into a CUDA
+// graph with its kernels launched early (OverlappedLaunches), and replays the graph three times: each replay gives
+// want_h and the caches want_k and want_v bit for bit.
+void expect_graph_replays_give(const LayersLaunch& launch, size_t layer_count, const Tensor& h0, const Tensor& cache0,
+                               const Tensor& want_h, const std::vector<Tensor>& want_k,
+                               const std::vector<Tensor>& want_v) {
+  Tensor graphed = h0.clone();
+  std::vector<Tensor> graphed_k = copies(cache0, layer_count), graphed_v = copies(cache0, layer_count);
+  StepGraph graph;
+  graph.capture(gpu(), [&] {
+    const OverlappedLaunches overlapped;
+    graphed.copy_from(h0);
+    for (size_t i = 0; i < layer_count; ++i) {
+      graphed_k[i].copy_from(cache0);
+      graphed_v[i].copy_from(cache0);
+    }
+    launch(graphed, graphed_k, graphed_v);
+  });
+  for (int replay = 0; replay < 3; ++replay) {
+    ops::fill_(graphed, 0.0f);
+    graph.replay();
+    EXPECT_TRUE(bitwise_equal(graphed, want_h)) << "replay " << replay;
+    for (size_t i = 0; i < layer_count; ++i) {
+      EXPECT_TRUE(bitwise_equal(graphed_k[i], want_k[i])) << "replay " << replay << " layer " << i;
+      EXPECT_TRUE(bitwise_equal(graphed_v[i], want_v[i])) << "replay " << replay << " layer " << i;
+    }
+  }
+  EXPECT_TRUE(std::isfinite(ops::sum_squares(want_h)));
+}
+
+// A run of three layers launched early after the copies that set h and the caches, and recorded into a CUDA graph:
+// every replay gives the bits of the ops run one after the other. The kernel's counters are back at zero after each
+// launch.
 TEST_F(CudaDecodeLayer, RunLaunchedEarlyAndGraphedGivesTheSerialBits) {
   std::mt19937 rng(8);
   std::vector<ops::DenseDecodeLayer> layers;
@@ -175,35 +210,128 @@ TEST_F(CudaDecodeLayer, RunLaunchedEarlyAndGraphedGivesTheSerialBits) {
   const Step step = random_step(kv_lens, capacity, kQwen3_0p6b.head_dim, rng);
   const Tensor h0 = to_gpu(random_f32({m, kQwen3_0p6b.hidden}, rng), DType::BF16);
   const Tensor cache0 = to_gpu(random_f32({m, capacity, kQwen3_0p6b.kv_heads, 128}, rng), DType::BF16);
-  auto run = [&](Tensor& h, std::vector<Tensor>& k_caches, std::vector<Tensor>& v_caches) {
-    h.copy_from(h0);
-    for (size_t i = 0; i < layers.size(); ++i) {
-      k_caches[i].copy_from(cache0);
-      v_caches[i].copy_from(cache0);
-    }
-    ops::cuda::dense_decode_layers(layers, step.cos, step.sin, step.write_rows, step.cache_rows, k_caches, v_caches,
-                                   h);
-  };
   Tensor serial = h0.clone();
   std::vector<Tensor> serial_k = copies(cache0, layers.size()), serial_v = copies(cache0, layers.size());
   for (size_t i = 0; i < layers.size(); ++i) ops_in_turn(layers[i], step, serial_k[i], serial_v[i], serial);
-  Tensor graphed = h0.clone();
-  std::vector<Tensor> graphed_k = copies(cache0, layers.size()), graphed_v = copies(cache0, layers.size());
-  StepGraph graph;
-  graph.capture(gpu(), [&] {
-    const OverlappedLaunches overlapped;
-    run(graphed, graphed_k, graphed_v);
-  });
-  for (int replay = 0; replay < 3; ++replay) {
-    ops::fill_(graphed, 0.0f);
-    graph.replay();
-    EXPECT_TRUE(bitwise_equal(graphed, serial)) << "replay " << replay;
-    for (size_t i = 0; i < layers.size(); ++i) {
-      EXPECT_TRUE(bitwise_equal(graphed_k[i], serial_k[i])) << "replay " << replay << " layer " << i;
-      EXPECT_TRUE(bitwise_equal(graphed_v[i], serial_v[i])) << "replay " << replay << " layer " << i;
-    }
+  expect_graph_replays_give(
+      [&](Tensor& h, std::vector<Tensor>& k_caches, std::vector<Tensor>& v_caches) {
+        ops::cuda::dense_decode_layers(layers, step.cos, step.sin, step.write_rows, step.cache_rows, k_caches,
+                                       v_caches, h);
+      },
+      layers.size(), h0, cache0, serial, serial_k, serial_v);
+}
+
+// ---------------------------------------------------------------- the clustered kernel
+
+// ||got - want|| / ||want|| over the finite reference.
+double relative_l2(const Tensor& got, const Tensor& want) {
+  const std::vector<float> g = to_host(got).to_float_vector(), w = to_host(want).to_float_vector();
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    diff += (static_cast<double>(g[i]) - w[i]) * (static_cast<double>(g[i]) - w[i]);
+    norm += static_cast<double>(w[i]) * w[i];
   }
-  EXPECT_TRUE(std::isfinite(ops::sum_squares(serial)));
+  return std::sqrt(diff / norm);
+}
+
+// The clustered kernel against the ops in turn over `layer_count` layers of shape s, one row of kv length kv_len:
+// h within 1% (relative L2), the first layer's caches the same bits (its q/k/v come from the same h), the others'
+// within 1%. A kv length of 0 puts the row outside the cache: h is NaN and no cache is written.
+void expect_clustered_close_to_ops(const LayerShape& s, int32_t kv_len, int64_t capacity, size_t layer_count = 2) {
+  SCOPED_TRACE(fmt::format("hidden {} heads {}/{} intermediate {} kv length {} capacity {} layers {}", s.hidden,
+                           s.q_heads, s.kv_heads, s.intermediate, kv_len, capacity, layer_count));
+  std::mt19937 rng(47);
+  std::vector<ops::DenseDecodeLayer> layers;
+  for (size_t i = 0; i < layer_count; ++i) layers.push_back(random_layer(s, rng));
+  const Step step = random_step({kv_len}, capacity, s.head_dim, rng);
+  const Tensor h0 = to_gpu(random_f32({1, s.hidden}, rng), DType::BF16);
+  const Tensor cache0 = to_gpu(random_f32({1, capacity, s.kv_heads, s.head_dim}, rng), DType::BF16);
+  Tensor want_h = h0.clone();
+  std::vector<Tensor> want_k = copies(cache0, layer_count), want_v = copies(cache0, layer_count);
+  for (size_t i = 0; i < layer_count; ++i) ops_in_turn(layers[i], step, want_k[i], want_v[i], want_h);
+  Tensor h = h0.clone();
+  std::vector<Tensor> k_caches = copies(cache0, layer_count), v_caches = copies(cache0, layer_count);
+  ASSERT_TRUE(ops::cuda::dense_decode_layers_clustered_fits(layers, k_caches, v_caches, h));
+  ops::cuda::dense_decode_layers_clustered(layers, step.cos, step.sin, step.write_rows, step.cache_rows, k_caches,
+                                           v_caches, h);
+  if (kv_len == 0) {
+    for (float x : to_host(h).to_float_vector()) ASSERT_TRUE(std::isnan(x));
+    for (size_t i = 0; i < layer_count; ++i) {
+      EXPECT_TRUE(bitwise_equal(k_caches[i], cache0)) << "layer " << i;
+      EXPECT_TRUE(bitwise_equal(v_caches[i], cache0)) << "layer " << i;
+    }
+    return;
+  }
+  EXPECT_LT(relative_l2(h, want_h), 1e-2);
+  EXPECT_TRUE(bitwise_equal(k_caches[0], want_k[0]));
+  EXPECT_TRUE(bitwise_equal(v_caches[0], want_v[0]));
+  for (size_t i = 1; i < layer_count; ++i) {
+    EXPECT_LT(relative_l2(k_caches[i], want_k[i]), 1e-2) << "layer " << i;
+    EXPECT_LT(relative_l2(v_caches[i], want_v[i]), 1e-2) << "layer " << i;
+  }
+}
+
+// Qwen3-0.6B's layers over caches of 129 and 300 keys, the first key only, and fewer keys than a cluster has blocks.
+TEST_F(CudaDecodeLayer, ClusteredKernelIsCloseToTheOps) {
+  expect_clustered_close_to_ops(kQwen3_0p6b, 129, 300, 3);
+  expect_clustered_close_to_ops(kQwen3_0p6b, 300, 300);
+  expect_clustered_close_to_ops(kQwen3_0p6b, 1, 300);
+  expect_clustered_close_to_ops(kQwen3_0p6b, 5, 8);
+}
+
+// One, two and four query heads per kv head; an MLP so narrow that most blocks own no SwiGLU column.
+TEST_F(CudaDecodeLayer, ClusteredKernelTakesEveryGroupSize) {
+  expect_clustered_close_to_ops(LayerShape{128, 2, 2, 128, 256}, 40, 64);
+  expect_clustered_close_to_ops(LayerShape{512, 8, 4, 128, 1536}, 70, 70);
+  expect_clustered_close_to_ops(LayerShape{256, 4, 1, 128, 512}, 33, 40);
+}
+
+TEST_F(CudaDecodeLayer, ClusteredKernelRowOutsideTheCacheIsNan) {
+  expect_clustered_close_to_ops(kQwen3_0p6b, 0, 64);
+}
+
+// 35 layers: two launches, one after the other on the same barrier counter.
+TEST_F(CudaDecodeLayer, ClusteredKernelRunLongerThanOneLaunchIsCloseToTheOps) {
+  expect_clustered_close_to_ops(LayerShape{128, 4, 2, 128, 256}, 20, 24, 35);
+}
+
+// Several rows, head_dim 64, a hidden size that is not a multiple of 64, a cache of more than 2,048 positions: not the
+// clustered kernel's.
+TEST_F(CudaDecodeLayer, ClusteredKernelTakesOneRowOfHeadDim128Only) {
+  std::mt19937 rng(3);
+  auto fits = [&](const LayerShape& s, int64_t m, int64_t capacity = 16) {
+    std::vector<ops::DenseDecodeLayer> layers{random_layer(s, rng)};
+    std::vector<Tensor> caches{Tensor::empty({m, capacity, s.kv_heads, s.head_dim}, DType::BF16, gpu())};
+    return ops::cuda::dense_decode_layers_clustered_fits(layers, caches, caches,
+                                                         Tensor::empty({m, s.hidden}, DType::BF16, gpu()));
+  };
+  EXPECT_TRUE(fits(kQwen3_0p6b, 1));
+  EXPECT_TRUE(fits(kQwen3_0p6b, 1, 2048));
+  EXPECT_FALSE(fits(kQwen3_0p6b, 1, 2049));
+  EXPECT_FALSE(fits(kQwen3_0p6b, 2));
+  EXPECT_FALSE(fits(LayerShape{256, 4, 1, 64, 512}, 1));
+  EXPECT_FALSE(fits(LayerShape{160, 2, 2, 128, 256}, 1));
+}
+
+// Three layers launched early after the copies that set h and the caches, recorded into a CUDA graph: every replay
+// gives the bits of a launch outside the graph (the kernel's sums run in a fixed order).
+TEST_F(CudaDecodeLayer, ClusteredKernelLaunchedEarlyAndGraphedGivesItsSerialBits) {
+  std::mt19937 rng(12);
+  std::vector<ops::DenseDecodeLayer> layers;
+  for (int i = 0; i < 3; ++i) layers.push_back(random_layer(kQwen3_0p6b, rng));
+  const int64_t capacity = 96;
+  const Step step = random_step({77}, capacity, kQwen3_0p6b.head_dim, rng);
+  const Tensor h0 = to_gpu(random_f32({1, kQwen3_0p6b.hidden}, rng), DType::BF16);
+  const Tensor cache0 = to_gpu(random_f32({1, capacity, kQwen3_0p6b.kv_heads, 128}, rng), DType::BF16);
+  const LayersLaunch launch = [&](Tensor& h, std::vector<Tensor>& k_caches, std::vector<Tensor>& v_caches) {
+    ops::cuda::dense_decode_layers_clustered(layers, step.cos, step.sin, step.write_rows, step.cache_rows, k_caches,
+                                             v_caches, h);
+  };
+  Tensor serial = h0.clone();
+  std::vector<Tensor> serial_k = copies(cache0, layers.size()), serial_v = copies(cache0, layers.size());
+  ASSERT_TRUE(ops::cuda::dense_decode_layers_clustered_fits(layers, serial_k, serial_v, serial));
+  launch(serial, serial_k, serial_v);
+  expect_graph_replays_give(launch, layers.size(), h0, cache0, serial, serial_k, serial_v);
 }
 
 }  // namespace

@@ -1,0 +1,768 @@
+// A run of dense decoder layers' batch-1 decode step as one persistent kernel of thread-block clusters, with two
+// grid-wide barriers a layer (kernels/cuda/decode_layer.cu's kernel has five). Each kv head g has a cluster of eight
+// blocks that computes its q/k/v columns, its attention and its share of o_proj without leaving the cluster:
+//   q/k/v GEMM: block c of cluster g computes an eighth of the head group's q, k and v columns and writes them into
+//     every block of the cluster (distributed shared memory); cluster barrier;
+//   attention: every block normalises and rotates the group's query heads and the new key, then attends over an
+//     eighth of the cache; its partial sums are merged by every block from the others' shared memory; cluster barrier
+//     in between;
+//   o_proj split by heads: cluster g's eight blocks compute its heads' contribution to every output column (an eighth
+//     of the columns each) into a partial sum in global memory;
+// grid barrier; every cluster adds the kv heads' partial sums into h (an eighth of the columns a block, shared
+// through the cluster); then every block of the grid (the clusters beyond the kv heads too) computes its own slice of
+// the gate|up SwiGLU columns and, split by those columns, their contribution to every column of down_proj; the
+// cluster sums its eight blocks' contributions into one partial sum in global memory; grid barrier; every cluster
+// adds the clusters' partial sums into h. The GEMM slices stream into shared memory ahead of their phases: q/k/v and
+// gate|up through the copy engine into one buffer, o_proj and down (strided slices) through per-thread async copies
+// into another; each takes its next slice as soon as the block has read the one before.
+// The sums of o_proj and down_proj run in another order than one GEMM's, so h differs from the ops' in its last bits.
+// The default for the steps it fits; VEOMNI_DECODE_LAYER_KERNEL=0 turns it off (decode_layers_clustered.h);
+// bench/RESULTS.md has its figures.
+#include "kernels/cuda/decode_layers_clustered.h"
+
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <tuple>
+
+#include "kernels/cuda/bulk_copy.cuh"
+#include "kernels/cuda/decode_layer_run.cuh"
+#include "kernels/cuda/dependent_launch.cuh"
+#include "kernels/cuda/grid_barrier.cuh"
+#include "kernels/cuda/kernel_utils.cuh"
+#include "kernels/cuda/qkv_norm_rope.cuh"
+#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/skinny_dot.cuh"
+#include "kernels/overlapped_launches.h"
+
+namespace veomni::ops::cuda {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kClusterBlocks = 8;
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / kWarp;
+constexpr int kHeadDim = 128;
+constexpr int kDimsPerLane = kHeadDim / kWarp;
+constexpr int kMaxLayersPerLaunch = 32;
+constexpr int kKeysAtOnce = 4;  // a warp's cache rows in flight
+// The longest cache it takes: a cluster reads its kv head's keys with 32 rows a block in flight, where the ops' split
+// kernel spreads a long cache over the whole GPU; past a few thousand positions the attention would cost more than
+// the barriers save.
+constexpr int64_t kMaxCacheLen = 2048;
+
+using bf16 = __nv_bfloat16;
+
+struct ClusterArgs {
+  bf16* h;  // [1, hidden], updated in place
+  float* o_partial;  // [hkv, hidden]: each kv head's share of o_proj's product
+  float* mlp_partial;  // [clusters, hidden]: each cluster's share of down_proj's product
+  unsigned* barrier;  // grid_barrier.cuh's counter
+  const float* cos;
+  const float* sin;
+  const int32_t* write_rows;  // [1]: the flat cache row of the step's key and value
+  const int32_t* cache_rows;  // [2, 1]: the row's slot, then its kv length
+  int hidden, hq, hkv, intermediate, batch, cache_len, layers;
+  uint32_t x_bytes, y_bytes;  // the two weight buffers' sizes; the scratch area follows them
+  DecodeLayerPointers layer[kMaxLayersPerLaunch];
+};
+static_assert(sizeof(ClusterArgs) <= 4096, "a launch's arguments fit the classic 4 KB parameter space");
+
+// The per-block scratch of a head group of kGroup query heads, after the hidden-sized arrays.
+template <int kGroup>
+struct GroupScratch {
+  bf16 qkv[(kGroup + 2) * kHeadDim];  // the group's q/k/v columns (query heads, key, value), from the whole cluster
+  float head[kWarps][kHeadDim];  // qkv_head_values' per-warp scratch
+  float q[kGroup][kHeadDim];  // the normalised, rotated query heads, rounded to bf16
+  float new_key[kHeadDim];  // the step's key, normalised, rotated and rounded as the cache holds it
+  float new_value[kHeadDim];
+  float warp_max[kWarps][kGroup];
+  float warp_denominator[kWarps][kGroup];
+  float warp_acc[kWarps][kGroup][kHeadDim];
+  float block_state[kGroup][kHeadDim + 2];  // the block's sums, max score and denominator (read by the cluster)
+  bf16 attention[kGroup * kHeadDim];  // the group's attention output
+  float act[64];  // the block's SwiGLU columns
+  float rstd;
+};
+
+// The slice [begin, end) of n items that part p of parts owns (shares differ by one at most).
+__host__ __device__ inline int slice_begin(int n, int p, int parts) { return static_cast<int>(int64_t{n} * p / parts); }
+
+// The block's SwiGLU columns: 8-column chunks of the intermediate size split over the grid.
+struct Columns {
+  int first, count;
+};
+__host__ __device__ inline Columns mlp_columns(int intermediate, int block, int blocks) {
+  const int chunks = intermediate / kChunk;
+  const int begin = slice_begin(chunks, block, blocks), end = slice_begin(chunks, block + 1, blocks);
+  return {begin * kChunk, (end - begin) * kChunk};
+}
+
+__device__ __forceinline__ float rounded(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+
+__device__ __forceinline__ void mbarrier_init_arrivals(uint64_t* barrier, unsigned arrivals) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(barrier)), "r"(arrivals) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void async_copy_16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_address(dst)), "l"(src) : "memory");
+}
+
+// The barrier's phase completes once every thread's async copies issued before this have landed (one arrival a
+// thread: the barrier counts kThreads).
+__device__ __forceinline__ void async_copies_arrive(uint64_t* barrier) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(shared_address(barrier)) : "memory");
+}
+
+template <int kGroup>
+struct Block {
+  const ClusterArgs& a;
+  unsigned char* x;  // q/k/v or gate|up slice
+  unsigned char* y;  // o_proj or down slice
+  uint64_t* x_loaded;
+  uint64_t* y_loaded;
+  int rank, cluster_id;
+
+  __device__ int g() const { return cluster_id; }
+
+  // Cluster rows r of the group's (query heads, key, value) columns as rows of the layer's q/k/v weight.
+  __device__ int64_t qkv_row(int r) const {
+    if (r < kGroup * kHeadDim) return int64_t{g()} * kGroup * kHeadDim + r;
+    if (r < (kGroup + 1) * kHeadDim) return int64_t{a.hq} * kHeadDim + int64_t{g()} * kHeadDim + r - kGroup * kHeadDim;
+    return int64_t{a.hq + a.hkv} * kHeadDim + int64_t{g()} * kHeadDim + r - (kGroup + 1) * kHeadDim;
+  }
+
+  // One thread: the block's rows of the group's q/k/v columns into x: its share of each of the three sections (query
+  // heads, key, value), each a run of consecutive weight rows.
+  __device__ void queue_qkv(int layer) const {
+    constexpr int kRows = (kGroup + 2) * kHeadDim / kClusterBlocks;
+    const int64_t row_bytes = int64_t{a.hidden} * sizeof(bf16);
+    mbarrier_expect_bytes(x_loaded, static_cast<uint32_t>(kRows * row_bytes));
+    const int first = rank * kRows, last = first + kRows;
+    const int bounds[4] = {0, kGroup * kHeadDim, (kGroup + 1) * kHeadDim, (kGroup + 2) * kHeadDim};
+    for (int section = 0; section < 3; ++section) {
+      const int begin = max(first, bounds[section]), end = min(last, bounds[section + 1]);
+      if (begin >= end) continue;
+      bulk_copy_to_shared(x + (begin - first) * row_bytes, a.layer[layer].weight[kQkv] + qkv_row(begin) * a.hidden,
+                          static_cast<uint32_t>((end - begin) * row_bytes), x_loaded);
+    }
+  }
+
+  // One thread: the block's gate rows, then its up rows, into x.
+  __device__ void queue_gate_up(int layer) const {
+    const Columns c = mlp_columns(a.intermediate, blockIdx.x, gridDim.x);
+    const uint32_t bytes = static_cast<uint32_t>(int64_t{c.count} * a.hidden * sizeof(bf16));
+    mbarrier_expect_bytes(x_loaded, 2 * bytes);
+    if (bytes == 0) return;
+    const bf16* w = a.layer[layer].weight[kGateUp];
+    bulk_copy_to_shared(x, w + int64_t{c.first} * a.hidden, bytes, x_loaded);
+    bulk_copy_to_shared(x + bytes, w + (int64_t{a.intermediate} + c.first) * a.hidden, bytes, x_loaded);
+  }
+
+  // Every thread: the block's o_proj rows (an eighth of the outputs) over the group's heads' inputs into y.
+  __device__ void queue_o_proj(int layer) const {
+    constexpr int kPieces = kGroup * kHeadDim / kChunk;  // 16-byte pieces of a row's segment
+    const int rows = a.hidden / kClusterBlocks, first = rank * rows;
+    const int64_t width = int64_t{a.hq} * kHeadDim;
+    const bf16* w = a.layer[layer].weight[kOProj] + int64_t{g()} * kGroup * kHeadDim;
+    for (int p = threadIdx.x; p < rows * kPieces; p += kThreads) {
+      const int row = p / kPieces, piece = p % kPieces;
+      async_copy_16(y + (int64_t{row} * kGroup * kHeadDim + piece * kChunk) * sizeof(bf16),
+                    w + (first + row) * width + piece * kChunk);
+    }
+    async_copies_arrive(y_loaded);
+  }
+
+  // Every thread: the block's columns of down_proj (every output row) into y, [hidden, count].
+  __device__ void queue_down(int layer) const {
+    const Columns c = mlp_columns(a.intermediate, blockIdx.x, gridDim.x);
+    const int pieces = c.count / kChunk;
+    const bf16* w = a.layer[layer].weight[kDown] + c.first;
+    for (int row = threadIdx.x; row < a.hidden; row += kThreads)
+      for (int piece = 0; piece < pieces; ++piece)
+        async_copy_16(y + (int64_t{row} * c.count + piece * kChunk) * sizeof(bf16),
+                      w + int64_t{row} * a.intermediate + piece * kChunk);
+    async_copies_arrive(y_loaded);
+  }
+};
+
+// xn = RMSNorm(h) with the skinny GEMM's bits (skinny_dot.cuh: row_rstd, then (x * rstd) * gain rounded to bf16).
+template <int kGroup>
+__device__ void normalise(const bf16* h, const bf16* gain, float eps, int hidden, bf16* xn, GroupScratch<kGroup>& s) {
+  if (threadIdx.x < kWarp) {
+    const float r = row_rstd(h, hidden, eps, static_cast<int>(threadIdx.x));
+    if (threadIdx.x == 0) s.rstd = r;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < hidden; i += kThreads)
+    xn[i] = __float2bfloat16_rn((__bfloat162float(h[i]) * s.rstd) * __bfloat162float(gain[i]));
+  __syncthreads();
+}
+
+constexpr int kRowsAtOnce = 4;  // weight rows a warp reads together, sharing each input chunk
+
+// acc[j] += the lane's share of row j . x for the first `count` rows (all in shared memory, k = 8 chunks): lane l
+// takes chunks l, l + 32, ... in ascending order, each chunk's 8 products in turn (the skinny kernel's order, so its
+// bits); the rows' loads and multiply-adds overlap.
+__device__ __forceinline__ void dot_rows(const uint4* const (&rows)[kRowsAtOnce], int count, const uint4* x,
+                                         int chunks, int lane, float (&acc)[kRowsAtOnce]) {
+#pragma unroll 2
+  for (int c = lane; c < chunks; c += kWarp) {
+    float xf[kChunk];
+    unpack(x[c], xf);
+#pragma unroll
+    for (int j = 0; j < kRowsAtOnce; ++j) {
+      if (j >= count) break;
+      float wf[kChunk];
+      unpack(rows[j][c], wf);
+      for (int i = 0; i < kChunk; ++i) acc[j] += wf[i] * xf[i];
+    }
+  }
+}
+
+// The sums of n rows of `chunks` 16-byte chunks (weights at `first`, row after row) with x, kRowsAtOnce rows a warp
+// at a time (warp w takes rows w, w + 8, ...); emit(row, sum) runs in lane 0 of the row's warp.
+template <class Emit>
+__device__ __forceinline__ void warp_rows(const uint4* first, int n, const uint4* x, int chunks, Emit&& emit) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  for (int r0 = warp; r0 < n; r0 += kWarps * kRowsAtOnce) {
+    const int count = min(kRowsAtOnce, (n - r0 + kWarps - 1) / kWarps);
+    const uint4* rows[kRowsAtOnce];
+    for (int j = 0; j < kRowsAtOnce; ++j) rows[j] = first + int64_t{r0 + j * kWarps} * chunks;
+    float acc[kRowsAtOnce] = {};
+    dot_rows(rows, count, x, chunks, lane, acc);
+#pragma unroll
+    for (int j = 0; j < kRowsAtOnce; ++j) {
+      if (j >= count) break;
+      const float sum = warp_sum(acc[j]);
+      emit(r0 + j * kWarps, sum, lane);
+    }
+  }
+}
+
+// The block's q/k/v columns, written into every block of the cluster.
+template <int kGroup>
+__device__ void qkv_phase(const Block<kGroup>& b, const bf16* xn, GroupScratch<kGroup>& s, cg::cluster_group& cluster) {
+  constexpr int kRows = (kGroup + 2) * kHeadDim / kClusterBlocks;
+  warp_rows(reinterpret_cast<const uint4*>(b.x), kRows, reinterpret_cast<const uint4*>(xn), b.a.hidden / kChunk,
+            [&](int r, float sum, int lane) {
+              if (lane < kClusterBlocks)
+                cluster.map_shared_rank(s.qkv, lane)[b.rank * kRows + r] = __float2bfloat16_rn(sum);
+            });
+}
+
+// The step's query heads and key, normalised and rotated (qkv_norm_rope_cache_write's values), and its value; the
+// key and value go into the cache from block 0 of the cluster.
+template <int kGroup>
+__device__ void prepare_heads(const Block<kGroup>& b, const DecodeLayerPointers& l, GroupScratch<kGroup>& s) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  QkvNormRopeArgs rope{};
+  rope.qkv = ConstFloats{s.qkv, true};
+  rope.q_norm = ConstFloats{l.q_norm, true};
+  rope.k_norm = ConstFloats{l.k_norm, true};
+  rope.cos = b.a.cos;
+  rope.sin = b.a.sin;
+  rope.hq = kGroup;  // the group's columns as one token of kGroup query heads and one kv head
+  rope.hkv = 1;
+  rope.d = kHeadDim;
+  rope.eps = l.qk_eps;
+  if (warp < kGroup + 2) {
+    qkv_head_values<kHeadDim>(rope, 0, warp, s.head[warp], lane, [&](int64_t i, float x) {
+      const float v = rounded(x);
+      if (warp < kGroup) s.q[warp][i] = v;
+      else if (warp == kGroup) s.new_key[i] = v;
+      else s.new_value[i] = v;
+    });
+  }
+  __syncthreads();
+  const int64_t dest = b.a.write_rows[0];
+  if (b.rank == 0 && dest >= 0 && dest < int64_t{b.a.batch} * b.a.cache_len) {
+    const int64_t at = (dest * b.a.hkv + b.g()) * kHeadDim;
+    for (int i = threadIdx.x; i < kHeadDim; i += kThreads) {
+      l.k_cache[at + i] = __float2bfloat16_rn(s.new_key[i]);
+      l.v_cache[at + i] = __float2bfloat16_rn(s.new_value[i]);
+    }
+  }
+}
+
+// The block's eighth of the row's keys: each warp's running softmax over its keys, merged into block_state.
+template <int kGroup>
+__device__ void attend(const Block<kGroup>& b, const DecodeLayerPointers& l, GroupScratch<kGroup>& s) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int64_t slot = b.a.cache_rows[0], len = b.a.cache_rows[1];
+  const bool valid = slot >= 0 && slot < b.a.batch && len >= 1 && len <= b.a.cache_len;
+  const int64_t per_block = valid ? (len + kClusterBlocks - 1) / kClusterBlocks : 0;
+  const int64_t begin = b.rank * per_block, end = valid ? min(len, begin + per_block) : 0;
+  const int64_t dest = b.a.write_rows[0], row0 = slot * b.a.cache_len;
+  float q[kGroup][kDimsPerLane], acc[kGroup][kDimsPerLane], max_score[kGroup], denominator[kGroup];
+  for (int h = 0; h < kGroup; ++h) {
+    for (int i = 0; i < kDimsPerLane; ++i) {
+      q[h][i] = s.q[h][lane * kDimsPerLane + i] * l.scale;
+      acc[h][i] = 0.0f;
+    }
+    max_score[h] = -INFINITY;
+    denominator[h] = 0.0f;
+  }
+  const int64_t stride = int64_t{b.a.hkv} * kHeadDim;
+  const bf16* k = l.k_cache + b.g() * kHeadDim + lane * kDimsPerLane;
+  const bf16* v = l.v_cache + b.g() * kHeadDim + lane * kDimsPerLane;
+  for (int64_t j0 = begin + warp; j0 < end; j0 += kWarps * kKeysAtOnce) {
+    float keys[kKeysAtOnce][kDimsPerLane], values[kKeysAtOnce][kDimsPerLane];
+#pragma unroll
+    for (int u = 0; u < kKeysAtOnce; ++u) {
+      const int64_t j = j0 + u * kWarps;
+      if (j >= end) {
+        for (int i = 0; i < kDimsPerLane; ++i) keys[u][i] = values[u][i] = 0.0f;
+      } else if (row0 + j == dest) {  // the step's own key: written by block 0, maybe not yet
+        for (int i = 0; i < kDimsPerLane; ++i) {
+          keys[u][i] = s.new_key[lane * kDimsPerLane + i];
+          values[u][i] = s.new_value[lane * kDimsPerLane + i];
+        }
+      } else {
+        const uint2 kr = *reinterpret_cast<const uint2*>(k + (row0 + j) * stride);
+        const uint2 vr = *reinterpret_cast<const uint2*>(v + (row0 + j) * stride);
+        const __nv_bfloat162* kp = reinterpret_cast<const __nv_bfloat162*>(&kr);
+        const __nv_bfloat162* vp = reinterpret_cast<const __nv_bfloat162*>(&vr);
+        for (int i = 0; i < kDimsPerLane / 2; ++i) {
+          keys[u][2 * i] = __low2float(kp[i]);
+          keys[u][2 * i + 1] = __high2float(kp[i]);
+          values[u][2 * i] = __low2float(vp[i]);
+          values[u][2 * i + 1] = __high2float(vp[i]);
+        }
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < kGroup; ++h) {
+      float score[kKeysAtOnce];
+      float new_max = max_score[h];
+#pragma unroll
+      for (int u = 0; u < kKeysAtOnce; ++u) {
+        float dot = 0.0f;
+        for (int i = 0; i < kDimsPerLane; ++i) dot += q[h][i] * keys[u][i];
+        score[u] = j0 + u * kWarps < end ? warp_sum(dot) : -INFINITY;
+        new_max = fmaxf(new_max, score[u]);
+      }
+      const float rescale = __expf(max_score[h] - new_max);
+      denominator[h] *= rescale;
+      for (int i = 0; i < kDimsPerLane; ++i) acc[h][i] *= rescale;
+#pragma unroll
+      for (int u = 0; u < kKeysAtOnce; ++u) {
+        const float p = __expf(score[u] - new_max);
+        denominator[h] += p;
+        for (int i = 0; i < kDimsPerLane; ++i) acc[h][i] += p * values[u][i];
+      }
+      max_score[h] = new_max;
+    }
+  }
+  for (int h = 0; h < kGroup; ++h) {
+    if (lane == 0) {
+      s.warp_max[warp][h] = max_score[h];
+      s.warp_denominator[warp][h] = denominator[h];
+    }
+    for (int i = 0; i < kDimsPerLane; ++i) s.warp_acc[warp][h][lane * kDimsPerLane + i] = acc[h][i];
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < kGroup * kHeadDim; i += kThreads) {
+    const int h = i / kHeadDim, dim = i % kHeadDim;
+    float total_max = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) total_max = fmaxf(total_max, s.warp_max[w][h]);
+    float total_denominator = 0.0f, sum = 0.0f;
+    for (int w = 0; w < kWarps; ++w) {
+      const float weight = s.warp_max[w][h] == -INFINITY ? 0.0f : __expf(s.warp_max[w][h] - total_max);
+      total_denominator += s.warp_denominator[w][h] * weight;
+      sum += s.warp_acc[w][h][dim] * weight;
+    }
+    s.block_state[h][dim] = sum;
+    if (dim == 0) {
+      s.block_state[h][kHeadDim] = total_max;
+      s.block_state[h][kHeadDim + 1] = total_denominator;
+    }
+  }
+}
+
+// The group's attention output from the eight blocks' states (every block merges, in rank order); NaN for a row
+// outside the cache.
+template <int kGroup>
+__device__ void merge_blocks(const Block<kGroup>& b, GroupScratch<kGroup>& s, cg::cluster_group& cluster) {
+  const int64_t slot = b.a.cache_rows[0], len = b.a.cache_rows[1];
+  const bool valid = slot >= 0 && slot < b.a.batch && len >= 1 && len <= b.a.cache_len;
+  for (int i = threadIdx.x; i < kGroup * kHeadDim; i += kThreads) {
+    const int h = i / kHeadDim, dim = i % kHeadDim;
+    float max_score[kClusterBlocks], denominator[kClusterBlocks], value[kClusterBlocks];
+#pragma unroll
+    for (int r = 0; r < kClusterBlocks; ++r) {
+      const float* state = cluster.map_shared_rank(&s.block_state[h][0], r);
+      max_score[r] = state[kHeadDim];
+      denominator[r] = state[kHeadDim + 1];
+      value[r] = state[dim];
+    }
+    float total_max = -INFINITY;
+    for (int r = 0; r < kClusterBlocks; ++r) total_max = fmaxf(total_max, max_score[r]);
+    float total_denominator = 0.0f, sum = 0.0f;
+    for (int r = 0; r < kClusterBlocks; ++r) {
+      const float weight = max_score[r] == -INFINITY ? 0.0f : __expf(max_score[r] - total_max);
+      total_denominator += denominator[r] * weight;
+      sum += value[r] * weight;
+    }
+    s.attention[i] = __float2bfloat16_rn(valid ? sum / total_denominator : NAN);
+  }
+  __syncthreads();
+}
+
+// The group's heads' contribution to the block's eighth of o_proj's outputs.
+template <int kGroup>
+__device__ void o_proj_phase(const Block<kGroup>& b, const GroupScratch<kGroup>& s) {
+  const int rows = b.a.hidden / kClusterBlocks;
+  float* out = b.a.o_partial + int64_t{b.g()} * b.a.hidden + b.rank * rows;
+  warp_rows(reinterpret_cast<const uint4*>(b.y), rows, reinterpret_cast<const uint4*>(s.attention),
+            kGroup * kHeadDim / kChunk, [&](int r, float sum, int lane) {
+              if (lane == 0) out[r] = sum;
+            });
+}
+
+// The sum over parts of partial[p * hidden + i], in ascending p; the loads of up to kPartsAtOnce parts go out at once.
+constexpr int kPartsAtOnce = 16;
+__device__ __forceinline__ float sum_of_parts(const float* partial, int parts, int hidden, int i) {
+  float sum = 0.0f;
+  for (int first = 0; first < parts; first += kPartsAtOnce) {
+    float value[kPartsAtOnce];
+#pragma unroll
+    for (int p = 0; p < kPartsAtOnce; ++p)
+      value[p] = first + p < parts ? partial[int64_t{first + p} * hidden + i] : 0.0f;
+#pragma unroll
+    for (int p = 0; p < kPartsAtOnce; ++p)
+      if (first + p < parts) sum += value[p];
+  }
+  return sum;
+}
+
+// h[i] = h[i] + the parts' partial sums of column i, for the block's eighth of the columns, into every block of the
+// cluster: each cluster computes the same values in the same order.
+template <int kGroup>
+__device__ void add_partials(const Block<kGroup>& b, const float* partial, int parts, bf16* h,
+                             cg::cluster_group& cluster) {
+  const int columns = b.a.hidden / kClusterBlocks;
+  for (int c = threadIdx.x; c < columns; c += kThreads) {
+    const int i = b.rank * columns + c;
+    const float sum = sum_of_parts(partial, parts, b.a.hidden, i);
+    const bf16 value = __float2bfloat16_rn(__bfloat162float(h[i]) + sum);
+#pragma unroll
+    for (int r = 0; r < kClusterBlocks; ++r) cluster.map_shared_rank(h, r)[i] = value;
+  }
+}
+
+// The cluster's eight contributions to down_proj, summed in rank order (their loads at once), for the block's eighth
+// of the columns, into the cluster's row of mlp_partial.
+template <int kGroup>
+__device__ void cluster_down_sum(const Block<kGroup>& b, float* down_partial, cg::cluster_group& cluster) {
+  const int columns = b.a.hidden / kClusterBlocks;
+  for (int c = threadIdx.x; c < columns; c += kThreads) {
+    const int i = b.rank * columns + c;
+    float value[kClusterBlocks];
+#pragma unroll
+    for (int r = 0; r < kClusterBlocks; ++r) value[r] = cluster.map_shared_rank(down_partial, r)[i];
+    float sum = 0.0f;
+#pragma unroll
+    for (int r = 0; r < kClusterBlocks; ++r) sum += value[r];
+    b.a.mlp_partial[int64_t{b.cluster_id} * b.a.hidden + i] = sum;
+  }
+}
+
+// The block's SwiGLU columns (gate rows, then up rows in x): warp w takes columns w, w + 8, ..., two at a time.
+template <int kGroup>
+__device__ void swiglu_phase(const Block<kGroup>& b, const bf16* xn, GroupScratch<kGroup>& s) {
+  constexpr int kColumnsAtOnce = kRowsAtOnce / 2;
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const Columns c = mlp_columns(b.a.intermediate, blockIdx.x, gridDim.x);
+  const int chunks = b.a.hidden / kChunk;
+  const uint4* w = reinterpret_cast<const uint4*>(b.x);
+  for (int j0 = warp; j0 < c.count; j0 += kWarps * kColumnsAtOnce) {
+    const int count = min(kColumnsAtOnce, (c.count - j0 + kWarps - 1) / kWarps);
+    const uint4* rows[kRowsAtOnce];  // gate j, up j, ...
+    for (int j = 0; j < kColumnsAtOnce; ++j) {
+      rows[2 * j] = w + int64_t{j0 + j * kWarps} * chunks;
+      rows[2 * j + 1] = w + int64_t{c.count + j0 + j * kWarps} * chunks;
+    }
+    float acc[kRowsAtOnce] = {};
+    dot_rows(rows, 2 * count, reinterpret_cast<const uint4*>(xn), chunks, lane, acc);
+    for (int j = 0; j < count; ++j) {
+      const float act = __bfloat162float(swiglu_result(warp_sum(acc[2 * j]), warp_sum(acc[2 * j + 1])));
+      if (lane == 0) s.act[j0 + j * kWarps] = act;
+    }
+  }
+  __syncthreads();
+}
+
+// The block's columns' contribution to every output of down_proj, into down_partial.
+template <int kGroup>
+__device__ void down_phase(const Block<kGroup>& b, const GroupScratch<kGroup>& s, float* down_partial) {
+  const Columns c = mlp_columns(b.a.intermediate, blockIdx.x, gridDim.x);
+  const int pieces = c.count / kChunk;
+  for (int r = threadIdx.x; r < b.a.hidden; r += kThreads) {
+    const uint4* row = reinterpret_cast<const uint4*>(b.y) + int64_t{r} * pieces;
+    float acc = 0.0f;
+    for (int p = 0; p < pieces; ++p) {
+      float wf[kChunk];
+      unpack(row[p], wf);
+      for (int i = 0; i < kChunk; ++i) acc += wf[i] * s.act[p * kChunk + i];
+    }
+    down_partial[r] = acc;
+  }
+}
+
+template <int kGroup>
+__global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __grid_constant__ ClusterArgs a) {
+  extern __shared__ __align__(128) unsigned char shared[];
+  __shared__ uint64_t x_loaded, y_loaded;
+  cg::cluster_group cluster = cg::this_cluster();
+  const Block<kGroup> b{a,
+                        shared,
+                        shared + a.x_bytes,
+                        &x_loaded,
+                        &y_loaded,
+                        static_cast<int>(cluster.block_rank()),
+                        static_cast<int>(blockIdx.x) / kClusterBlocks};
+  unsigned char* scratch = shared + a.x_bytes + a.y_bytes;
+  bf16* h = reinterpret_cast<bf16*>(scratch);
+  bf16* xn = reinterpret_cast<bf16*>(scratch + ((a.hidden * sizeof(bf16) + 15) / 16) * 16);
+  float* down_partial = reinterpret_cast<float*>(xn + ((a.hidden + 7) / 8) * 8);
+  auto& s = *reinterpret_cast<GroupScratch<kGroup>*>(down_partial + a.hidden);
+  const bool attends = b.cluster_id < a.hkv;  // a head group's cluster; the others join from the gate|up phase on
+  const int clusters = static_cast<int>(gridDim.x) / kClusterBlocks;
+
+  if (threadIdx.x == 0) {
+    mbarrier_init(&x_loaded);
+    mbarrier_init_arrivals(&y_loaded, kThreads);
+  }
+  __syncthreads();
+  // The weights are not written by the kernels before: their copies start before waiting for those.
+  if (threadIdx.x == 0) attends ? b.queue_qkv(0) : b.queue_gate_up(0);
+  attends ? b.queue_o_proj(0) : b.queue_down(0);
+  let_next_kernel_launch();
+  wait_for_previous_kernel();
+  for (int i = threadIdx.x; i < a.hidden; i += kThreads) h[i] = a.h[i];
+  __syncthreads();
+  cluster.sync();  // every block of the cluster has started before any writes into another's shared memory
+
+  uint32_t x_phase = 0, y_phase = 0;
+  unsigned target = 0;
+  for (int layer = 0; layer < a.layers; ++layer) {
+    const DecodeLayerPointers& l = a.layer[layer];
+    const bool more = layer + 1 < a.layers;
+    if (attends) {
+      normalise(h, l.input_norm, l.input_eps, a.hidden, xn, s);
+      mbarrier_wait(&x_loaded, x_phase++ & 1u);
+      qkv_phase(b, xn, s, cluster);
+      __syncthreads();
+      if (threadIdx.x == 0) b.queue_gate_up(layer);
+      cluster.sync();
+      prepare_heads(b, l, s);
+      attend(b, l, s);
+      cluster.sync();
+      merge_blocks(b, s, cluster);
+      mbarrier_wait(&y_loaded, y_phase++ & 1u);
+      o_proj_phase(b, s);
+      __syncthreads();
+      b.queue_down(layer);
+    }
+    grid_sync(a.barrier, target);
+    add_partials(b, a.o_partial, a.hkv, h, cluster);
+    cluster.sync();
+
+    normalise(h, l.post_norm, l.post_eps, a.hidden, xn, s);
+    mbarrier_wait(&x_loaded, x_phase++ & 1u);
+    swiglu_phase(b, xn, s);
+    if (threadIdx.x == 0 && more) attends ? b.queue_qkv(layer + 1) : b.queue_gate_up(layer + 1);
+    mbarrier_wait(&y_loaded, y_phase++ & 1u);
+    down_phase(b, s, down_partial);
+    __syncthreads();
+    if (more) attends ? b.queue_o_proj(layer + 1) : b.queue_down(layer + 1);
+    cluster.sync();
+    cluster_down_sum(b, down_partial, cluster);
+    grid_sync(a.barrier, target);
+    add_partials(b, a.mlp_partial, clusters, h, cluster);
+    cluster.sync();
+  }
+  if (blockIdx.x == 0)
+    for (int i = threadIdx.x; i < a.hidden; i += kThreads) a.h[i] = h[i];
+  grid_sync_exit(a.barrier, target);
+}
+
+using ClusterKernel = void (*)(ClusterArgs);
+
+ClusterKernel kernel_for_group(int64_t group) {
+  switch (group) {
+    case 1: return clustered_layers_kernel<1>;
+    case 2: return clustered_layers_kernel<2>;
+    case 4: return clustered_layers_kernel<4>;
+    default: return nullptr;
+  }
+}
+
+size_t group_scratch_bytes(int64_t group) {
+  switch (group) {
+    case 1: return sizeof(GroupScratch<1>);
+    case 2: return sizeof(GroupScratch<2>);
+    default: return sizeof(GroupScratch<4>);
+  }
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+struct ClusterPlan {
+  ClusterKernel kernel = nullptr;
+  int blocks = 0;
+  uint32_t x_bytes = 0, y_bytes = 0;
+  size_t bytes = 0;
+};
+
+// The grid: the most clusters of eight, one block an SM, that can all be resident with the shared memory their
+// slices need (fewer blocks take wider gate|up and down slices), and at least one cluster a kv head.
+std::optional<ClusterPlan> make_plan(int64_t hidden, int64_t hq, int64_t hkv, int64_t intermediate) {
+  int device = 0, major = 0, optin = 0, sms = 0;
+  VEOMNI_CUDA_CHECK(cudaGetDevice(&device));
+  VEOMNI_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  VEOMNI_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  VEOMNI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  if (major < 9) return std::nullopt;
+  const int64_t group = hq / hkv;
+  const ClusterKernel kernel = kernel_for_group(group);
+  if (kernel == nullptr) return std::nullopt;
+  cudaFuncAttributes attributes{};
+  VEOMNI_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  const int64_t bf = sizeof(bf16);
+  const int64_t scratch =
+      2 * ceil_div(hidden * bf, 16) * 16 + hidden * 4 + static_cast<int64_t>(group_scratch_bytes(group));
+  for (int64_t clusters = sms / kClusterBlocks; clusters >= hkv; --clusters) {
+    const int64_t blocks = clusters * kClusterBlocks;
+    const int64_t widest = ceil_div(intermediate / kChunk, blocks) * kChunk;
+    if (widest > 64) continue;  // GroupScratch::act
+    const int64_t qkv_slice = (group + 2) * kHeadDim / kClusterBlocks * hidden * bf;
+    const int64_t gate_up_slice = 2 * widest * hidden * bf;
+    const int64_t o_slice = hidden / kClusterBlocks * group * kHeadDim * bf;
+    const int64_t down_slice = hidden * widest * bf;
+    ClusterPlan plan;
+    plan.kernel = kernel;
+    plan.blocks = static_cast<int>(blocks);
+    plan.x_bytes = static_cast<uint32_t>(ceil_div(std::max(qkv_slice, gate_up_slice), 128) * 128);
+    plan.y_bytes = static_cast<uint32_t>(ceil_div(std::max(o_slice, down_slice), 128) * 128);
+    plan.bytes = static_cast<size_t>(plan.x_bytes + plan.y_bytes + scratch);
+    if (plan.bytes + attributes.sharedSizeBytes > static_cast<size_t>(optin)) continue;
+    // The most any plan asks for: each launch passes its own size.
+    VEOMNI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           optin - static_cast<int>(attributes.sharedSizeBytes)));
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(static_cast<unsigned>(blocks));
+    config.blockDim = dim3(kThreads);
+    config.dynamicSmemBytes = plan.bytes;
+    cudaLaunchAttribute cluster = {};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = kClusterBlocks;
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = 1;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    int resident = 0;
+    VEOMNI_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&resident, kernel, &config));
+    if (resident >= clusters) return plan;
+  }
+  return std::nullopt;
+}
+
+std::optional<ClusterPlan> plan_for(int64_t hidden, int64_t hq, int64_t hkv, int64_t intermediate) {
+  static std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::optional<ClusterPlan>> plans;
+  const auto key = std::make_tuple(hidden, hq, hkv, intermediate);
+  auto found = plans.find(key);
+  if (found == plans.end()) found = plans.emplace(key, make_plan(hidden, hq, hkv, intermediate)).first;
+  return found->second;
+}
+
+// The grid barrier's counter (decode_layer_run.cuh's zeroed_device_counters).
+unsigned* barrier_counter() {
+  static unsigned* counter = nullptr;
+  return zeroed_device_counters(counter, 1);
+}
+
+}  // namespace
+
+bool dense_decode_layers_clustered_enabled() {
+  const char* value = std::getenv("VEOMNI_DECODE_LAYER_KERNEL");  // read each time: tests switch it
+  return value == nullptr || value[0] == '\0' || std::strcmp(value, "2") == 0;
+}
+
+bool dense_decode_layers_clustered_fits(const std::vector<DenseDecodeLayer>& layers,
+                                        const std::vector<Tensor>& k_caches, const std::vector<Tensor>& v_caches,
+                                        const Tensor& h) {
+  if (layers.empty() || h.dim(0) != 1) return false;
+  const DenseDecodeLayer& first = layers[0];
+  const int64_t hidden = h.dim(1), hq = first.q_heads, hkv = first.kv_heads;
+  if (first.head_dim != kHeadDim || hkv < 1 || hq % hkv != 0 || k_caches[0].dim(1) > kMaxCacheLen) return false;
+  if (hidden % (kClusterBlocks * kChunk) != 0 || first.gate_up.dim(0) % (2 * kChunk) != 0) return false;
+  if (!uniform_bf16_layers(layers, k_caches, v_caches, h)) return false;
+  if (!plan_for(hidden, hq, hkv, first.gate_up.dim(0) / 2)) return false;
+  return barrier_counter() != nullptr;
+}
+
+void dense_decode_layers_clustered(const std::vector<DenseDecodeLayer>& layers, const Tensor& cos, const Tensor& sin,
+                                   const Tensor& write_rows, const Tensor& cache_rows, std::vector<Tensor>& k_caches,
+                                   std::vector<Tensor>& v_caches, Tensor& h) {
+  const DenseDecodeLayer& first = layers.front();
+  const int64_t hidden = h.dim(1), hq = first.q_heads, hkv = first.kv_heads, inter = first.gate_up.dim(0) / 2;
+  const std::optional<ClusterPlan> plan = plan_for(hidden, hq, hkv, inter);
+  VEOMNI_CHECK(plan.has_value(), "dense_decode_layers: no clustered-kernel plan for these shapes");
+  unsigned* counter = barrier_counter();
+  VEOMNI_CHECK(counter != nullptr, "dense_decode_layers: the kernel's counter was first needed inside a capture");
+  const int clusters = plan->blocks / kClusterBlocks;
+  Tensor o_partial = Tensor::empty({hkv, hidden}, DType::F32, h.device());
+  Tensor mlp_partial = Tensor::empty({clusters, hidden}, DType::F32, h.device());
+
+  ClusterArgs args{};
+  args.h = data_of<bf16>(h);
+  args.o_partial = data_of<float>(o_partial);
+  args.mlp_partial = data_of<float>(mlp_partial);
+  args.barrier = counter;
+  args.cos = data_of<const float>(cos);
+  args.sin = data_of<const float>(sin);
+  args.write_rows = data_of<const int32_t>(write_rows);
+  args.cache_rows = data_of<const int32_t>(cache_rows);
+  args.hidden = static_cast<int>(hidden);
+  args.hq = static_cast<int>(hq);
+  args.hkv = static_cast<int>(hkv);
+  args.intermediate = static_cast<int>(inter);
+  args.batch = static_cast<int>(k_caches.front().dim(0));
+  args.cache_len = static_cast<int>(k_caches.front().dim(1));
+  args.x_bytes = plan->x_bytes;
+  args.y_bytes = plan->y_bytes;
+
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(plan->blocks));
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = plan->bytes;
+  config.stream = cuda_rt::stream();
+  cudaLaunchAttribute attrs[2] = {};
+  attrs[0].id = cudaLaunchAttributeClusterDimension;
+  attrs[0].val.clusterDim.x = kClusterBlocks;
+  attrs[0].val.clusterDim.y = 1;
+  attrs[0].val.clusterDim.z = 1;
+  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[1].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attrs;
+  config.numAttrs = OverlappedLaunches::active() ? 2 : 1;
+  for (size_t begin = 0; begin < layers.size(); begin += kMaxLayersPerLaunch) {
+    const size_t end = std::min(layers.size(), begin + kMaxLayersPerLaunch);
+    args.layers = static_cast<int>(end - begin);
+    for (size_t i = begin; i < end; ++i)
+      args.layer[i - begin] = decode_layer_pointers(layers[i], k_caches[i], v_caches[i]);
+    VEOMNI_CUDA_CHECK(cudaLaunchKernelEx(&config, plan->kernel, args));
+  }
+}
+
+}  // namespace veomni::ops::cuda
