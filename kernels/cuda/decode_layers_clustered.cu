@@ -85,7 +85,7 @@ struct GroupScratch {
   float warp_denominator[kWarps][kGroup];
   float warp_acc[kWarps][kGroup][kHeadDim];
   float block_state[kGroup][kHeadDim + 2];  // the block's sums, max score and denominator (read by the cluster)
-  bf16 attention[kGroup * kHeadDim];  // the group's attention output
+  alignas(16) bf16 attention[kGroup * kHeadDim];  // the group's attention output (read in 16-byte chunks)
   float act[64];  // the block's SwiGLU columns
   float rstd;
 };
