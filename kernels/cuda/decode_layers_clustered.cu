@@ -122,6 +122,8 @@ __device__ __forceinline__ void async_copies_arrive(uint64_t* barrier) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(shared_address(barrier)) : "memory");
 }
 
+// One block's view of the kernel: its two weight buffers and their barriers, its rank in its cluster and the cluster
+// (the kv head it computes attention for, when below hkv); the queue_* members stream its next weight slices.
 template <int kGroup>
 struct Block {
   const ClusterArgs& a;
