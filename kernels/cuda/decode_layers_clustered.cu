@@ -103,8 +103,6 @@ __host__ __device__ inline Columns mlp_columns(int intermediate, int block, int 
   return {begin * kChunk, (end - begin) * kChunk};
 }
 
-__device__ __forceinline__ float rounded(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
-
 __device__ __forceinline__ void mbarrier_init_arrivals(uint64_t* barrier, unsigned arrivals) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(barrier)), "r"(arrivals) : "memory");
@@ -278,7 +276,7 @@ __device__ void prepare_heads(const Block<kGroup>& b, const DecodeLayerPointers&
   rope.eps = l.qk_eps;
   if (warp < kGroup + 2) {
     qkv_head_values<kHeadDim>(rope, 0, warp, s.head[warp], lane, [&](int64_t i, float x) {
-      const float v = rounded(x);
+      const float v = packed::as_float(packed::rounded<bf16>(x));  // as q and the cache hold it
       if (warp < kGroup) s.q[warp][i] = v;
       else if (warp == kGroup) s.new_key[i] = v;
       else s.new_value[i] = v;
