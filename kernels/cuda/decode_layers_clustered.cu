@@ -86,7 +86,9 @@ struct GroupScratch {
   float warp_acc[kWarps][kGroup][kHeadDim];
   float block_state[kGroup][kHeadDim + 2];  // the block's sums, max score and denominator (read by the cluster)
   alignas(16) bf16 attention[kGroup * kHeadDim];  // the group's attention output (read in 16-byte chunks)
-  float act[64];  // the block's SwiGLU columns
+  float mma_partial[kWarps][16];  // mma_rows' per-warp partial sums of a tile when the warps split its k range
+  float gate_up[128];  // the block's gate sums, then its up sums
+  alignas(16) bf16 act[64];  // the block's SwiGLU columns
   float rstd;
 };
 
@@ -207,56 +209,93 @@ __device__ void normalise(const bf16* h, const bf16* gain, float eps, int hidden
   __syncthreads();
 }
 
-constexpr int kRowsAtOnce = 4;  // weight rows a warp reads together, sharing each input chunk
-
-// acc[j] += the lane's share of row j . x for the first `count` rows (all in shared memory, k = 8 chunks): lane l
-// takes chunks l, l + 32, ... in ascending order, each chunk's 8 products in turn (the skinny kernel's order, so its
-// bits); the rows' loads and multiply-adds overlap.
-__device__ __forceinline__ void dot_rows(const uint4* const (&rows)[kRowsAtOnce], int count, const uint4* x,
-                                         int chunks, int lane, float (&acc)[kRowsAtOnce]) {
-#pragma unroll 2
-  for (int c = lane; c < chunks; c += kWarp) {
-    float xf[kChunk];
-    unpack(x[c], xf);
-#pragma unroll
-    for (int j = 0; j < kRowsAtOnce; ++j) {
-      if (j >= count) break;
-      float wf[kChunk];
-      unpack(rows[j][c], wf);
-      for (int i = 0; i < kChunk; ++i) acc[j] += wf[i] * xf[i];
-    }
-  }
+// D += A (16 x 16 bf16, row-major fragments) B (16 x 8 bf16, column fragments), fp32 accumulation.
+__device__ __forceinline__ void mma_16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                          uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#endif
 }
 
-// The sums of n rows of `chunks` 16-byte chunks (weights at `first`, row after row) with x, kRowsAtOnce rows a warp
-// at a time (warp w takes rows w, w + 8, ...); emit(row, sum) runs in lane 0 of the row's warp.
-template <class Emit>
-__device__ __forceinline__ void warp_rows(const uint4* first, int n, const uint4* x, int chunks, Emit&& emit) {
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  for (int r0 = warp; r0 < n; r0 += kWarps * kRowsAtOnce) {
-    const int count = min(kRowsAtOnce, (n - r0 + kWarps - 1) / kWarps);
-    const uint4* rows[kRowsAtOnce];
-    for (int j = 0; j < kRowsAtOnce; ++j) rows[j] = first + int64_t{r0 + j * kWarps} * chunks;
-    float acc[kRowsAtOnce] = {};
-    dot_rows(rows, count, x, chunks, lane, acc);
-#pragma unroll
-    for (int j = 0; j < kRowsAtOnce; ++j) {
-      if (j >= count) break;
-      const float sum = warp_sum(acc[j]);
-      emit(r0 + j * kWarps, sum, lane);
+// The partial sums of rows 16 t + g and 16 t + g + 8 (g = lane / 4; in the lanes with lane % 4 == 0) of n rows . x
+// over chunk steps [step_begin, step_end) of 32 elements, on the tensor cores with x as the one nonzero column of B.
+// The order of the elements inside a step does not matter to the sum, so each lane loads 16 contiguous bytes of its
+// two rows (and lanes 0-3 of x), which the two mma steps take as their fragments: lane (g, q) holds elements
+// 8q .. 8q + 7 of the step, the first mma the pairs (0, 1) and (2, 3), the second (4, 5) and (6, 7). Rows past n read
+// row n - 1 (their sums are not used); chunks past k_chunks count as zeros.
+__device__ __forceinline__ float2 mma_tile(const uint4* rows, int64_t row_chunks, int n, int tile, int k_chunks,
+                                           int step_begin, int step_end, const uint4* x, int lane) {
+  const int g = lane / 4, q = lane % 4;
+  const uint4* low = rows + min(tile * 16 + g, n - 1) * row_chunks;
+  const uint4* high = rows + min(tile * 16 + g + 8, n - 1) * row_chunks;
+  float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 4
+  for (int step = step_begin; step < step_end; ++step) {
+    const int c = step * 4 + q;
+    uint4 a{}, b{}, xv{};
+    if (c < k_chunks) {
+      a = low[c];
+      b = high[c];
+      if (g == 0) xv = x[c];
     }
+    mma_16816(d, a.x, b.x, a.y, b.y, xv.x, xv.y);
+    mma_16816(d, a.z, b.z, a.w, b.w, xv.z, xv.w);
   }
+  return {d[0], d[2]};
+}
+
+// emit(r, row r . x) for n rows of k_chunks 16-byte chunks (row r at rows + r * row_chunks) against x, in 16-row
+// tiles on the tensor cores. With at least as many tiles as warps, warp w takes tiles w, w + 8, ...; with fewer, the
+// warps split each tile's steps and their partial sums are added in warp order (through `partial`), every thread
+// emitting rows.
+template <class Emit>
+__device__ void mma_rows(const uint4* rows, int64_t row_chunks, int n, int k_chunks, const uint4* x,
+                         float (*partial)[16], Emit&& emit) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  if (n == 0) return;
+  const int tiles = (n + 15) / 16, steps = (k_chunks + 3) / 4;
+  if (tiles >= kWarps) {
+    for (int t = warp; t < tiles; t += kWarps) {
+      const float2 sums = mma_tile(rows, row_chunks, n, t, k_chunks, 0, steps, x, lane);
+      const int r = t * 16 + lane / 4;
+      if (lane % 4 == 0 && r < n) emit(r, sums.x);
+      if (lane % 4 == 0 && r + 8 < n) emit(r + 8, sums.y);
+    }
+    return;
+  }
+  const int splits = kWarps / tiles, split = warp / tiles, per = (steps + splits - 1) / splits;
+  float2 sums{0.0f, 0.0f};
+  if (split < splits)
+    sums = mma_tile(rows, row_chunks, n, warp % tiles, k_chunks, split * per, min(steps, (split + 1) * per), x, lane);
+  if (lane % 4 == 0) {
+    partial[warp][lane / 4] = sums.x;
+    partial[warp][lane / 4 + 8] = sums.y;
+  }
+  __syncthreads();
+  for (int r = threadIdx.x; r < n; r += kThreads) {
+    float sum = 0.0f;
+    for (int sp = 0; sp < splits; ++sp) sum += partial[sp * tiles + r / 16][r % 16];
+    emit(r, sum);
+  }
+  __syncthreads();  // partial is rewritten by the next call
 }
 
 // The block's q/k/v columns, written into every block of the cluster.
 template <int kGroup>
 __device__ void qkv_phase(const Block<kGroup>& b, const bf16* xn, GroupScratch<kGroup>& s, cg::cluster_group& cluster) {
   constexpr int kRows = (kGroup + 2) * kHeadDim / kClusterBlocks;
-  warp_rows(reinterpret_cast<const uint4*>(b.x), kRows, reinterpret_cast<const uint4*>(xn), b.a.hidden / kChunk,
-            [&](int r, float sum, int lane) {
-              if (lane < kClusterBlocks)
-                cluster.map_shared_rank(s.qkv, lane)[b.rank * kRows + r] = __float2bfloat16_rn(sum);
-            });
+  const int chunks = b.a.hidden / kChunk;
+  mma_rows(reinterpret_cast<const uint4*>(b.x), chunks, kRows, chunks, reinterpret_cast<const uint4*>(xn),
+           s.mma_partial, [&](int r, float sum) {
+             const bf16 value = __float2bfloat16_rn(sum);
+#pragma unroll
+             for (int rank = 0; rank < kClusterBlocks; ++rank)
+               cluster.map_shared_rank(s.qkv, rank)[b.rank * kRows + r] = value;
+           });
 }
 
 // The step's query heads and key, normalised and rotated (qkv_norm_rope_cache_write's values), and its value; the
@@ -419,13 +458,12 @@ __device__ void merge_blocks(const Block<kGroup>& b, GroupScratch<kGroup>& s, cg
 
 // The group's heads' contribution to the block's eighth of o_proj's outputs.
 template <int kGroup>
-__device__ void o_proj_phase(const Block<kGroup>& b, const GroupScratch<kGroup>& s) {
+__device__ void o_proj_phase(const Block<kGroup>& b, GroupScratch<kGroup>& s) {
+  constexpr int kChunks = kGroup * kHeadDim / kChunk;
   const int rows = b.a.hidden / kClusterBlocks;
   float* out = b.a.o_partial + int64_t{b.g()} * b.a.hidden + b.rank * rows;
-  warp_rows(reinterpret_cast<const uint4*>(b.y), rows, reinterpret_cast<const uint4*>(s.attention),
-            kGroup * kHeadDim / kChunk, [&](int r, float sum, int lane) {
-              if (lane == 0) out[r] = sum;
-            });
+  mma_rows(reinterpret_cast<const uint4*>(b.y), kChunks, rows, kChunks, reinterpret_cast<const uint4*>(s.attention),
+           s.mma_partial, [&](int r, float sum) { out[r] = sum; });
 }
 
 // The sum over parts of partial[p * hidden + i], in ascending p; the loads of up to kPartsAtOnce parts go out at once.
@@ -479,43 +517,26 @@ __device__ void cluster_down_sum(const Block<kGroup>& b, float* down_partial, cg
 // The block's SwiGLU columns (gate rows, then up rows in x): warp w takes columns w, w + 8, ..., two at a time.
 template <int kGroup>
 __device__ void swiglu_phase(const Block<kGroup>& b, const bf16* xn, GroupScratch<kGroup>& s) {
-  constexpr int kColumnsAtOnce = kRowsAtOnce / 2;
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const Columns c = mlp_columns(b.a.intermediate, blockIdx.x, gridDim.x);
   const int chunks = b.a.hidden / kChunk;
-  const uint4* w = reinterpret_cast<const uint4*>(b.x);
-  for (int j0 = warp; j0 < c.count; j0 += kWarps * kColumnsAtOnce) {
-    const int count = min(kColumnsAtOnce, (c.count - j0 + kWarps - 1) / kWarps);
-    const uint4* rows[kRowsAtOnce];  // gate j, up j, ...
-    for (int j = 0; j < kColumnsAtOnce; ++j) {
-      rows[2 * j] = w + int64_t{j0 + j * kWarps} * chunks;
-      rows[2 * j + 1] = w + int64_t{c.count + j0 + j * kWarps} * chunks;
-    }
-    float acc[kRowsAtOnce] = {};
-    dot_rows(rows, 2 * count, reinterpret_cast<const uint4*>(xn), chunks, lane, acc);
-    for (int j = 0; j < count; ++j) {
-      const float act = __bfloat162float(swiglu_result(warp_sum(acc[2 * j]), warp_sum(acc[2 * j + 1])));
-      if (lane == 0) s.act[j0 + j * kWarps] = act;
-    }
-  }
+  mma_rows(reinterpret_cast<const uint4*>(b.x), chunks, 2 * c.count, chunks, reinterpret_cast<const uint4*>(xn),
+           s.mma_partial, [&](int r, float sum) { s.gate_up[r] = sum; });
+  __syncthreads();
+  for (int j = threadIdx.x; j < c.count; j += kThreads) s.act[j] = swiglu_result(s.gate_up[j], s.gate_up[c.count + j]);
   __syncthreads();
 }
 
 // The block's columns' contribution to every output of down_proj, into down_partial.
 template <int kGroup>
-__device__ void down_phase(const Block<kGroup>& b, const GroupScratch<kGroup>& s, float* down_partial) {
+__device__ void down_phase(const Block<kGroup>& b, GroupScratch<kGroup>& s, float* down_partial) {
   const Columns c = mlp_columns(b.a.intermediate, blockIdx.x, gridDim.x);
-  const int pieces = c.count / kChunk;
-  for (int r = threadIdx.x; r < b.a.hidden; r += kThreads) {
-    const uint4* row = reinterpret_cast<const uint4*>(b.y) + int64_t{r} * pieces;
-    float acc = 0.0f;
-    for (int p = 0; p < pieces; ++p) {
-      float wf[kChunk];
-      unpack(row[p], wf);
-      for (int i = 0; i < kChunk; ++i) acc += wf[i] * s.act[p * kChunk + i];
-    }
-    down_partial[r] = acc;
+  const int chunks = c.count / kChunk;
+  if (chunks == 0) {
+    for (int r = threadIdx.x; r < b.a.hidden; r += kThreads) down_partial[r] = 0.0f;
+    return;
   }
+  mma_rows(reinterpret_cast<const uint4*>(b.y), chunks, b.a.hidden, chunks, reinterpret_cast<const uint4*>(s.act),
+           s.mma_partial, [&](int r, float sum) { down_partial[r] = sum; });
 }
 
 template <int kGroup>

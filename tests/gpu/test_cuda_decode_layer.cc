@@ -235,8 +235,7 @@ double relative_l2(const Tensor& got, const Tensor& want) {
 }
 
 // The clustered kernel against the ops in turn over `layer_count` layers of shape s, one row of kv length kv_len:
-// h within 1% (relative L2), the first layer's caches the same bits (its q/k/v come from the same h), the others'
-// within 1%. A kv length of 0 puts the row outside the cache: h is NaN and no cache is written.
+// h and every layer's caches within 1% (relative L2). A kv length of 0 puts the row outside the cache: h is NaN and no cache is written.
 void expect_clustered_close_to_ops(const LayerShape& s, int32_t kv_len, int64_t capacity, size_t layer_count = 2) {
   SCOPED_TRACE(fmt::format("hidden {} heads {}/{} intermediate {} kv length {} capacity {} layers {}", s.hidden,
                            s.q_heads, s.kv_heads, s.intermediate, kv_len, capacity, layer_count));
@@ -263,9 +262,7 @@ void expect_clustered_close_to_ops(const LayerShape& s, int32_t kv_len, int64_t 
     return;
   }
   EXPECT_LT(relative_l2(h, want_h), 1e-2);
-  EXPECT_TRUE(bitwise_equal(k_caches[0], want_k[0]));
-  EXPECT_TRUE(bitwise_equal(v_caches[0], want_v[0]));
-  for (size_t i = 1; i < layer_count; ++i) {
+  for (size_t i = 0; i < layer_count; ++i) {
     EXPECT_LT(relative_l2(k_caches[i], want_k[i]), 1e-2) << "layer " << i;
     EXPECT_LT(relative_l2(v_caches[i], want_v[i]), 1e-2) << "layer " << i;
   }
