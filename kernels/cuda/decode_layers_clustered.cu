@@ -50,6 +50,7 @@ constexpr int kWarps = kThreads / kWarp;
 constexpr int kHeadDim = 128;
 constexpr int kDimsPerLane = kHeadDim / kWarp;
 constexpr int kMaxLayersPerLaunch = 32;
+constexpr int kMaxHidden = 1024;  // the norms' gains a thread holds in registers (Gains)
 constexpr int kKeysAtOnce = 4;  // a warp's cache rows in flight
 // The longest cache it takes: a cluster reads its kv head's keys with 32 rows a block in flight, where the ops' split
 // kernel spreads a long cache over the whole GPU; past a few thousand positions the attention would cost more than
@@ -196,16 +197,35 @@ struct Block {
   }
 };
 
+// A norm's gains for the elements a thread normalises (i = threadIdx.x + j * kThreads), loaded ahead of the norm so
+// that their global round trip is off the layer's critical path.
+struct Gains {
+  float value[kMaxHidden / kThreads];
+};
+
+__device__ __forceinline__ Gains load_gains(const bf16* gain, int hidden) {
+  Gains g;
+#pragma unroll
+  for (int j = 0; j < kMaxHidden / kThreads; ++j) {
+    const int i = static_cast<int>(threadIdx.x) + j * kThreads;
+    g.value[j] = i < hidden ? __bfloat162float(gain[i]) : 0.0f;
+  }
+  return g;
+}
+
 // xn = RMSNorm(h) with the skinny GEMM's bits (skinny_dot.cuh: row_rstd, then (x * rstd) * gain rounded to bf16).
 template <int kGroup>
-__device__ void normalise(const bf16* h, const bf16* gain, float eps, int hidden, bf16* xn, GroupScratch<kGroup>& s) {
+__device__ void normalise(const bf16* h, const Gains& gain, float eps, int hidden, bf16* xn, GroupScratch<kGroup>& s) {
   if (threadIdx.x < kWarp) {
     const float r = row_rstd(h, hidden, eps, static_cast<int>(threadIdx.x));
     if (threadIdx.x == 0) s.rstd = r;
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < hidden; i += kThreads)
-    xn[i] = __float2bfloat16_rn((__bfloat162float(h[i]) * s.rstd) * __bfloat162float(gain[i]));
+#pragma unroll
+  for (int j = 0; j < kMaxHidden / kThreads; ++j) {
+    const int i = static_cast<int>(threadIdx.x) + j * kThreads;
+    if (i < hidden) xn[i] = __float2bfloat16_rn((__bfloat162float(h[i]) * s.rstd) * gain.value[j]);
+  }
   __syncthreads();
 }
 
@@ -575,11 +595,13 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
 
   uint32_t x_phase = 0, y_phase = 0;
   unsigned target = 0;
+  Gains input_gains = load_gains(a.layer[0].input_norm, a.hidden);
   for (int layer = 0; layer < a.layers; ++layer) {
     const DecodeLayerPointers& l = a.layer[layer];
     const bool more = layer + 1 < a.layers;
+    const Gains post_gains = load_gains(l.post_norm, a.hidden);
     if (attends) {
-      normalise(h, l.input_norm, l.input_eps, a.hidden, xn, s);
+      normalise(h, input_gains, l.input_eps, a.hidden, xn, s);
       mbarrier_wait(&x_loaded, x_phase++ & 1u);
       qkv_phase(b, xn, s, cluster);
       __syncthreads();
@@ -598,12 +620,13 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
     add_partials(b, a.o_partial, a.hkv, h, cluster);
     cluster.sync();
 
-    normalise(h, l.post_norm, l.post_eps, a.hidden, xn, s);
+    normalise(h, post_gains, l.post_eps, a.hidden, xn, s);
     mbarrier_wait(&x_loaded, x_phase++ & 1u);
     swiglu_phase(b, xn, s);
     if (threadIdx.x == 0 && more) attends ? b.queue_qkv(layer + 1) : b.queue_gate_up(layer + 1);
     mbarrier_wait(&y_loaded, y_phase++ & 1u);
     down_phase(b, s, down_partial);
+    if (more) input_gains = load_gains(a.layer[layer + 1].input_norm, a.hidden);
     __syncthreads();
     if (more) attends ? b.queue_o_proj(layer + 1) : b.queue_down(layer + 1);
     cluster.sync();
@@ -726,7 +749,8 @@ bool dense_decode_layers_clustered_fits(const std::vector<DenseDecodeLayer>& lay
   const DenseDecodeLayer& first = layers[0];
   const int64_t hidden = h.dim(1), hq = first.q_heads, hkv = first.kv_heads;
   if (first.head_dim != kHeadDim || hkv < 1 || hq % hkv != 0 || k_caches[0].dim(1) > kMaxCacheLen) return false;
-  if (hidden % (kClusterBlocks * kChunk) != 0 || first.gate_up.dim(0) % (2 * kChunk) != 0) return false;
+  if (hidden % (kClusterBlocks * kChunk) != 0 || hidden > kMaxHidden || first.gate_up.dim(0) % (2 * kChunk) != 0)
+    return false;
   if (!uniform_bf16_layers(layers, k_caches, v_caches, h)) return false;
   if (!plan_for(hidden, hq, hkv, first.gate_up.dim(0) / 2)) return false;
   return barrier_counter() != nullptr;
