@@ -353,14 +353,41 @@ __device__ void prepare_heads(const Block<kGroup>& b, const DecodeLayerPointers&
 }
 
 // The block's eighth of the row's keys: each warp's running softmax over its keys, merged into block_state.
+// The row's slot and the block's eighth [begin, end) of its keys (empty for a row outside the cache).
+struct KeyRange {
+  int64_t slot, begin, end;
+};
+
 template <int kGroup>
-__device__ void attend(const Block<kGroup>& b, const DecodeLayerPointers& l, GroupScratch<kGroup>& s) {
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+__device__ __forceinline__ KeyRange key_range(const Block<kGroup>& b) {
   const int64_t slot = b.a.cache_rows[0], len = b.a.cache_rows[1];
   const bool valid = slot >= 0 && slot < b.a.batch && len >= 1 && len <= b.a.cache_len;
   const int64_t per_block = valid ? (len + kClusterBlocks - 1) / kClusterBlocks : 0;
-  const int64_t begin = b.rank * per_block, end = valid ? min(len, begin + per_block) : 0;
-  const int64_t dest = b.a.write_rows[0], row0 = slot * b.a.cache_len;
+  const int64_t begin = b.rank * per_block;
+  return {slot, begin, valid ? min(len, begin + per_block) : 0};
+}
+
+// Asks the L2 cache for the block's cache rows of its kv head (keys and values, 128-byte lines) ahead of the
+// attention phase, whose loads then wait on L2 instead of HBM.
+template <int kGroup>
+__device__ void prefetch_keys(const Block<kGroup>& b, const DecodeLayerPointers& l) {
+  constexpr int kLines = kHeadDim * sizeof(bf16) / 128;  // a head's lines in a cache row
+  const KeyRange keys = key_range(b);
+  const int64_t rows = keys.end - keys.begin, stride = int64_t{b.a.hkv} * kHeadDim;
+  for (int64_t i = threadIdx.x; i < 2 * kLines * rows; i += kThreads) {
+    const int64_t row = keys.begin + i / (2 * kLines), line = i % kLines;
+    const bf16* cache = (i / kLines) % 2 == 0 ? l.k_cache : l.v_cache;
+    const bf16* p = cache + (keys.slot * b.a.cache_len + row) * stride + b.g() * kHeadDim + line * (128 / sizeof(bf16));
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+  }
+}
+
+template <int kGroup>
+__device__ void attend(const Block<kGroup>& b, const DecodeLayerPointers& l, GroupScratch<kGroup>& s) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const KeyRange keys = key_range(b);
+  const int64_t begin = keys.begin, end = keys.end;
+  const int64_t dest = b.a.write_rows[0], row0 = keys.slot * b.a.cache_len;
   float q[kGroup][kDimsPerLane], acc[kGroup][kDimsPerLane], max_score[kGroup], denominator[kGroup];
   for (int h = 0; h < kGroup; ++h) {
     for (int i = 0; i < kDimsPerLane; ++i) {
@@ -601,6 +628,7 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
     const bool more = layer + 1 < a.layers;
     const Gains post_gains = load_gains(l.post_norm, a.hidden);
     if (attends) {
+      prefetch_keys(b, l);
       normalise(h, input_gains, l.input_eps, a.hidden, xn, s);
       mbarrier_wait(&x_loaded, x_phase++ & 1u);
       qkv_phase(b, xn, s, cluster);
