@@ -1,6 +1,9 @@
-// Bulk copies from global into shared memory (the Hopper copy engine, cp.async.bulk) completing on an mbarrier: one
-// thread queues a block's whole weight slice, and the block waits on the barrier's phase before reading it.
+// Bulk copies from global into shared memory (the Hopper copy engine, cp.async.bulk and cp.async.bulk.tensor)
+// completing on an mbarrier: one thread queues a block's whole weight slice, and the block waits on the barrier's
+// phase before reading it.
 #pragma once
+#include <cuda.h>
+
 #include <cstdint>
 
 namespace veomni::ops::cuda {
@@ -34,6 +37,21 @@ __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, 
                    shared_address(dst)),
                "l"(src), "r"(bytes), "r"(shared_address(barrier))
                : "memory");
+#endif
+}
+
+// Queues the box of a 3-D tensor map (tensor_map.h) whose first element is at coordinates (c0, c1, c2), innermost
+// first, into shared dst (128-byte aligned) in the box's row-major order. The map lives in kernel parameters (passed
+// as __grid_constant__) or global memory.
+__device__ __forceinline__ void tensor_copy_to_shared(void* dst, const CUtensorMap* map, int c0, int c1, int c2,
+                                                      uint64_t* barrier) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];" ::"r"(shared_address(dst)),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(shared_address(barrier))
+      : "memory");
 #endif
 }
 

@@ -12,9 +12,9 @@
 // through the cluster); then every block of the grid (the clusters beyond the kv heads too) computes its own slice of
 // the gate|up SwiGLU columns and, split by those columns, their contribution to every column of down_proj; the
 // cluster sums its eight blocks' contributions into one partial sum in global memory; grid barrier; every cluster
-// adds the clusters' partial sums into h. The GEMM slices stream into shared memory ahead of their phases: q/k/v and
-// gate|up through the copy engine into one buffer, o_proj and down (strided slices) through per-thread async copies
-// into another; each takes its next slice as soon as the block has read the one before.
+// adds the clusters' partial sums into h. The GEMM slices stream into shared memory ahead of their phases through the
+// copy engine: q/k/v and gate|up (runs of whole rows) into one buffer, o_proj and down (strided slices, through tensor
+// maps) into another; each takes its next slice as soon as the block has read the one before.
 // The sums of o_proj and down_proj run in another order than one GEMM's, so h differs from the ops' in its last bits.
 // The default for the steps it fits; VEOMNI_DECODE_LAYER_KERNEL=0 turns it off (decode_layers_clustered.h);
 // bench/RESULTS.md has its figures.
@@ -37,6 +37,7 @@
 #include "kernels/cuda/qkv_norm_rope.cuh"
 #include "kernels/cuda/runtime.h"
 #include "kernels/cuda/skinny_dot.cuh"
+#include "kernels/cuda/tensor_map.h"
 #include "kernels/overlapped_launches.h"
 
 namespace veomni::ops::cuda {
@@ -70,9 +71,15 @@ struct ClusterArgs {
   const int32_t* cache_rows;  // [2, 1]: the row's slot, then its kv length
   int hidden, hq, hkv, intermediate, batch, cache_len, layers;
   uint32_t x_bytes, y_bytes;  // the two weight buffers' sizes; the scratch area follows them
+  int narrow_columns;  // the fewer SwiGLU columns a block takes (mlp_columns); the others take 8 more
   DecodeLayerPointers layer[kMaxLayersPerLaunch];
+  // The strided slices' tensor maps: o_proj as [rows][heads][head_dim] with a box of the block's rows of its group's
+  // heads; down_proj as [row groups of 64][64 rows][intermediate] with a box of every row of the block's columns
+  // (one map a width: a box's size is fixed).
+  CUtensorMap o_map[kMaxLayersPerLaunch];
+  CUtensorMap down_map[kMaxLayersPerLaunch][2];  // narrow_columns wide, then 8 more
 };
-static_assert(sizeof(ClusterArgs) <= 4096, "a launch's arguments fit the classic 4 KB parameter space");
+static_assert(sizeof(ClusterArgs) <= 32764, "a launch's arguments fit the parameter space (CUDA 12.1 and later)");
 
 // The per-block scratch of a head group of kGroup query heads, after the hidden-sized arrays.
 template <int kGroup>
@@ -104,23 +111,6 @@ __host__ __device__ inline Columns mlp_columns(int intermediate, int block, int 
   const int chunks = intermediate / kChunk;
   const int begin = slice_begin(chunks, block, blocks), end = slice_begin(chunks, block + 1, blocks);
   return {begin * kChunk, (end - begin) * kChunk};
-}
-
-__device__ __forceinline__ void mbarrier_init_arrivals(uint64_t* barrier, unsigned arrivals) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(barrier)), "r"(arrivals) : "memory");
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void async_copy_16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_address(dst)), "l"(src) : "memory");
-}
-
-// The barrier's phase completes once every thread's async copies issued before this have landed (one arrival a
-// thread: the barrier counts kThreads).
-__device__ __forceinline__ void async_copies_arrive(uint64_t* barrier) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(shared_address(barrier)) : "memory");
 }
 
 // One block's view of the kernel: its two weight buffers and their barriers, its rank in its cluster and the cluster
@@ -170,37 +160,29 @@ struct Block {
     bulk_copy_to_shared(x + bytes, w + (int64_t{a.intermediate} + c.first) * a.hidden, bytes, x_loaded);
   }
 
-  // Every thread: the block's o_proj rows (an eighth of the outputs) over the group's heads' inputs into y.
+  // One thread: the block's o_proj rows (an eighth of the outputs) over the group's heads' inputs into y,
+  // [rows, group * head_dim].
   __device__ void queue_o_proj(int layer) const {
-    constexpr int kPieces = kGroup * kHeadDim / kChunk;  // 16-byte pieces of a row's segment
-    const int rows = a.hidden / kClusterBlocks, first = rank * rows;
-    const int64_t width = int64_t{a.hq} * kHeadDim;
-    const bf16* w = a.layer[layer].weight[kOProj] + int64_t{g()} * kGroup * kHeadDim;
-    for (int p = threadIdx.x; p < rows * kPieces; p += kThreads) {
-      const int row = p / kPieces, piece = p % kPieces;
-      async_copy_16(y + (int64_t{row} * kGroup * kHeadDim + piece * kChunk) * sizeof(bf16),
-                    w + (first + row) * width + piece * kChunk);
-    }
-    async_copies_arrive(y_loaded);
+    const int rows = a.hidden / kClusterBlocks;
+    mbarrier_expect_bytes(y_loaded, static_cast<uint32_t>(rows * kGroup * kHeadDim * sizeof(bf16)));
+    tensor_copy_to_shared(y, &a.o_map[layer], 0, g() * kGroup, rank * rows, y_loaded);
   }
 
-  // Every thread: the block's columns of down_proj (every output row) into y, [hidden, count].
+  // One thread: the block's columns of down_proj (every output row) into y, [hidden, count].
   __device__ void queue_down(int layer) const {
     const Columns c = mlp_columns(a.intermediate, blockIdx.x, gridDim.x);
-    const int pieces = c.count / kChunk;
-    const bf16* w = a.layer[layer].weight[kDown] + c.first;
-    for (int row = threadIdx.x; row < a.hidden; row += kThreads)
-      for (int piece = 0; piece < pieces; ++piece)
-        async_copy_16(y + (int64_t{row} * c.count + piece * kChunk) * sizeof(bf16),
-                      w + int64_t{row} * a.intermediate + piece * kChunk);
-    async_copies_arrive(y_loaded);
+    const uint32_t bytes = static_cast<uint32_t>(int64_t{c.count} * a.hidden * sizeof(bf16));
+    mbarrier_expect_bytes(y_loaded, bytes);
+    if (bytes != 0)
+      tensor_copy_to_shared(y, &a.down_map[layer][c.count == a.narrow_columns ? 0 : 1], c.first, 0, 0, y_loaded);
   }
 };
 
 // A norm's gains for the elements a thread normalises (i = threadIdx.x + j * kThreads), loaded ahead of the norm so
-// that their global round trip is off the layer's critical path.
+// that their global round trip is off the layer's critical path. They stay bf16 until the norm: converting them at
+// the load would make the thread wait for it there.
 struct Gains {
-  float value[kMaxHidden / kThreads];
+  bf16 value[kMaxHidden / kThreads];
 };
 
 __device__ __forceinline__ Gains load_gains(const bf16* gain, int hidden) {
@@ -208,7 +190,7 @@ __device__ __forceinline__ Gains load_gains(const bf16* gain, int hidden) {
 #pragma unroll
   for (int j = 0; j < kMaxHidden / kThreads; ++j) {
     const int i = static_cast<int>(threadIdx.x) + j * kThreads;
-    g.value[j] = i < hidden ? __bfloat162float(gain[i]) : 0.0f;
+    g.value[j] = i < hidden ? gain[i] : bf16{};
   }
   return g;
 }
@@ -224,7 +206,7 @@ __device__ void normalise(const bf16* h, const Gains& gain, float eps, int hidde
 #pragma unroll
   for (int j = 0; j < kMaxHidden / kThreads; ++j) {
     const int i = static_cast<int>(threadIdx.x) + j * kThreads;
-    if (i < hidden) xn[i] = __float2bfloat16_rn((__bfloat162float(h[i]) * s.rstd) * gain.value[j]);
+    if (i < hidden) xn[i] = __float2bfloat16_rn((__bfloat162float(h[i]) * s.rstd) * __bfloat162float(gain.value[j]));
   }
   __syncthreads();
 }
@@ -608,12 +590,14 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
 
   if (threadIdx.x == 0) {
     mbarrier_init(&x_loaded);
-    mbarrier_init_arrivals(&y_loaded, kThreads);
+    mbarrier_init(&y_loaded);
   }
   __syncthreads();
   // The weights are not written by the kernels before: their copies start before waiting for those.
-  if (threadIdx.x == 0) attends ? b.queue_qkv(0) : b.queue_gate_up(0);
-  attends ? b.queue_o_proj(0) : b.queue_down(0);
+  if (threadIdx.x == 0) {
+    attends ? b.queue_qkv(0) : b.queue_gate_up(0);
+    attends ? b.queue_o_proj(0) : b.queue_down(0);
+  }
   let_next_kernel_launch();
   wait_for_previous_kernel();
   for (int i = threadIdx.x; i < a.hidden; i += kThreads) h[i] = a.h[i];
@@ -642,7 +626,7 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
       mbarrier_wait(&y_loaded, y_phase++ & 1u);
       o_proj_phase(b, s);
       __syncthreads();
-      b.queue_down(layer);
+      if (threadIdx.x == 0) b.queue_down(layer);
     }
     grid_sync(a.barrier, target);
     add_partials(b, a.o_partial, a.hkv, h, cluster);
@@ -656,7 +640,7 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
     down_phase(b, s, down_partial);
     if (more) input_gains = load_gains(a.layer[layer + 1].input_norm, a.hidden);
     __syncthreads();
-    if (more) attends ? b.queue_o_proj(layer + 1) : b.queue_down(layer + 1);
+    if (threadIdx.x == 0 && more) attends ? b.queue_o_proj(layer + 1) : b.queue_down(layer + 1);
     cluster.sync();
     cluster_down_sum(b, down_partial, cluster);
     grid_sync(a.barrier, target);
@@ -757,6 +741,23 @@ std::optional<ClusterPlan> plan_for(int64_t hidden, int64_t hq, int64_t hkv, int
   return found->second;
 }
 
+// o_proj [hidden, hq * head_dim] as [rows][heads][head_dim]; a box: an eighth of the rows of a group's heads.
+CUtensorMap o_proj_map(const Tensor& o_proj, int64_t hidden, int64_t hq, int64_t group) {
+  const uint64_t head_bytes = kHeadDim * sizeof(bf16);
+  return bf16_tensor_map(o_proj.raw_data(), {kHeadDim, static_cast<uint64_t>(hq), static_cast<uint64_t>(hidden)},
+                         {head_bytes, hq * head_bytes},
+                         {kHeadDim, static_cast<uint32_t>(group), static_cast<uint32_t>(hidden / kClusterBlocks)});
+}
+
+// down [hidden, intermediate] as [hidden / 64][64][intermediate]; a box: `columns` columns of every row.
+CUtensorMap down_map(const Tensor& down, int64_t hidden, int64_t intermediate, int columns) {
+  constexpr int64_t kRowsPerGroup = 64;  // hidden is a multiple of 64 (dense_decode_layers_clustered_fits)
+  const uint64_t row_bytes = intermediate * sizeof(bf16), groups = hidden / kRowsPerGroup;
+  return bf16_tensor_map(down.raw_data(), {static_cast<uint64_t>(intermediate), kRowsPerGroup, groups},
+                         {row_bytes, kRowsPerGroup * row_bytes},
+                         {static_cast<uint32_t>(columns), kRowsPerGroup, static_cast<uint32_t>(groups)});
+}
+
 // The grid barrier's counter (decode_layer_run.cuh's zeroed_device_counters).
 unsigned* barrier_counter() {
   static unsigned* counter = nullptr;
@@ -780,7 +781,7 @@ bool dense_decode_layers_clustered_fits(const std::vector<DenseDecodeLayer>& lay
   if (hidden % (kClusterBlocks * kChunk) != 0 || hidden > kMaxHidden || first.gate_up.dim(0) % (2 * kChunk) != 0)
     return false;
   if (!uniform_bf16_layers(layers, k_caches, v_caches, h)) return false;
-  if (!plan_for(hidden, hq, hkv, first.gate_up.dim(0) / 2)) return false;
+  if (!plan_for(hidden, hq, hkv, first.gate_up.dim(0) / 2) || !tensor_maps_available()) return false;
   return barrier_counter() != nullptr;
 }
 
@@ -814,6 +815,9 @@ void dense_decode_layers_clustered(const std::vector<DenseDecodeLayer>& layers, 
   args.cache_len = static_cast<int>(k_caches.front().dim(1));
   args.x_bytes = plan->x_bytes;
   args.y_bytes = plan->y_bytes;
+  const int64_t chunks = inter / kChunk;
+  args.narrow_columns = static_cast<int>(chunks / plan->blocks * kChunk);
+  const bool uneven = chunks % plan->blocks != 0;
 
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(plan->blocks));
@@ -832,8 +836,13 @@ void dense_decode_layers_clustered(const std::vector<DenseDecodeLayer>& layers, 
   for (size_t begin = 0; begin < layers.size(); begin += kMaxLayersPerLaunch) {
     const size_t end = std::min(layers.size(), begin + kMaxLayersPerLaunch);
     args.layers = static_cast<int>(end - begin);
-    for (size_t i = begin; i < end; ++i)
-      args.layer[i - begin] = decode_layer_pointers(layers[i], k_caches[i], v_caches[i]);
+    for (size_t i = begin; i < end; ++i) {
+      const size_t j = i - begin;
+      args.layer[j] = decode_layer_pointers(layers[i], k_caches[i], v_caches[i]);
+      args.o_map[j] = o_proj_map(layers[i].o_proj, hidden, hq, hq / hkv);
+      if (args.narrow_columns > 0) args.down_map[j][0] = down_map(layers[i].down, hidden, inter, args.narrow_columns);
+      if (uneven) args.down_map[j][1] = down_map(layers[i].down, hidden, inter, args.narrow_columns + kChunk);
+    }
     VEOMNI_CUDA_CHECK(cudaLaunchKernelEx(&config, plan->kernel, args));
   }
 }

@@ -14,8 +14,8 @@ bool dense_decode_layers_clustered_enabled();
 
 // Whether the clustered kernel runs these operands: one row, layers of one shape, head_dim 128 with 1, 2 or 4 query
 // heads per kv head, caches of at most 2,048 positions, a hidden size that is a multiple of 64 up to 1,024, bf16
-// 16-byte aligned weights, gains, caches and h, and a Hopper GPU on which a cluster of eight blocks a kv head (and
-// more for the MLP) can all be resident with their weight slices in shared memory.
+// 16-byte aligned weights, gains, caches and h, a driver that encodes tensor maps, and a Hopper GPU on which a cluster
+// of eight blocks a kv head (and more for the MLP) can all be resident with their weight slices in shared memory.
 bool dense_decode_layers_clustered_fits(const std::vector<DenseDecodeLayer>& layers,
                                         const std::vector<Tensor>& k_caches, const std::vector<Tensor>& v_caches,
                                         const Tensor& h);
