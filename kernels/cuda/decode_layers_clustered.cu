@@ -53,6 +53,10 @@ constexpr int kDimsPerLane = kHeadDim / kWarp;
 constexpr int kMaxLayersPerLaunch = 32;
 constexpr int kMaxHidden = 1024;  // the norms' gains a thread holds in registers (Gains)
 constexpr int kKeysAtOnce = 4;  // a warp's cache rows in flight
+// The q/k/v and gate|up rows sit this many 16-byte chunks apart beyond their length in shared memory: mma_tile reads
+// two rows in each 8-lane phase of its loads, which would fall into the same banks with rows a multiple of 128 bytes
+// long.
+constexpr int kRowPadChunks = 4;
 // The longest cache it takes: a cluster reads its kv head's keys with 32 rows a block in flight, where the ops' split
 // kernel spreads a long cache over the whole GPU; past a few thousand positions the attention would cost more than
 // the barriers save.
@@ -84,7 +88,7 @@ static_assert(sizeof(ClusterArgs) <= 32764, "a launch's arguments fit the parame
 // The per-block scratch of a head group of kGroup query heads, after the hidden-sized arrays.
 template <int kGroup>
 struct GroupScratch {
-  bf16 qkv[(kGroup + 2) * kHeadDim];  // the group's q/k/v columns (query heads, key, value), from the whole cluster
+  alignas(16) bf16 qkv[(kGroup + 2) * kHeadDim];  // the group's q/k/v columns (query heads, key, value)
   float head[kWarps][kHeadDim];  // qkv_head_values' per-warp scratch
   float q[kGroup][kHeadDim];  // the normalised, rotated query heads, rounded to bf16
   float new_key[kHeadDim];  // the step's key, normalised, rotated and rounded as the cache holds it
@@ -93,6 +97,7 @@ struct GroupScratch {
   float warp_denominator[kWarps][kGroup];
   float warp_acc[kWarps][kGroup][kHeadDim];
   float block_state[kGroup][kHeadDim + 2];  // the block's sums, max score and denominator (read by the cluster)
+  float cluster_state[kClusterBlocks][kGroup][2];  // every block's max score and denominator of each head
   alignas(16) bf16 attention[kGroup * kHeadDim];  // the group's attention output (read in 16-byte chunks)
   float mma_partial[kWarps][16];  // mma_rows' per-warp partial sums of a tile when the warps split its k range
   float gate_up[128];  // the block's gate sums, then its up sums
@@ -133,31 +138,32 @@ struct Block {
     return int64_t{a.hq + a.hkv} * kHeadDim + int64_t{g()} * kHeadDim + r - (kGroup + 1) * kHeadDim;
   }
 
-  // One thread: the block's rows of the group's q/k/v columns into x: its share of each of the three sections (query
-  // heads, key, value), each a run of consecutive weight rows.
-  __device__ void queue_qkv(int layer) const {
-    constexpr int kRows = (kGroup + 2) * kHeadDim / kClusterBlocks;
-    const int64_t row_bytes = int64_t{a.hidden} * sizeof(bf16);
-    mbarrier_expect_bytes(x_loaded, static_cast<uint32_t>(kRows * row_bytes));
-    const int first = rank * kRows, last = first + kRows;
-    const int bounds[4] = {0, kGroup * kHeadDim, (kGroup + 1) * kHeadDim, (kGroup + 2) * kHeadDim};
-    for (int section = 0; section < 3; ++section) {
-      const int begin = max(first, bounds[section]), end = min(last, bounds[section + 1]);
-      if (begin >= end) continue;
-      bulk_copy_to_shared(x + (begin - first) * row_bytes, a.layer[layer].weight[kQkv] + qkv_row(begin) * a.hidden,
-                          static_cast<uint32_t>((end - begin) * row_bytes), x_loaded);
-    }
+  // One warp: rows [0, rows) of x from source_row(r) (hidden elements each), one copy a row, kRowPadChunks apart.
+  template <class SourceRow>
+  __device__ void queue_x_rows(int rows, SourceRow&& source_row) const {
+    const int lane = threadIdx.x % kWarp;
+    const uint32_t bytes = static_cast<uint32_t>(a.hidden * sizeof(bf16));
+    if (lane == 0) mbarrier_expect_bytes(x_loaded, rows * bytes);  // before any of the copies can land
+    __syncwarp();
+    const int64_t stride = (a.hidden / kChunk + kRowPadChunks) * 16;
+    for (int r = lane; r < rows; r += kWarp) bulk_copy_to_shared(x + r * stride, source_row(r), bytes, x_loaded);
   }
 
-  // One thread: the block's gate rows, then its up rows, into x.
+  // One warp: the block's rows of the group's q/k/v columns into x.
+  __device__ void queue_qkv(int layer) const {
+    constexpr int kRows = (kGroup + 2) * kHeadDim / kClusterBlocks;
+    const bf16* w = a.layer[layer].weight[kQkv];
+    queue_x_rows(kRows, [&](int r) { return w + qkv_row(rank * kRows + r) * a.hidden; });
+  }
+
+  // One warp: the block's gate rows, then its up rows, into x.
   __device__ void queue_gate_up(int layer) const {
     const Columns c = mlp_columns(a.intermediate, blockIdx.x, gridDim.x);
-    const uint32_t bytes = static_cast<uint32_t>(int64_t{c.count} * a.hidden * sizeof(bf16));
-    mbarrier_expect_bytes(x_loaded, 2 * bytes);
-    if (bytes == 0) return;
     const bf16* w = a.layer[layer].weight[kGateUp];
-    bulk_copy_to_shared(x, w + int64_t{c.first} * a.hidden, bytes, x_loaded);
-    bulk_copy_to_shared(x + bytes, w + (int64_t{a.intermediate} + c.first) * a.hidden, bytes, x_loaded);
+    queue_x_rows(2 * c.count, [&](int r) {
+      const int64_t row = r < c.count ? c.first + r : int64_t{a.intermediate} + c.first + r - c.count;
+      return w + row * a.hidden;
+    });
   }
 
   // One thread: the block's o_proj rows (an eighth of the outputs) over the group's heads' inputs into y,
@@ -286,18 +292,30 @@ __device__ void mma_rows(const uint4* rows, int64_t row_chunks, int n, int k_chu
   __syncthreads();  // partial is rewritten by the next call
 }
 
+// Copies `bytes` (a multiple of 16) of the block's shared memory at `local` to the same place in the cluster's other
+// blocks, in 16-byte stores: a few wide remote stores drain faster ahead of the cluster barrier than many narrow ones.
+__device__ __forceinline__ void push_to_cluster(const void* local, int bytes, int own_rank,
+                                                cg::cluster_group& cluster) {
+  const int pieces = bytes / 16;
+  for (int t = threadIdx.x; t < (kClusterBlocks - 1) * pieces; t += kThreads) {
+    const int other = t / pieces, piece = t % pieces;
+    const int rank = other < own_rank ? other : other + 1;
+    const uint4* from = static_cast<const uint4*>(local) + piece;
+    *cluster.map_shared_rank(const_cast<uint4*>(from), rank) = *from;
+  }
+}
+
 // The block's q/k/v columns, written into every block of the cluster.
 template <int kGroup>
 __device__ void qkv_phase(const Block<kGroup>& b, const bf16* xn, GroupScratch<kGroup>& s, cg::cluster_group& cluster) {
   constexpr int kRows = (kGroup + 2) * kHeadDim / kClusterBlocks;
+  static_assert(kRows * sizeof(bf16) % 16 == 0, "a block's q/k/v columns are whole 16-byte pieces");
   const int chunks = b.a.hidden / kChunk;
-  mma_rows(reinterpret_cast<const uint4*>(b.x), chunks, kRows, chunks, reinterpret_cast<const uint4*>(xn),
-           s.mma_partial, [&](int r, float sum) {
-             const bf16 value = __float2bfloat16_rn(sum);
-#pragma unroll
-             for (int rank = 0; rank < kClusterBlocks; ++rank)
-               cluster.map_shared_rank(s.qkv, rank)[b.rank * kRows + r] = value;
-           });
+  mma_rows(reinterpret_cast<const uint4*>(b.x), chunks + kRowPadChunks, kRows, chunks,
+           reinterpret_cast<const uint4*>(xn), s.mma_partial,
+           [&](int r, float sum) { s.qkv[b.rank * kRows + r] = __float2bfloat16_rn(sum); });
+  __syncthreads();
+  push_to_cluster(s.qkv + b.rank * kRows, kRows * sizeof(bf16), b.rank, cluster);
 }
 
 // The step's query heads and key, normalised and rotated (qkv_norm_rope_cache_write's values), and its value; the
@@ -462,15 +480,19 @@ template <int kGroup>
 __device__ void merge_blocks(const Block<kGroup>& b, GroupScratch<kGroup>& s, cg::cluster_group& cluster) {
   const int64_t slot = b.a.cache_rows[0], len = b.a.cache_rows[1];
   const bool valid = slot >= 0 && slot < b.a.batch && len >= 1 && len <= b.a.cache_len;
+  for (int t = threadIdx.x; t < kClusterBlocks * kGroup * 2; t += kThreads) {  // each remote max and denominator once
+    const int r = t / (kGroup * 2), h = t / 2 % kGroup, which = t % 2;
+    s.cluster_state[r][h][which] = *cluster.map_shared_rank(&s.block_state[h][kHeadDim + which], r);
+  }
+  __syncthreads();
   for (int i = threadIdx.x; i < kGroup * kHeadDim; i += kThreads) {
     const int h = i / kHeadDim, dim = i % kHeadDim;
     float max_score[kClusterBlocks], denominator[kClusterBlocks], value[kClusterBlocks];
 #pragma unroll
     for (int r = 0; r < kClusterBlocks; ++r) {
-      const float* state = cluster.map_shared_rank(&s.block_state[h][0], r);
-      max_score[r] = state[kHeadDim];
-      denominator[r] = state[kHeadDim + 1];
-      value[r] = state[dim];
+      max_score[r] = s.cluster_state[r][h][0];
+      denominator[r] = s.cluster_state[r][h][1];
+      value[r] = *cluster.map_shared_rank(&s.block_state[h][dim], r);
     }
     float total_max = -INFINITY;
     for (int r = 0; r < kClusterBlocks; ++r) total_max = fmaxf(total_max, max_score[r]);
@@ -516,14 +538,14 @@ __device__ __forceinline__ float sum_of_parts(const float* partial, int parts, i
 template <int kGroup>
 __device__ void add_partials(const Block<kGroup>& b, const float* partial, int parts, bf16* h,
                              cg::cluster_group& cluster) {
-  const int columns = b.a.hidden / kClusterBlocks;
+  const int columns = b.a.hidden / kClusterBlocks;  // a multiple of 8 (dense_decode_layers_clustered_fits)
   for (int c = threadIdx.x; c < columns; c += kThreads) {
     const int i = b.rank * columns + c;
     const float sum = sum_of_parts(partial, parts, b.a.hidden, i);
-    const bf16 value = __float2bfloat16_rn(__bfloat162float(h[i]) + sum);
-#pragma unroll
-    for (int r = 0; r < kClusterBlocks; ++r) cluster.map_shared_rank(h, r)[i] = value;
+    h[i] = __float2bfloat16_rn(__bfloat162float(h[i]) + sum);
   }
+  __syncthreads();
+  push_to_cluster(h + b.rank * columns, columns * static_cast<int>(sizeof(bf16)), b.rank, cluster);
 }
 
 // The cluster's eight contributions to down_proj, summed in rank order (their loads at once), for the block's eighth
@@ -548,8 +570,8 @@ template <int kGroup>
 __device__ void swiglu_phase(const Block<kGroup>& b, const bf16* xn, GroupScratch<kGroup>& s) {
   const Columns c = mlp_columns(b.a.intermediate, blockIdx.x, gridDim.x);
   const int chunks = b.a.hidden / kChunk;
-  mma_rows(reinterpret_cast<const uint4*>(b.x), chunks, 2 * c.count, chunks, reinterpret_cast<const uint4*>(xn),
-           s.mma_partial, [&](int r, float sum) { s.gate_up[r] = sum; });
+  mma_rows(reinterpret_cast<const uint4*>(b.x), chunks + kRowPadChunks, 2 * c.count, chunks,
+           reinterpret_cast<const uint4*>(xn), s.mma_partial, [&](int r, float sum) { s.gate_up[r] = sum; });
   __syncthreads();
   for (int j = threadIdx.x; j < c.count; j += kThreads) s.act[j] = swiglu_result(s.gate_up[j], s.gate_up[c.count + j]);
   __syncthreads();
@@ -594,10 +616,8 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
   }
   __syncthreads();
   // The weights are not written by the kernels before: their copies start before waiting for those.
-  if (threadIdx.x == 0) {
-    attends ? b.queue_qkv(0) : b.queue_gate_up(0);
-    attends ? b.queue_o_proj(0) : b.queue_down(0);
-  }
+  if (threadIdx.x < kWarp) attends ? b.queue_qkv(0) : b.queue_gate_up(0);
+  if (threadIdx.x == 0) attends ? b.queue_o_proj(0) : b.queue_down(0);
   let_next_kernel_launch();
   wait_for_previous_kernel();
   for (int i = threadIdx.x; i < a.hidden; i += kThreads) h[i] = a.h[i];
@@ -617,7 +637,7 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
       mbarrier_wait(&x_loaded, x_phase++ & 1u);
       qkv_phase(b, xn, s, cluster);
       __syncthreads();
-      if (threadIdx.x == 0) b.queue_gate_up(layer);
+      if (threadIdx.x < kWarp) b.queue_gate_up(layer);
       cluster.sync();
       prepare_heads(b, l, s);
       attend(b, l, s);
@@ -625,17 +645,17 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
       merge_blocks(b, s, cluster);
       mbarrier_wait(&y_loaded, y_phase++ & 1u);
       o_proj_phase(b, s);
-      __syncthreads();
-      if (threadIdx.x == 0) b.queue_down(layer);
     }
-    grid_sync(a.barrier, target);
+    grid_arrive(a.barrier, target);
+    if (attends && threadIdx.x == 0) b.queue_down(layer);  // y is read: the block has passed grid_arrive's sync
+    grid_wait(a.barrier, target);
     add_partials(b, a.o_partial, a.hkv, h, cluster);
     cluster.sync();
 
     normalise(h, post_gains, l.post_eps, a.hidden, xn, s);
     mbarrier_wait(&x_loaded, x_phase++ & 1u);
     swiglu_phase(b, xn, s);
-    if (threadIdx.x == 0 && more) attends ? b.queue_qkv(layer + 1) : b.queue_gate_up(layer + 1);
+    if (threadIdx.x < kWarp && more) attends ? b.queue_qkv(layer + 1) : b.queue_gate_up(layer + 1);
     mbarrier_wait(&y_loaded, y_phase++ & 1u);
     down_phase(b, s, down_partial);
     if (more) input_gains = load_gains(a.layer[layer + 1].input_norm, a.hidden);
@@ -701,8 +721,9 @@ std::optional<ClusterPlan> make_plan(int64_t hidden, int64_t hq, int64_t hkv, in
     const int64_t blocks = clusters * kClusterBlocks;
     const int64_t widest = ceil_div(intermediate / kChunk, blocks) * kChunk;
     if (widest > 64) continue;  // GroupScratch::act
-    const int64_t qkv_slice = (group + 2) * kHeadDim / kClusterBlocks * hidden * bf;
-    const int64_t gate_up_slice = 2 * widest * hidden * bf;
+    const int64_t x_row = hidden * bf + kRowPadChunks * 16;
+    const int64_t qkv_slice = (group + 2) * kHeadDim / kClusterBlocks * x_row;
+    const int64_t gate_up_slice = 2 * widest * x_row;
     const int64_t o_slice = hidden / kClusterBlocks * group * kHeadDim * bf;
     const int64_t down_slice = hidden * widest * bf;
     ClusterPlan plan;

@@ -7,11 +7,13 @@
 // checked against the ops' within a tolerance, the caches its first layer writes bit for bit.
 #include <functional>
 #include <random>
+#include <string>
 
 #include "gpu_test_util.h"
 #include "kernels/cuda/decode_layer.h"
 #include "kernels/cuda/decode_layers_clustered.h"
 #include "kernels/cuda/ops_cuda.h"
+#include "kernels/cuda/tensor_map.h"
 #include "kernels/decode_ops.h"
 #include "kernels/ops.h"
 #include "kernels/overlapped_launches.h"
@@ -308,6 +310,20 @@ TEST_F(CudaDecodeLayer, ClusteredKernelTakesOneRowOfHeadDim128Only) {
   EXPECT_FALSE(fits(kQwen3_0p6b, 2));
   EXPECT_FALSE(fits(LayerShape{256, 4, 1, 64, 512}, 1));
   EXPECT_FALSE(fits(LayerShape{160, 2, 2, 128, 256}, 1));
+}
+
+// The tensor maps of the clustered kernel's o_proj and down slices: a box the copy engine cannot move (wider than 256
+// elements) is refused on the host with the shape in the message, not encoded into a map that fails in the kernel.
+TEST_F(CudaDecodeLayer, TensorMapRefusesABoxWiderThanTheCopyEngineMoves) {
+  ASSERT_TRUE(ops::cuda::tensor_maps_available());
+  const Tensor w = Tensor::empty({64, 1024}, DType::BF16, gpu());
+  EXPECT_NO_THROW(ops::cuda::bf16_tensor_map(w.raw_data(), {1024, 64, 1}, {2048, 64 * 2048}, {256, 64, 1}));
+  try {
+    ops::cuda::bf16_tensor_map(w.raw_data(), {1024, 64, 1}, {2048, 64 * 2048}, {512, 64, 1});
+    FAIL() << "a 512-element box was encoded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("box 512x64x1"), std::string::npos) << e.what();
+  }
 }
 
 // Three layers launched early after the copies that set h and the caches, recorded into a CUDA graph: every replay
