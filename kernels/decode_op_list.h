@@ -66,7 +66,7 @@ VEOMNI_CUDA_ONLY_OP(void, rmsnorm_matmul_swiglu,
 // attention_kv_cache (over cache_rows), matmul adding o_proj's product into h, rmsnorm_matmul_swiglu (the
 // post-attention norm, gate and up) and matmul adding down's product into h: those ops in that order, with their
 // values: on the CPU the ops run in turn (kernels/dispatch.cc). On CUDA, one row of layers that the clustered kernel
-// takes (kernels/cuda/decode_layers_clustered.h) runs in it by default: its o_proj and down_proj sums run in another
+// takes (kernels/cuda/decode_layers_clustered.h) runs in it by default: its sums run on the tensor cores in another
 // order, so h differs from the ops' in its last bits. VEOMNI_DECODE_LAYER_KERNEL=0 runs the ops in turn instead, as
 // CUDA does for several rows; VEOMNI_DECODE_LAYER_KERNEL=1 runs the layers as one persistent kernel with the ops' bits
 // (kernels/cuda/decode_layer.cu) for layers of one shape, bf16 rows of at most 8, bf16 weights and caches, head_dim

@@ -13,9 +13,10 @@
 // the gate|up SwiGLU columns and, split by those columns, their contribution to every column of down_proj; the
 // cluster sums its eight blocks' contributions into one partial sum in global memory; grid barrier; every cluster
 // adds the clusters' partial sums into h. The GEMM slices stream into shared memory ahead of their phases through the
-// copy engine: q/k/v and gate|up (runs of whole rows) into one buffer, o_proj and down (strided slices, through tensor
-// maps) into another; each takes its next slice as soon as the block has read the one before.
-// The sums of o_proj and down_proj run in another order than one GEMM's, so h differs from the ops' in its last bits.
+// copy engine: q/k/v and gate|up (row by row) into one buffer, o_proj and down (strided slices, through tensor maps)
+// into another; each takes its next slice as soon as the block has read the one before. The GEMV phases run on the
+// tensor cores (mma_rows), and every sum runs in another order than one GEMM's, so h differs from the ops' in its
+// last bits.
 // The default for the steps it fits; VEOMNI_DECODE_LAYER_KERNEL=0 turns it off (decode_layers_clustered.h);
 // bench/RESULTS.md has its figures.
 #include "kernels/cuda/decode_layers_clustered.h"

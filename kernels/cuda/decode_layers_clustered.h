@@ -21,7 +21,7 @@ bool dense_decode_layers_clustered_fits(const std::vector<DenseDecodeLayer>& lay
                                         const Tensor& h);
 
 // ops::dense_decode_layers (kernels/decode_op_list.h) in the clustered kernel, for operands it fits. h differs from
-// the ops' in its last bits: the o_proj and down_proj sums run in another order.
+// the ops' in its last bits: its sums run on the tensor cores in another order.
 void dense_decode_layers_clustered(const std::vector<DenseDecodeLayer>& layers, const Tensor& cos, const Tensor& sin,
                                    const Tensor& write_rows, const Tensor& cache_rows, std::vector<Tensor>& k_caches,
                                    std::vector<Tensor>& v_caches, Tensor& h);

@@ -3,8 +3,8 @@
 // (h, and the keys and values written into every layer's caches), for Qwen3-0.6B's layers and toy layers of every
 // head layout it takes, one to eight rows over caches of one split and of many, a row outside the cache, every
 // layout of its weight buffers, runs longer than one launch takes; and runs launched early and replayed from a CUDA
-// graph. The clustered kernel (the default where it fits) sums o_proj and down_proj in another order: its h is
-// checked against the ops' within a tolerance, the caches its first layer writes bit for bit.
+// graph. The clustered kernel (the default where it fits) runs its sums on the tensor cores in another order: its h
+// and the caches it writes are checked against the ops' within a tolerance.
 #include <functional>
 #include <random>
 #include <string>
@@ -237,7 +237,8 @@ double relative_l2(const Tensor& got, const Tensor& want) {
 }
 
 // The clustered kernel against the ops in turn over `layer_count` layers of shape s, one row of kv length kv_len:
-// h and every layer's caches within 1% (relative L2). A kv length of 0 puts the row outside the cache: h is NaN and no cache is written.
+// h and every layer's caches within 1% (relative L2). A kv length of 0 puts the row outside the cache: h is NaN and
+// no cache is written.
 void expect_clustered_close_to_ops(const LayerShape& s, int32_t kv_len, int64_t capacity, size_t layer_count = 2) {
   SCOPED_TRACE(fmt::format("hidden {} heads {}/{} intermediate {} kv length {} capacity {} layers {}", s.hidden,
                            s.q_heads, s.kv_heads, s.intermediate, kv_len, capacity, layer_count));
