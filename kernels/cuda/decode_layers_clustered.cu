@@ -13,10 +13,10 @@
 // the gate|up SwiGLU columns and, split by those columns, their contribution to every column of down_proj; the
 // cluster sums its eight blocks' contributions into one partial sum in global memory; grid barrier; every cluster
 // adds the clusters' partial sums into h. The GEMM slices stream into shared memory ahead of their phases through the
-// copy engine: q/k/v and gate|up (row by row) into one buffer, o_proj and down (strided slices, through tensor maps)
-// into another; each takes its next slice as soon as the block has read the one before. The GEMV phases run on the
-// tensor cores (mma_rows), and every sum runs in another order than one GEMM's, so h differs from the ops' in its
-// last bits.
+// copy engine: q/k/v and gate|up (runs of whole rows) into one buffer, o_proj and down (strided slices, through
+// tensor maps) into another; each takes its next slice as soon as the block has read the one before. The GEMV phases
+// run on the tensor cores (mma_rows), and every sum runs in another order than one GEMM's, so h differs from the
+// ops' in its last bits.
 // The default for the steps it fits; VEOMNI_DECODE_LAYER_KERNEL=0 turns it off (decode_layers_clustered.h);
 // bench/RESULTS.md has its figures.
 #include "kernels/cuda/decode_layers_clustered.h"
@@ -54,10 +54,6 @@ constexpr int kDimsPerLane = kHeadDim / kWarp;
 constexpr int kMaxLayersPerLaunch = 32;
 constexpr int kMaxHidden = 1024;  // the norms' gains a thread holds in registers (Gains)
 constexpr int kKeysAtOnce = 4;  // a warp's cache rows in flight
-// The q/k/v and gate|up rows sit this many 16-byte chunks apart beyond their length in shared memory: mma_tile reads
-// two rows in each 8-lane phase of its loads, which would fall into the same banks with rows a multiple of 128 bytes
-// long.
-constexpr int kRowPadChunks = 4;
 // The longest cache it takes: a cluster reads its kv head's keys with 32 rows a block in flight, where the ops' split
 // kernel spreads a long cache over the whole GPU; past a few thousand positions the attention would cost more than
 // the barriers save.
@@ -139,32 +135,32 @@ struct Block {
     return int64_t{a.hq + a.hkv} * kHeadDim + int64_t{g()} * kHeadDim + r - (kGroup + 1) * kHeadDim;
   }
 
-  // One warp: rows [0, rows) of x from source_row(r) (hidden elements each), one copy a row, kRowPadChunks apart.
-  template <class SourceRow>
-  __device__ void queue_x_rows(int rows, SourceRow&& source_row) const {
-    const int lane = threadIdx.x % kWarp;
-    const uint32_t bytes = static_cast<uint32_t>(a.hidden * sizeof(bf16));
-    if (lane == 0) mbarrier_expect_bytes(x_loaded, rows * bytes);  // before any of the copies can land
-    __syncwarp();
-    const int64_t stride = (a.hidden / kChunk + kRowPadChunks) * 16;
-    for (int r = lane; r < rows; r += kWarp) bulk_copy_to_shared(x + r * stride, source_row(r), bytes, x_loaded);
-  }
-
-  // One warp: the block's rows of the group's q/k/v columns into x.
+  // One thread: the block's rows of the group's q/k/v columns into x: its share of each of the three sections (query
+  // heads, key, value), each a run of consecutive weight rows. (One copy a run: copying row by row into padded rows,
+  // against the GEMV's bank conflicts, kept the issuing warp about 2 us a slice, more than the conflicts cost.)
   __device__ void queue_qkv(int layer) const {
     constexpr int kRows = (kGroup + 2) * kHeadDim / kClusterBlocks;
-    const bf16* w = a.layer[layer].weight[kQkv];
-    queue_x_rows(kRows, [&](int r) { return w + qkv_row(rank * kRows + r) * a.hidden; });
+    const int64_t row_bytes = int64_t{a.hidden} * sizeof(bf16);
+    mbarrier_expect_bytes(x_loaded, static_cast<uint32_t>(kRows * row_bytes));
+    const int first = rank * kRows, last = first + kRows;
+    const int bounds[4] = {0, kGroup * kHeadDim, (kGroup + 1) * kHeadDim, (kGroup + 2) * kHeadDim};
+    for (int section = 0; section < 3; ++section) {
+      const int begin = max(first, bounds[section]), end = min(last, bounds[section + 1]);
+      if (begin >= end) continue;
+      bulk_copy_to_shared(x + (begin - first) * row_bytes, a.layer[layer].weight[kQkv] + qkv_row(begin) * a.hidden,
+                          static_cast<uint32_t>((end - begin) * row_bytes), x_loaded);
+    }
   }
 
-  // One warp: the block's gate rows, then its up rows, into x.
+  // One thread: the block's gate rows, then its up rows, into x.
   __device__ void queue_gate_up(int layer) const {
     const Columns c = mlp_columns(a.intermediate, blockIdx.x, gridDim.x);
+    const uint32_t bytes = static_cast<uint32_t>(int64_t{c.count} * a.hidden * sizeof(bf16));
+    mbarrier_expect_bytes(x_loaded, 2 * bytes);
+    if (bytes == 0) return;
     const bf16* w = a.layer[layer].weight[kGateUp];
-    queue_x_rows(2 * c.count, [&](int r) {
-      const int64_t row = r < c.count ? c.first + r : int64_t{a.intermediate} + c.first + r - c.count;
-      return w + row * a.hidden;
-    });
+    bulk_copy_to_shared(x, w + int64_t{c.first} * a.hidden, bytes, x_loaded);
+    bulk_copy_to_shared(x + bytes, w + (int64_t{a.intermediate} + c.first) * a.hidden, bytes, x_loaded);
   }
 
   // One thread: the block's o_proj rows (an eighth of the outputs) over the group's heads' inputs into y,
@@ -312,9 +308,8 @@ __device__ void qkv_phase(const Block<kGroup>& b, const bf16* xn, GroupScratch<k
   constexpr int kRows = (kGroup + 2) * kHeadDim / kClusterBlocks;
   static_assert(kRows * sizeof(bf16) % 16 == 0, "a block's q/k/v columns are whole 16-byte pieces");
   const int chunks = b.a.hidden / kChunk;
-  mma_rows(reinterpret_cast<const uint4*>(b.x), chunks + kRowPadChunks, kRows, chunks,
-           reinterpret_cast<const uint4*>(xn), s.mma_partial,
-           [&](int r, float sum) { s.qkv[b.rank * kRows + r] = __float2bfloat16_rn(sum); });
+  mma_rows(reinterpret_cast<const uint4*>(b.x), chunks, kRows, chunks, reinterpret_cast<const uint4*>(xn),
+           s.mma_partial, [&](int r, float sum) { s.qkv[b.rank * kRows + r] = __float2bfloat16_rn(sum); });
   __syncthreads();
   push_to_cluster(s.qkv + b.rank * kRows, kRows * sizeof(bf16), b.rank, cluster);
 }
@@ -571,8 +566,8 @@ template <int kGroup>
 __device__ void swiglu_phase(const Block<kGroup>& b, const bf16* xn, GroupScratch<kGroup>& s) {
   const Columns c = mlp_columns(b.a.intermediate, blockIdx.x, gridDim.x);
   const int chunks = b.a.hidden / kChunk;
-  mma_rows(reinterpret_cast<const uint4*>(b.x), chunks + kRowPadChunks, 2 * c.count, chunks,
-           reinterpret_cast<const uint4*>(xn), s.mma_partial, [&](int r, float sum) { s.gate_up[r] = sum; });
+  mma_rows(reinterpret_cast<const uint4*>(b.x), chunks, 2 * c.count, chunks, reinterpret_cast<const uint4*>(xn),
+           s.mma_partial, [&](int r, float sum) { s.gate_up[r] = sum; });
   __syncthreads();
   for (int j = threadIdx.x; j < c.count; j += kThreads) s.act[j] = swiglu_result(s.gate_up[j], s.gate_up[c.count + j]);
   __syncthreads();
@@ -617,8 +612,10 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
   }
   __syncthreads();
   // The weights are not written by the kernels before: their copies start before waiting for those.
-  if (threadIdx.x < kWarp) attends ? b.queue_qkv(0) : b.queue_gate_up(0);
-  if (threadIdx.x == 0) attends ? b.queue_o_proj(0) : b.queue_down(0);
+  if (threadIdx.x == 0) {
+    attends ? b.queue_qkv(0) : b.queue_gate_up(0);
+    attends ? b.queue_o_proj(0) : b.queue_down(0);
+  }
   let_next_kernel_launch();
   wait_for_previous_kernel();
   for (int i = threadIdx.x; i < a.hidden; i += kThreads) h[i] = a.h[i];
@@ -638,7 +635,7 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
       mbarrier_wait(&x_loaded, x_phase++ & 1u);
       qkv_phase(b, xn, s, cluster);
       __syncthreads();
-      if (threadIdx.x < kWarp) b.queue_gate_up(layer);
+      if (threadIdx.x == 0) b.queue_gate_up(layer);
       cluster.sync();
       prepare_heads(b, l, s);
       attend(b, l, s);
@@ -656,7 +653,7 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
     normalise(h, post_gains, l.post_eps, a.hidden, xn, s);
     mbarrier_wait(&x_loaded, x_phase++ & 1u);
     swiglu_phase(b, xn, s);
-    if (threadIdx.x < kWarp && more) attends ? b.queue_qkv(layer + 1) : b.queue_gate_up(layer + 1);
+    if (threadIdx.x == 0 && more) attends ? b.queue_qkv(layer + 1) : b.queue_gate_up(layer + 1);
     mbarrier_wait(&y_loaded, y_phase++ & 1u);
     down_phase(b, s, down_partial);
     if (more) input_gains = load_gains(a.layer[layer + 1].input_norm, a.hidden);
@@ -722,9 +719,8 @@ std::optional<ClusterPlan> make_plan(int64_t hidden, int64_t hq, int64_t hkv, in
     const int64_t blocks = clusters * kClusterBlocks;
     const int64_t widest = ceil_div(intermediate / kChunk, blocks) * kChunk;
     if (widest > 64) continue;  // GroupScratch::act
-    const int64_t x_row = hidden * bf + kRowPadChunks * 16;
-    const int64_t qkv_slice = (group + 2) * kHeadDim / kClusterBlocks * x_row;
-    const int64_t gate_up_slice = 2 * widest * x_row;
+    const int64_t qkv_slice = (group + 2) * kHeadDim / kClusterBlocks * hidden * bf;
+    const int64_t gate_up_slice = 2 * widest * hidden * bf;
     const int64_t o_slice = hidden / kClusterBlocks * group * kHeadDim * bf;
     const int64_t down_slice = hidden * widest * bf;
     ClusterPlan plan;
