@@ -348,7 +348,6 @@ __device__ void prepare_heads(const Block<kGroup>& b, const DecodeLayerPointers&
   }
 }
 
-// The block's eighth of the row's keys: each warp's running softmax over its keys, merged into block_state.
 // The row's slot and the block's eighth [begin, end) of its keys (empty for a row outside the cache).
 struct KeyRange {
   int64_t slot, begin, end;
@@ -378,6 +377,7 @@ __device__ void prefetch_keys(const Block<kGroup>& b, const DecodeLayerPointers&
   }
 }
 
+// The block's eighth of the row's keys: each warp's running softmax over its keys, merged into block_state.
 template <int kGroup>
 __device__ void attend(const Block<kGroup>& b, const DecodeLayerPointers& l, GroupScratch<kGroup>& s) {
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
