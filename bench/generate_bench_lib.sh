@@ -29,3 +29,17 @@ with open(path, "w") as f:
         f.write(json.dumps({"input_ids": [rng.randrange(100, 30000) for _ in range(length)]}) + "\n")
 PY
 }
+
+# gpu_peak_bandwidth: the GPU's memory bandwidth in bytes/s for the benches' HBM fractions: PEAK_BW when set, else by
+# the name nvidia-smi gives the first GPU (H200: 4.8e12; H100 PCIe: 2.0e12), else an H100 SXM's 3.35e12.
+gpu_peak_bandwidth() {
+  if [ -n "${PEAK_BW:-}" ]; then
+    echo "$PEAK_BW"
+    return
+  fi
+  case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" in
+    *H200*) echo 4.8e12 ;;
+    *H100*PCIe*) echo 2.0e12 ;;
+    *) echo 3.35e12 ;;
+  esac
+}

@@ -3,9 +3,10 @@
 # veomni-train on dummy data, saved as a HuggingFace directory), random prompts of PROMPT tokens, greedy decoding of
 # NEW tokens (random weights rarely meet a stop token; the figures count the tokens made), bf16. Prints one JSON line
 # per batch size: prefill and decode tokens/s from the tool's summary, and the fraction of the GPU's memory bandwidth
-# the decode reached counting one read of the bf16 weights a step reads (the bound at small batch; PEAK_BW bytes/s,
-# default 3.35e12 for an H100 SXM): all of them, except that an untied input embedding counts none (a step reads a
-# row a sequence) and a MoE layer only the experts it routes to, expected for uniform routing (step_gib).
+# the decode reached counting one read of the bf16 weights a step reads (the bound at small batch; against PEAK_BW
+# bytes/s, by default the GPU's own from its name: generate_bench_lib.sh's gpu_peak_bandwidth, printed as peak_bw):
+# all of them, except that an untied input embedding counts none (a step reads a row a sequence) and a MoE layer only
+# the experts it routes to, expected for uniform routing (step_gib).
 # MODEL_CONFIG_DIRS is a space-separated list; by default the dense Qwen3-0.6B shape and the MoE shape of
 # Qwen3-30B-A3B cut to 4 layers.
 # Each run decodes two batches of BATCH prompts and reports the second: the first pays the one-time costs (loading
@@ -26,7 +27,7 @@ for batch in $batches; do
   random_prompts $((2 * batch)) "$prompt" "$work/prompts.jsonl"
   "$bin/veomni-generate" --model "$hf" --prompts "$work/prompts.jsonl" --out "$work/out.jsonl" --device cuda \
     --batch-size "$batch" --max-new-tokens "$new" ${GENERATE_ARGS:-} 2>"$work/log" || { cat "$work/log" >&2; exit 1; }
-  python3 - "$hf" "$work/log" "$work/out.jsonl" "$batch" "$prompt" "${PEAK_BW:-3.35e12}" <<'PY'
+  python3 - "$hf" "$work/log" "$work/out.jsonl" "$batch" "$prompt" "$(gpu_peak_bandwidth)" <<'PY'
 import json, os, re, sys
 hf, log, out, batch, prompt, peak_bw = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
 rows = [json.loads(l) for l in open(out)][-batch:]  # the second batch: the first one warmed up
@@ -64,7 +65,8 @@ graphed = re.search(r"decode steps: (\d+), (\d+) of them replayed", open(log).re
 print(json.dumps({"peer": "veomni-generate", "graph_steps": f"{graphed.group(2)}/{graphed.group(1)}" if graphed else None, "config": config.get("model_type"),
                   "batch": batch, "prompt": prompt, "new_tokens": new, "prefill_tokens_per_s": prefill,
                   "decode_tokens_per_s": decode, "decode_ms_per_step": round(1e3 * step_s, 3),
-                  "hbm_fraction": round(step_bytes / step_s / peak_bw, 4), "step_gib": round(step_bytes / 2**30, 3),
+                  "hbm_fraction": round(step_bytes / step_s / peak_bw, 4), "peak_bw": peak_bw,
+                  "step_gib": round(step_bytes / 2**30, 3),
                   "weights_gib": round(weight_bytes / 2**30, 3)}))
 PY
 done
