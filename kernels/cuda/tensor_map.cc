@@ -1,6 +1,7 @@
 // Tensor maps of bf16 matrices, encoded through cuTensorMapEncodeTiled as the runtime's driver entry point gives it.
 #include "kernels/cuda/tensor_map.h"
 
+#include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
 #include "core/error.h"
@@ -8,9 +9,8 @@
 namespace veomni::ops::cuda {
 namespace {
 
-using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+// The toolkit's own declaration of the 12.0 entry point, so the compiler checks the call against it.
+using EncodeTiled = PFN_cuTensorMapEncodeTiled_v12000;
 
 // The entry point as the 12.0 driver API declares it (the first with tensor maps); null where the driver lacks it.
 EncodeTiled encode_tiled() {
