@@ -232,40 +232,52 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], uint32_t a0, uint32_t a
 // two rows (and lanes 0-3 of x), which the two mma steps take as their fragments: lane (g, q) holds elements
 // 8q .. 8q + 7 of the step, the first mma the pairs (0, 1) and (2, 3), the second (4, 5) and (6, 7). Rows past n read
 // row n - 1 (their sums are not used); chunks past k_chunks count as zeros.
+// kPairedRows, for rows a multiple of 128 bytes apart: the two rows of each 8-lane load phase (g even, g odd) would
+// read the same banks, so the odd rows take step s ^ 1's chunks instead of step s's, against their own copy of x in
+// B's column 1 (lanes g == 1), and their sums come from D's column 1: the rows of a phase read the two halves of a
+// 128-byte line. Their steps run in pairs (mma_steps).
+template <bool kPairedRows>
 __device__ __forceinline__ float2 mma_tile(const uint4* rows, int64_t row_chunks, int n, int tile, int k_chunks,
                                            int step_begin, int step_end, const uint4* x, int lane) {
   const int g = lane / 4, q = lane % 4;
+  const bool odd = kPairedRows && g % 2 == 1;
   const uint4* low = rows + min(tile * 16 + g, n - 1) * row_chunks;
   const uint4* high = rows + min(tile * 16 + g + 8, n - 1) * row_chunks;
   float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll 4
   for (int step = step_begin; step < step_end; ++step) {
-    const int c = step * 4 + q;
+    const int c = (odd ? step ^ 1 : step) * 4 + q;  // the row's chunk; lane g < 2 also loads that chunk of x
     uint4 a{}, b{}, xv{};
     if (c < k_chunks) {
       a = low[c];
       b = high[c];
-      if (g == 0) xv = x[c];
+      if (g == 0 || (kPairedRows && g == 1)) xv = x[c];
     }
     mma_16816(d, a.x, b.x, a.y, b.y, xv.x, xv.y);
     mma_16816(d, a.z, b.z, a.w, b.w, xv.z, xv.w);
   }
-  return {d[0], d[2]};
+  return odd ? float2{d[1], d[3]} : float2{d[0], d[2]};
+}
+
+// The steps of 4 chunks that cover k_chunks (in pairs with kPairedRows: step s ^ 1 must exist for every step s).
+template <bool kPairedRows>
+__device__ __forceinline__ int mma_steps(int k_chunks) {
+  return kPairedRows ? (k_chunks + 7) / 8 * 2 : (k_chunks + 3) / 4;
 }
 
 // emit(r, row r . x) for n rows of k_chunks 16-byte chunks (row r at rows + r * row_chunks) against x, in 16-row
 // tiles on the tensor cores. With at least as many tiles as warps, warp w takes tiles w, w + 8, ...; with fewer, the
 // warps split each tile's steps and their partial sums are added in warp order (through `partial`), every thread
-// emitting rows.
-template <class Emit>
+// emitting rows. kPairedRows: see mma_tile (for rows a multiple of 128 bytes apart).
+template <bool kPairedRows, class Emit>
 __device__ void mma_rows(const uint4* rows, int64_t row_chunks, int n, int k_chunks, const uint4* x,
                          float (*partial)[16], Emit&& emit) {
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   if (n == 0) return;
-  const int tiles = (n + 15) / 16, steps = (k_chunks + 3) / 4;
+  const int tiles = (n + 15) / 16, steps = mma_steps<kPairedRows>(k_chunks);
   if (tiles >= kWarps) {
     for (int t = warp; t < tiles; t += kWarps) {
-      const float2 sums = mma_tile(rows, row_chunks, n, t, k_chunks, 0, steps, x, lane);
+      const float2 sums = mma_tile<kPairedRows>(rows, row_chunks, n, t, k_chunks, 0, steps, x, lane);
       const int r = t * 16 + lane / 4;
       if (lane % 4 == 0 && r < n) emit(r, sums.x);
       if (lane % 4 == 0 && r + 8 < n) emit(r + 8, sums.y);
@@ -275,7 +287,8 @@ __device__ void mma_rows(const uint4* rows, int64_t row_chunks, int n, int k_chu
   const int splits = kWarps / tiles, split = warp / tiles, per = (steps + splits - 1) / splits;
   float2 sums{0.0f, 0.0f};
   if (split < splits)
-    sums = mma_tile(rows, row_chunks, n, warp % tiles, k_chunks, split * per, min(steps, (split + 1) * per), x, lane);
+    sums = mma_tile<kPairedRows>(rows, row_chunks, n, warp % tiles, k_chunks, split * per,
+                                 min(steps, (split + 1) * per), x, lane);
   if (lane % 4 == 0) {
     partial[warp][lane / 4] = sums.x;
     partial[warp][lane / 4 + 8] = sums.y;
@@ -308,8 +321,9 @@ __device__ void qkv_phase(const Block<kGroup>& b, const bf16* xn, GroupScratch<k
   constexpr int kRows = (kGroup + 2) * kHeadDim / kClusterBlocks;
   static_assert(kRows * sizeof(bf16) % 16 == 0, "a block's q/k/v columns are whole 16-byte pieces");
   const int chunks = b.a.hidden / kChunk;
-  mma_rows(reinterpret_cast<const uint4*>(b.x), chunks, kRows, chunks, reinterpret_cast<const uint4*>(xn),
-           s.mma_partial, [&](int r, float sum) { s.qkv[b.rank * kRows + r] = __float2bfloat16_rn(sum); });
+  // Rows of hidden bf16 (a multiple of 64): a multiple of 128 bytes apart.
+  mma_rows<true>(reinterpret_cast<const uint4*>(b.x), chunks, kRows, chunks, reinterpret_cast<const uint4*>(xn),
+                 s.mma_partial, [&](int r, float sum) { s.qkv[b.rank * kRows + r] = __float2bfloat16_rn(sum); });
   __syncthreads();
   push_to_cluster(s.qkv + b.rank * kRows, kRows * sizeof(bf16), b.rank, cluster);
 }
@@ -509,8 +523,10 @@ __device__ void o_proj_phase(const Block<kGroup>& b, GroupScratch<kGroup>& s) {
   constexpr int kChunks = kGroup * kHeadDim / kChunk;
   const int rows = b.a.hidden / kClusterBlocks;
   float* out = b.a.o_partial + int64_t{b.g()} * b.a.hidden + b.rank * rows;
-  mma_rows(reinterpret_cast<const uint4*>(b.y), kChunks, rows, kChunks, reinterpret_cast<const uint4*>(s.attention),
-           s.mma_partial, [&](int r, float sum) { out[r] = sum; });
+  const uint4* input = reinterpret_cast<const uint4*>(s.attention);
+  // Rows of group * head_dim bf16: a multiple of 128 bytes apart.
+  mma_rows<true>(reinterpret_cast<const uint4*>(b.y), kChunks, rows, kChunks, input, s.mma_partial,
+                 [&](int r, float sum) { out[r] = sum; });
 }
 
 // The sum over parts of partial[p * hidden + i], in ascending p; the loads of up to kPartsAtOnce parts go out at once.
@@ -566,8 +582,8 @@ template <int kGroup>
 __device__ void swiglu_phase(const Block<kGroup>& b, const bf16* xn, GroupScratch<kGroup>& s) {
   const Columns c = mlp_columns(b.a.intermediate, blockIdx.x, gridDim.x);
   const int chunks = b.a.hidden / kChunk;
-  mma_rows(reinterpret_cast<const uint4*>(b.x), chunks, 2 * c.count, chunks, reinterpret_cast<const uint4*>(xn),
-           s.mma_partial, [&](int r, float sum) { s.gate_up[r] = sum; });
+  mma_rows<true>(reinterpret_cast<const uint4*>(b.x), chunks, 2 * c.count, chunks, reinterpret_cast<const uint4*>(xn),
+                 s.mma_partial, [&](int r, float sum) { s.gate_up[r] = sum; });
   __syncthreads();
   for (int j = threadIdx.x; j < c.count; j += kThreads) s.act[j] = swiglu_result(s.gate_up[j], s.gate_up[c.count + j]);
   __syncthreads();
@@ -582,8 +598,10 @@ __device__ void down_phase(const Block<kGroup>& b, GroupScratch<kGroup>& s, floa
     for (int r = threadIdx.x; r < b.a.hidden; r += kThreads) down_partial[r] = 0.0f;
     return;
   }
-  mma_rows(reinterpret_cast<const uint4*>(b.y), chunks, b.a.hidden, chunks, reinterpret_cast<const uint4*>(s.act),
-           s.mma_partial, [&](int r, float sum) { down_partial[r] = sum; });
+  // Rows of 24-64 bytes: two rows of a load phase fall into different banks already.
+  mma_rows<false>(reinterpret_cast<const uint4*>(b.y), chunks, b.a.hidden, chunks,
+                  reinterpret_cast<const uint4*>(s.act), s.mma_partial,
+                  [&](int r, float sum) { down_partial[r] = sum; });
 }
 
 template <int kGroup>
