@@ -276,11 +276,20 @@ __device__ void mma_rows(const uint4* rows, int64_t row_chunks, int n, int k_chu
   if (n == 0) return;
   const int tiles = (n + 15) / 16, steps = mma_steps<kPairedRows>(k_chunks);
   if (tiles >= kWarps) {
-    for (int t = warp; t < tiles; t += kWarps) {
-      const float2 sums = mma_tile<kPairedRows>(rows, row_chunks, n, t, k_chunks, 0, steps, x, lane);
+    // Two tiles at once, both summed before either is emitted: the second tile's loads need not wait for the first
+    // tile's stores (emit writes shared memory, which the compiler cannot tell from the rows).
+    auto emit_tile = [&](int t, float2 sums) {
       const int r = t * 16 + lane / 4;
       if (lane % 4 == 0 && r < n) emit(r, sums.x);
       if (lane % 4 == 0 && r + 8 < n) emit(r + 8, sums.y);
+    };
+    for (int t = warp; t < tiles; t += 2 * kWarps) {
+      const int next = t + kWarps;
+      const float2 first = mma_tile<kPairedRows>(rows, row_chunks, n, t, k_chunks, 0, steps, x, lane);
+      const float2 second =
+          next < tiles ? mma_tile<kPairedRows>(rows, row_chunks, n, next, k_chunks, 0, steps, x, lane) : float2{};
+      emit_tile(t, first);
+      if (next < tiles) emit_tile(next, second);
     }
     return;
   }
