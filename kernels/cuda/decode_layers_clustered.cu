@@ -99,7 +99,8 @@ struct GroupScratch {
   float mma_partial[kWarps][16];  // mma_rows' per-warp partial sums of a tile when the warps split its k range
   float gate_up[128];  // the block's gate sums, then its up sums
   alignas(16) bf16 act[64];  // the block's SwiGLU columns
-  float rstd;
+  float warp_squares[kWarps];  // column_squares' per-warp sums
+  float norm_part[kClusterBlocks];  // h's sum of squares over each eighth of its columns (add_partials)
 };
 
 // The slice [begin, end) of n items that part p of parts owns (shares differ by one at most).
@@ -198,18 +199,33 @@ __device__ __forceinline__ Gains load_gains(const bf16* gain, int hidden) {
   return g;
 }
 
-// xn = RMSNorm(h) with the skinny GEMM's bits (skinny_dot.cuh: row_rstd, then (x * rstd) * gain rounded to bf16).
+// The sum of h[first + c]^2 over c < columns (at most kThreads), in every thread: per warp, then the warps in order.
+template <int kGroup>
+__device__ float column_squares(const bf16* h, int first, int columns, GroupScratch<kGroup>& s) {
+  const int t = threadIdx.x;
+  const float v = t < columns ? __bfloat162float(h[first + t]) : 0.0f;
+  const float warp_total = warp_sum(v * v);
+  if (t % kWarp == 0) s.warp_squares[t / kWarp] = warp_total;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) total += s.warp_squares[w];
+  __syncthreads();  // warp_squares is rewritten by the next call
+  return total;
+}
+
+// xn = RMSNorm(h): rstd from the eight column sums of squares in norm_part (the rstd expression of skinny_dot.cuh's
+// row_rstd, whose sums run in another order), then (x * rstd) * gain rounded to bf16.
 template <int kGroup>
 __device__ void normalise(const bf16* h, const Gains& gain, float eps, int hidden, bf16* xn, GroupScratch<kGroup>& s) {
-  if (threadIdx.x < kWarp) {
-    const float r = row_rstd(h, hidden, eps, static_cast<int>(threadIdx.x));
-    if (threadIdx.x == 0) s.rstd = r;
-  }
-  __syncthreads();
+  float squares = 0.0f;
+#pragma unroll
+  for (int r = 0; r < kClusterBlocks; ++r) squares += s.norm_part[r];
+  const float rstd = static_cast<float>(1.0 / sqrt(static_cast<double>(squares) / hidden + eps));
 #pragma unroll
   for (int j = 0; j < kMaxHidden / kThreads; ++j) {
     const int i = static_cast<int>(threadIdx.x) + j * kThreads;
-    if (i < hidden) xn[i] = __float2bfloat16_rn((__bfloat162float(h[i]) * s.rstd) * __bfloat162float(gain.value[j]));
+    if (i < hidden) xn[i] = __float2bfloat16_rn((__bfloat162float(h[i]) * rstd) * __bfloat162float(gain.value[j]));
   }
   __syncthreads();
 }
@@ -555,17 +571,20 @@ __device__ __forceinline__ float sum_of_parts(const float* partial, int parts, i
 }
 
 // h[i] = h[i] + the parts' partial sums of column i, for the block's eighth of the columns, into every block of the
-// cluster: each cluster computes the same values in the same order.
+// cluster, with their sum of squares into every block's norm_part (the next norm's statistics): each cluster computes
+// the same values in the same order.
 template <int kGroup>
 __device__ void add_partials(const Block<kGroup>& b, const float* partial, int parts, bf16* h,
-                             cg::cluster_group& cluster) {
+                             GroupScratch<kGroup>& s, cg::cluster_group& cluster) {
   const int columns = b.a.hidden / kClusterBlocks;  // a multiple of 8 (dense_decode_layers_clustered_fits)
   for (int c = threadIdx.x; c < columns; c += kThreads) {
     const int i = b.rank * columns + c;
     const float sum = sum_of_parts(partial, parts, b.a.hidden, i);
     h[i] = __float2bfloat16_rn(__bfloat162float(h[i]) + sum);
   }
-  __syncthreads();
+  // column_squares' syncs also order the writes above before the push.
+  const float squares = column_squares(h, b.rank * columns, columns, s);
+  if (threadIdx.x < kClusterBlocks) *cluster.map_shared_rank(&s.norm_part[b.rank], threadIdx.x) = squares;
   push_to_cluster(h + b.rank * columns, columns * static_cast<int>(sizeof(bf16)), b.rank, cluster);
 }
 
@@ -647,6 +666,14 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
   wait_for_previous_kernel();
   for (int i = threadIdx.x; i < a.hidden; i += kThreads) h[i] = a.h[i];
   __syncthreads();
+  {
+    // The first norm's column sums, as add_partials computes them later (each block all eight, the same bits).
+    const int columns = a.hidden / kClusterBlocks;
+    for (int r = 0; r < kClusterBlocks; ++r) {
+      const float squares = column_squares(h, r * columns, columns, s);
+      if (threadIdx.x == 0) s.norm_part[r] = squares;
+    }
+  }
   cluster.sync();  // every block of the cluster has started before any writes into another's shared memory
 
   uint32_t x_phase = 0, y_phase = 0;
@@ -674,7 +701,7 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
     grid_arrive(a.barrier, target);
     if (attends && threadIdx.x == 0) b.queue_down(layer);  // y is read: the block has passed grid_arrive's sync
     grid_wait(a.barrier, target);
-    add_partials(b, a.o_partial, a.hkv, h, cluster);
+    add_partials(b, a.o_partial, a.hkv, h, s, cluster);
     cluster.sync();
 
     normalise(h, post_gains, l.post_eps, a.hidden, xn, s);
@@ -689,7 +716,7 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
     cluster.sync();
     cluster_down_sum(b, down_partial, cluster);
     grid_sync(a.barrier, target);
-    add_partials(b, a.mlp_partial, clusters, h, cluster);
+    add_partials(b, a.mlp_partial, clusters, h, s, cluster);
     cluster.sync();
   }
   if (blockIdx.x == 0)
