@@ -100,6 +100,8 @@ struct GroupScratch {
   float gate_up[128];  // the block's gate sums, then its up sums
   alignas(16) bf16 act[64];  // the block's SwiGLU columns
   float warp_squares[kWarps];  // column_squares' per-warp sums
+  float cos[kHeadDim], sin[kHeadDim];  // the step's rotation (one position for every layer of the launch)
+  alignas(16) bf16 qk_gains[2][kHeadDim];  // the layer's q and k norm gains (queue_qk_gains)
   float norm_part[kClusterBlocks];  // h's sum of squares over each eighth of its columns (add_partials)
 };
 
@@ -353,6 +355,24 @@ __device__ void qkv_phase(const Block<kGroup>& b, const bf16* xn, GroupScratch<k
   push_to_cluster(s.qkv + b.rank * kRows, kRows * sizeof(bf16), b.rank, cluster);
 }
 
+// Threads of the first warp: the layer's q and k norm gains into qk_gains through async copies, ahead of
+// prepare_heads (which reads them after cp.async.wait_all and a barrier), so that their loads are off its path.
+template <int kGroup>
+__device__ __forceinline__ void queue_qk_gains(const DecodeLayerPointers& l, GroupScratch<kGroup>& s) {
+  constexpr int kPieces = kHeadDim * sizeof(bf16) / 16;  // 16-byte pieces of one norm's gains
+  const int t = threadIdx.x;
+  if (t < 2 * kPieces) {
+    const int piece = (t % kPieces) * kChunk;
+    const bf16* from = (t < kPieces ? l.q_norm : l.k_norm) + piece;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(shared_address(&s.qk_gains[t / kPieces][piece])),
+                 "l"(from)
+                 : "memory");
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  }
+}
+
+__device__ __forceinline__ void wait_async_copies() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
 // The step's query heads and key, normalised and rotated (qkv_norm_rope_cache_write's values), and its value; the
 // key and value go into the cache from block 0 of the cluster.
 template <int kGroup>
@@ -360,10 +380,10 @@ __device__ void prepare_heads(const Block<kGroup>& b, const DecodeLayerPointers&
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   QkvNormRopeArgs rope{};
   rope.qkv = ConstFloats{s.qkv, true};
-  rope.q_norm = ConstFloats{l.q_norm, true};
-  rope.k_norm = ConstFloats{l.k_norm, true};
-  rope.cos = b.a.cos;
-  rope.sin = b.a.sin;
+  rope.q_norm = ConstFloats{s.qk_gains[0], true};
+  rope.k_norm = ConstFloats{s.qk_gains[1], true};
+  rope.cos = s.cos;
+  rope.sin = s.sin;
   rope.hq = kGroup;  // the group's columns as one token of kGroup query heads and one kv head
   rope.hkv = 1;
   rope.d = kHeadDim;
@@ -665,6 +685,10 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
   let_next_kernel_launch();
   wait_for_previous_kernel();
   for (int i = threadIdx.x; i < a.hidden; i += kThreads) h[i] = a.h[i];
+  for (int i = threadIdx.x; i < kHeadDim; i += kThreads) {  // written by the kernel before (the rope tables)
+    s.cos[i] = a.cos[i];
+    s.sin[i] = a.sin[i];
+  }
   __syncthreads();
   {
     // The first norm's column sums, as add_partials computes them later (each block all eight, the same bits).
@@ -685,11 +709,13 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
     const Gains post_gains = load_gains(l.post_norm, a.hidden);
     if (attends) {
       prefetch_keys(b, l);
+      queue_qk_gains(l, s);
       normalise(h, input_gains, l.input_eps, a.hidden, xn, s);
       mbarrier_wait(&x_loaded, x_phase++ & 1u);
       qkv_phase(b, xn, s, cluster);
       __syncthreads();
       if (threadIdx.x == 0) b.queue_gate_up(layer);
+      wait_async_copies();  // the q/k gains, landed long since; the cluster barrier publishes them to the block
       cluster.sync();
       prepare_heads(b, l, s);
       attend(b, l, s);
