@@ -436,13 +436,49 @@ __device__ void prefetch_keys(const Block<kGroup>& b, const DecodeLayerPointers&
   }
 }
 
-// The block's eighth of the row's keys: each warp's running softmax over its keys, merged into block_state.
+// A warp's kKeysAtOnce cache rows j0 + u * kWarps of its kv head, keys and values as stored (the lane's dims); rows
+// at or past the block's end are zeros. Loaded ahead of the attention by the first batch (first_key_batch), converted
+// where they are used: the loads' round trip overlaps what runs in between.
+struct KeyBatch {
+  uint2 key[kKeysAtOnce], value[kKeysAtOnce];
+};
+
 template <int kGroup>
-__device__ void attend(const Block<kGroup>& b, const DecodeLayerPointers& l, GroupScratch<kGroup>& s) {
+__device__ __forceinline__ KeyBatch load_key_batch(const Block<kGroup>& b, const DecodeLayerPointers& l,
+                                                   const KeyRange& keys, int64_t j0) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t stride = int64_t{b.a.hkv} * kHeadDim, row0 = keys.slot * b.a.cache_len;
+  const bf16* k = l.k_cache + b.g() * kHeadDim + lane * kDimsPerLane;
+  const bf16* v = l.v_cache + b.g() * kHeadDim + lane * kDimsPerLane;
+  KeyBatch batch;
+#pragma unroll
+  for (int u = 0; u < kKeysAtOnce; ++u) {
+    const int64_t j = j0 + u * kWarps;
+    batch.key[u] = batch.value[u] = uint2{0u, 0u};
+    if (j < keys.end) {
+      batch.key[u] = *reinterpret_cast<const uint2*>(k + (row0 + j) * stride);
+      batch.value[u] = *reinterpret_cast<const uint2*>(v + (row0 + j) * stride);
+    }
+  }
+  return batch;
+}
+
+// The warp's first batch of the block's keys (attend takes it).
+template <int kGroup>
+__device__ __forceinline__ KeyBatch first_key_batch(const Block<kGroup>& b, const DecodeLayerPointers& l) {
+  const KeyRange range = key_range(b);
+  return load_key_batch(b, l, range, range.begin + threadIdx.x / kWarp);
+}
+
+// The block's eighth of the row's keys: each warp's running softmax over its keys, merged into block_state; `first`
+// is the warp's first batch (first_key_batch), loaded before the step's own key was written.
+template <int kGroup>
+__device__ void attend(const Block<kGroup>& b, const DecodeLayerPointers& l, GroupScratch<kGroup>& s,
+                       const KeyBatch& first) {
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  const KeyRange keys = key_range(b);
-  const int64_t begin = keys.begin, end = keys.end;
-  const int64_t dest = b.a.write_rows[0], row0 = keys.slot * b.a.cache_len;
+  const KeyRange range = key_range(b);
+  const int64_t begin = range.begin, end = range.end;
+  const int64_t dest = b.a.write_rows[0], row0 = range.slot * b.a.cache_len;
   float q[kGroup][kDimsPerLane], acc[kGroup][kDimsPerLane], max_score[kGroup], denominator[kGroup];
   for (int h = 0; h < kGroup; ++h) {
     for (int i = 0; i < kDimsPerLane; ++i) {
@@ -452,10 +488,8 @@ __device__ void attend(const Block<kGroup>& b, const DecodeLayerPointers& l, Gro
     max_score[h] = -INFINITY;
     denominator[h] = 0.0f;
   }
-  const int64_t stride = int64_t{b.a.hkv} * kHeadDim;
-  const bf16* k = l.k_cache + b.g() * kHeadDim + lane * kDimsPerLane;
-  const bf16* v = l.v_cache + b.g() * kHeadDim + lane * kDimsPerLane;
   for (int64_t j0 = begin + warp; j0 < end; j0 += kWarps * kKeysAtOnce) {
+    const KeyBatch batch = j0 == begin + warp ? first : load_key_batch(b, l, range, j0);
     float keys[kKeysAtOnce][kDimsPerLane], values[kKeysAtOnce][kDimsPerLane];
 #pragma unroll
     for (int u = 0; u < kKeysAtOnce; ++u) {
@@ -468,10 +502,8 @@ __device__ void attend(const Block<kGroup>& b, const DecodeLayerPointers& l, Gro
           values[u][i] = s.new_value[lane * kDimsPerLane + i];
         }
       } else {
-        const uint2 kr = *reinterpret_cast<const uint2*>(k + (row0 + j) * stride);
-        const uint2 vr = *reinterpret_cast<const uint2*>(v + (row0 + j) * stride);
-        const __nv_bfloat162* kp = reinterpret_cast<const __nv_bfloat162*>(&kr);
-        const __nv_bfloat162* vp = reinterpret_cast<const __nv_bfloat162*>(&vr);
+        const __nv_bfloat162* kp = reinterpret_cast<const __nv_bfloat162*>(&batch.key[u]);
+        const __nv_bfloat162* vp = reinterpret_cast<const __nv_bfloat162*>(&batch.value[u]);
         for (int i = 0; i < kDimsPerLane / 2; ++i) {
           keys[u][2 * i] = __low2float(kp[i]);
           keys[u][2 * i + 1] = __high2float(kp[i]);
@@ -713,12 +745,13 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
       normalise(h, input_gains, l.input_eps, a.hidden, xn, s);
       mbarrier_wait(&x_loaded, x_phase++ & 1u);
       qkv_phase(b, xn, s, cluster);
+      const KeyBatch first_keys = first_key_batch(b, l);  // in flight over the barrier and the q/k norms
       __syncthreads();
       if (threadIdx.x == 0) b.queue_gate_up(layer);
       wait_async_copies();  // the q/k gains, landed long since; the cluster barrier publishes them to the block
       cluster.sync();
       prepare_heads(b, l, s);
-      attend(b, l, s);
+      attend(b, l, s, first_keys);
       cluster.sync();
       merge_blocks(b, s, cluster);
       mbarrier_wait(&y_loaded, y_phase++ & 1u);
