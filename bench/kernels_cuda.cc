@@ -4,7 +4,7 @@
 // (kernels/cuda/gemm_autotune.h), and the memory-bound kernels in GB/s, counting each input read once and each output
 // written once (the least traffic the op needs; kernels that read a row twice show it as lower GB/s). Prints markdown
 // tables; asserts nothing.
-// Usage: bench_kernels_cuda [-v] [gemm] [memory] [encoder] [decode] [moe]   (no section: all); -v logs every
+// Usage: bench_kernels_cuda [-v] [gemm] [lora] [memory] [encoder] [decode] [moe]   (no section: all); -v logs every
 // autotuned GEMM's candidates and their times; VEOMNI_GROUPED_GEMM=loop runs the expert GEMMs as one cuBLASLt call
 // per expert.
 #ifdef VEOMNI_WITH_CUDA
@@ -121,6 +121,58 @@ void bench_plain_gemms(std::mt19937& rng) {
   };
   const bool autotune_before = ops::cuda::gemm_autotune_enabled();
   for (const MatmulCase& c : cases) bench_matmul(c, rng);
+  ops::cuda::set_gemm_autotune(autotune_before);
+}
+
+// The LoRA adapters' thin GEMMs of a Qwen3-8B layer at seq 4096 (hidden 4096, q/k/v 6144 columns, intermediate
+// 12288), rank 16, as the packed projections run them (model/layers/packed_linears.cc, lora_adapter.cc): q/k/v with
+// three stacked A's (48 rows), gate|up with two (32), o_proj and down_proj one each. Each is bound by the one full
+// activation it reads or writes (x, y, dy or dx); GB/s counts those bytes only. Heuristic pick and autotuned.
+void bench_lora_gemms(std::mt19937& rng) {
+  fmt::print("\nLoRA thin GEMMs, Qwen3-8B shape, seq 4096, rank 16 (GB/s of the full activation each moves)\n\n");
+  fmt::print("| {:<44} | {:<29} | {:>9} | {:>9} | {:>9} | {:>9} |\n", "op (ops::matmul as the adapters call it)",
+             "shape", "heur. ms", "GB/s", "tuned ms", "GB/s");
+  fmt::print("|{:-<46}|{:-<31}|{:->11}|{:->11}|{:->11}|{:->11}|\n", "", "", "", "", "", "");
+  struct Set {
+    const char* name;
+    int64_t k, n, rank;  // input width, output width, stacked rank
+  };
+  const Set sets[] = {{"q/k/v", 4096, 6144, 48}, {"o_proj", 4096, 4096, 16}, {"gate|up", 4096, 24576, 32},
+                      {"down_proj", 12288, 4096, 16}};
+  const int64_t m = 4096;
+  const DType bf = DType::BF16, f32 = DType::F32;
+  const bool autotune_before = ops::cuda::gemm_autotune_enabled();
+  for (const Set& set : sets) {
+    struct Thin {
+      std::string what;
+      MatmulCase c;
+      int64_t activation;  // elements of the full activation it moves
+    };
+    const Thin thins[] = {
+        {"xa = x A^T", {"", m, set.rank, set.k, false, true, bf, bf, 1.0f, 0.0f}, m * set.k},
+        {"y = s xa B^T", {"", m, set.n, set.rank, false, true, bf, bf, 2.0f, 0.0f}, m * set.n},
+        {"dyb = dy B", {"", m, set.rank, set.n, false, false, bf, bf, 1.0f, 0.0f}, m * set.n},
+        {"dx = s dyb A", {"", m, set.k, set.rank, false, false, bf, bf, 2.0f, 0.0f}, m * set.k},
+        {"dB += s dy^T xa", {"", set.n, set.rank, m, true, false, bf, f32, 2.0f, 1.0f}, m * set.n},
+        {"dA += s dyb^T x", {"", set.rank, set.k, m, true, false, bf, f32, 2.0f, 1.0f}, m * set.k},
+    };
+    for (const Thin& t : thins) {
+      const MatmulCase& c = t.c;
+      const Tensor a = random_tensor(c.ta ? Shape{c.k, c.m} : Shape{c.m, c.k}, c.in, rng);
+      const Tensor b = random_tensor(c.tb ? Shape{c.n, c.k} : Shape{c.k, c.n}, c.in, rng);
+      Tensor out = Tensor::zeros({c.m, c.n}, c.out, gpu());
+      const auto median_ms = [&](bool autotune) {
+        ops::cuda::set_gemm_autotune(autotune);
+        return time_ms(10, [&] { ops::matmul(a, c.ta, b, c.tb, out, c.alpha, c.beta); });
+      };
+      const double heuristic_ms = median_ms(false), tuned_ms = median_ms(true);
+      const double bytes = 2.0 * static_cast<double>(t.activation);
+      fmt::print("| {:<44} | {:<29} | {:>9.3f} | {:>9.1f} | {:>9.3f} | {:>9.1f} |\n",
+                 fmt::format("{} {}", set.name, t.what),
+                 fmt::format("{}{} M={} N={} K={}", c.ta ? 'T' : 'N', c.tb ? 'T' : 'N', c.m, c.n, c.k), heuristic_ms,
+                 bytes / (heuristic_ms * 1e-3) / 1e9, tuned_ms, bytes / (tuned_ms * 1e-3) / 1e9);
+    }
+  }
   ops::cuda::set_gemm_autotune(autotune_before);
 }
 
@@ -453,6 +505,7 @@ int main(int argc, char** argv) {
     bench_plain_gemms(rng);
     bench_expert_gemms(rng);
   }
+  if (selected("lora")) bench_lora_gemms(rng);
   if (selected("memory")) bench_memory(rng);
   if (selected("encoder")) bench_encoder(rng);
   if (selected("decode")) bench_decode(rng);
