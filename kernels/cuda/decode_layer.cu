@@ -142,44 +142,6 @@ struct WeightStream {
   }
 };
 
-// x's rows [m, k] as the GEMM phase's dot products read them, staged in shared memory as 16-byte chunks: as stored,
-// or normalised by RMSNorm (kNorm) with the bits of the skinny kernel's XRows (skinny_dot.cuh): the rstd of each row
-// from the same per-lane sums of squares and butterfly (over the staged copy), each value (x * rstd) * gain rounded
-// to bf16. The rows are read in one sweep whose loads go out together, with each thread's first gain chunk.
-template <bool kNorm>
-__device__ void stage_rows(const __nv_bfloat16* x, const __nv_bfloat16* gain, float eps, int64_t m, int64_t k,
-                           uint4* staged) {
-  __shared__ float rstd[kSkinnyMaxRows];
-  const int64_t chunks = k / kChunk;
-  [[maybe_unused]] uint4 own_gain{};
-  if constexpr (kNorm) own_gain = __ldg(reinterpret_cast<const uint4*>(gain) + threadIdx.x % chunks);
-#pragma unroll 4
-  for (int64_t i = threadIdx.x; i < m * chunks; i += kLayerThreads) staged[i] = reinterpret_cast<const uint4*>(x)[i];
-  __syncthreads();
-  if constexpr (kNorm) {
-    const int lane = static_cast<int>(threadIdx.x) % kWarp, warp = static_cast<int>(threadIdx.x) / kWarp;
-    const int64_t own_chunk = threadIdx.x % chunks;
-    for (int64_t r = warp; r < m; r += kLayerWarps) {
-      const float row = row_rstd(reinterpret_cast<const __nv_bfloat16*>(staged + r * chunks), k, eps, lane);
-      if (lane == 0) rstd[r] = row;
-    }
-    __syncthreads();
-    for (int64_t i = threadIdx.x; i < m * chunks; i += kLayerThreads) {
-      const int64_t r = i / chunks, c = i % chunks;
-      uint4 raw = staged[i];
-      float xf[kChunk], gf[kChunk];
-      unpack(raw, xf);
-      unpack(c == own_chunk ? own_gain : __ldg(reinterpret_cast<const uint4*>(gain) + c), gf);
-      __nv_bfloat162* pairs = reinterpret_cast<__nv_bfloat162*>(&raw);
-      for (int j = 0; j < kChunk / 2; ++j)
-        pairs[j] = __halves2bfloat162(__float2bfloat16_rn((xf[2 * j] * rstd[r]) * gf[2 * j]),
-                                      __float2bfloat16_rn((xf[2 * j + 1] * rstd[r]) * gf[2 * j + 1]));
-      staged[i] = raw;
-    }
-    __syncthreads();
-  }
-}
-
 // acc[j][r] += the lane's share of staged row r . weight row w_rows[j], for the first `count` of kWeights rows (all
 // in shared memory): the skinny kernel's chunk order and arithmetic for each row (accumulate_chunk), so its bits;
 // several rows at once so that their loads and multiply-adds overlap. kRows: the most rows (m <= kRows), 1 for the
@@ -435,7 +397,7 @@ __global__ void __launch_bounds__(kLayerThreads, 2) dense_decode_layers_kernel(c
   // copies' issue does not delay the arrival.
   for (int layer = 0; layer < a.layers; ++layer) {
     const DecodeLayerPointers& l = a.layer[layer];
-    stage_rows<true>(a.h, l.input_norm, l.input_eps, a.m, a.hidden, staged);
+    stage_rows<true, kLayerThreads>(a.h, l.input_norm, l.input_eps, a.m, a.hidden, staged);
     const uint4* qkv_rows = stream.wait(layer, kQkv);
     if (layer == 0 && threadIdx.x == 0) stream.queue_first_items_after_qkv();
     gemm_phase<false, kRows>(staged, a.m, a.hidden, qkv_rows, a.qkv_columns, a.qkv);
@@ -446,19 +408,19 @@ __global__ void __launch_bounds__(kLayerThreads, 2) dense_decode_layers_kernel(c
     attention_phase<kDims, kGroup>(a, l, step, scratch);
     grid_sync(a.barrier, target);
 
-    stage_rows<false>(a.attention_out, nullptr, 0.0f, a.m, a.attention_width, staged);
+    stage_rows<false, kLayerThreads>(a.attention_out, nullptr, 0.0f, a.m, a.attention_width, staged);
     gemm_phase<true, kRows>(staged, a.m, a.attention_width, stream.wait(layer, kOProj), a.hidden, a.h);
     grid_arrive(a.barrier, target);
     if (threadIdx.x == 0) stream.queue_next(layer, kOProj);
     grid_wait(a.barrier, target);
 
-    stage_rows<true>(a.h, l.post_norm, l.post_eps, a.m, a.hidden, staged);
+    stage_rows<true, kLayerThreads>(a.h, l.post_norm, l.post_eps, a.m, a.hidden, staged);
     swiglu_phase<kRows>(staged, a.m, a.hidden, stream.wait(layer, kGateUp), a.intermediate, a.act);
     grid_arrive(a.barrier, target);
     if (threadIdx.x == 0) stream.queue_next(layer, kGateUp);
     grid_wait(a.barrier, target);
 
-    stage_rows<false>(a.act, nullptr, 0.0f, a.m, a.intermediate, staged);
+    stage_rows<false, kLayerThreads>(a.act, nullptr, 0.0f, a.m, a.intermediate, staged);
     gemm_phase<true, kRows>(staged, a.m, a.intermediate, stream.wait(layer, kDown), a.hidden, a.h);
     if (layer + 1 == a.layers) break;
     grid_arrive(a.barrier, target);

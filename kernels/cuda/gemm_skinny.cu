@@ -1,12 +1,14 @@
-// The skinny GEMM of decoding: out [M, N] = x [M, K] W[N, K]^T in bf16 for M <= kSkinnyMaxRows. One warp per output
-// column: the lanes read W's row in 16-byte chunks (8 bf16), each chunk once, and the matching chunks of every row of
-// x (tiny, cached), accumulating in fp32; a warp sum per row, in a fixed order (deterministic). Each lane loads its
+// The skinny GEMM of decoding: out [M, N] = x [M, K] W[N, K]^T in bf16 for M <= kSkinnyMaxRows. A warp per output
+// column (up to four adjacent ones for short rows): the lanes read W's rows in 16-byte chunks (8 bf16), each chunk
+// once, and the matching chunks of every row of x (tiny, cached), accumulating in fp32; a warp sum per row and
+// column, in a fixed order (deterministic, the same bits whatever the columns a warp). Each lane loads its
 // first chunks of W before waiting for the kernel before (dependent_launch.cuh), so under OverlappedLaunches the
 // weight stream starts while that kernel still runs. Options on the same loop: the RMSNorm of x's rows in front
 // (each warp sums the squares of the rows it reads anyway), adding the product to out (beta 1: a residual add) and
 // SwiGLU over a fused [gate; up] weight.
 #include "kernels/cuda/gemm_skinny.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
@@ -30,95 +32,162 @@ struct SkinnyArgs {
   int64_t m, n, k;  // n: output columns (the intermediate size for SwiGLU)
 };
 
-// The first kHead of a lane's chunks of one weight row (chunk lane + i * kWarp), loaded into registers before the
-// kernel waits for its predecessor: the weights are not written by the kernels before, so their stream starts while
-// those still run.
-template <int kHead>
-struct WeightHead {
-  uint4 chunk[kHead];
+// The first kHead of a lane's chunks (chunk lane + i * kWarp) of each of kColumns weight rows, loaded into registers
+// before the kernel waits for its predecessor: the weights are not written by the kernels before, so their stream
+// starts while those still run.
+template <int kHead, int kColumns>
+struct WeightHeads {
+  uint4 chunk[kHead][kColumns];
 
-  __device__ __forceinline__ void load(const uint4* w_row, int64_t chunks, int lane) {
+  __device__ __forceinline__ void load(const uint4* const (&rows)[kColumns], int64_t chunks, int lane) {
 #pragma unroll
     for (int i = 0; i < kHead; ++i) {
       const int64_t c = lane + static_cast<int64_t>(i) * kWarp;
-      chunk[i] = c < chunks ? __ldg(w_row + c) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int j = 0; j < kColumns; ++j) chunk[i][j] = c < chunks ? __ldg(rows[j] + c) : make_uint4(0, 0, 0, 0);
     }
   }
 };
 
-// acc[r] += the lane's share of x[r, :] . w_row: its chunks in ascending order, the first kHead from `head`, the rest
-// read here. The order, and so the bits, do not depend on kHead.
-template <int kHead, bool kNorm>
-__device__ __forceinline__ void dot_rows(const XRows<kNorm>& x, const uint4* w_row, const WeightHead<kHead>& head,
-                                         int lane, float (&acc)[kSkinnyMaxRows]) {
-  const int64_t chunks = x.k / kChunk;
+// acc[j][r] += the lane's share of x[r, :] . rows[j]: its chunks in ascending order, the first kHead from `head`, the
+// rest read here. The order, and so the bits, depend on neither kHead nor kColumns.
+template <int kHead, typename XSource, int kRows, int kColumns>
+__device__ __forceinline__ void dot_rows(const XSource& x, int64_t chunks, const uint4* const (&rows)[kColumns],
+                                         const WeightHeads<kHead, kColumns>& head, int lane,
+                                         float (&acc)[kColumns][kRows]) {
 #pragma unroll
   for (int i = 0; i < kHead; ++i) {
     const int64_t c = lane + static_cast<int64_t>(i) * kWarp;
     if (c < chunks) accumulate_chunk(x, head.chunk[i], c, acc);
   }
+  // The rest of the row: only long rows (a single column a warp) have one, read four chunks at a time.
+  if constexpr (kColumns == 1) {
 #pragma unroll 4
-  for (int64_t c = lane + static_cast<int64_t>(kHead) * kWarp; c < chunks; c += kWarp)
-    accumulate_chunk(x, __ldg(w_row + c), c, acc);
-}
-
-// out[r, column] = x[r] . W[column] (+ out[r, column] when kAccumulate: one rounding of the fp32 sum).
-template <bool kAccumulate, bool kNorm, int kHead>
-__global__ void __launch_bounds__(kWarpsPerBlock* kWarp) skinny_matmul_kernel(SkinnyArgs a) {
-  let_next_kernel_launch();
-  const int lane = static_cast<int>(threadIdx.x) % kWarp;
-  const int64_t column = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
-  const uint4* w_row = reinterpret_cast<const uint4*>(a.w + min(column, a.n - 1) * a.k);
-  WeightHead<kHead> head;
-  if (column < a.n) head.load(w_row, a.k / kChunk, lane);
-  wait_for_previous_kernel();
-  if (column >= a.n) return;
-  const XRows<kNorm> x(a.x, a.gain, a.eps, a.m, a.k, lane);
-  float acc[kSkinnyMaxRows] = {};
-  dot_rows(x, w_row, head, lane, acc);
-  for (int r = 0; r < kSkinnyMaxRows; ++r) {
-    if (r >= a.m) break;
-    const float sum = warp_sum(acc[r]);
-    if (lane != 0) continue;
-    __nv_bfloat16& out = a.out[r * a.n + column];
-    out = column_result(sum, kAccumulate, kAccumulate ? out : __nv_bfloat16());
+    for (int64_t c = lane + static_cast<int64_t>(kHead) * kWarp; c < chunks; c += kWarp) {
+      const uint4 w[1] = {__ldg(rows[0] + c)};
+      accumulate_chunk(x, w, c, acc);
+    }
+  } else {
+#pragma unroll 1
+    for (int64_t c = lane + static_cast<int64_t>(kHead) * kWarp; c < chunks; c += kWarp) {
+      uint4 w[kColumns];
+#pragma unroll
+      for (int j = 0; j < kColumns; ++j) w[j] = __ldg(rows[j] + c);
+      accumulate_chunk(x, w, c, acc);
+    }
   }
 }
 
+// The warp's kColumns weight rows from column `first` on (the last row again past the end: loaded, never stored).
+template <int kColumns>
+__device__ __forceinline__ void point_rows(const SkinnyArgs& a, int64_t first, const uint4* (&rows)[kColumns]) {
+#pragma unroll
+  for (int j = 0; j < kColumns; ++j) rows[j] = reinterpret_cast<const uint4*>(a.w + min(first + j, a.n - 1) * a.k);
+}
+
+// out[r, first + j] = the warp's sums acc[j][r] (+ out's old value when kAccumulate: one rounding of the fp32 sum).
+template <bool kAccumulate, int kColumns, int kRows>
+__device__ __forceinline__ void store_columns(const SkinnyArgs& a, int64_t first, float (&acc)[kColumns][kRows],
+                                              int lane) {
+#pragma unroll
+  for (int j = 0; j < kColumns; ++j) {
+    const int64_t column = first + j;
+    if (column >= a.n) break;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      if (r >= a.m) break;
+      const float sum = warp_sum(acc[j][r]);
+      if (lane != 0) continue;
+      __nv_bfloat16& out = a.out[r * a.n + column];
+      out = column_result(sum, kAccumulate, kAccumulate ? out : __nv_bfloat16());
+    }
+  }
+}
+
+// out = x W^T (+ out when kAccumulate) with x's rows staged in shared memory once a block (normalised there), the
+// blocks resident for the whole GEMM: each warp takes kColumns adjacent columns, then the same columns a grid
+// further on, its next rows' loads in flight while it sums and stores the last. With short rows one column's loads
+// are too few to keep the memory busy and the fixed cost of a warp (x's norm, the sums) would dominate a one-shot
+// warp: the LM head of a batch-1 step ran at under half the bandwidth that way.
+template <bool kAccumulate, bool kNorm, int kHead, int kColumns, int kRows>
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarp, 2) skinny_staged_kernel(SkinnyArgs a) {
+  extern __shared__ uint4 staged[];
+  let_next_kernel_launch();
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int64_t chunks = a.k / kChunk;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock * kColumns;
+  int64_t first = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp) * kColumns;
+  const uint4* rows[kColumns];
+  point_rows(a, first, rows);
+  WeightHeads<kHead, kColumns> head;
+  if (first < a.n) head.load(rows, chunks, lane);
+  wait_for_previous_kernel();
+  stage_rows<kNorm, kWarpsPerBlock * kWarp>(a.x, a.gain, a.eps, a.m, a.k, staged);
+  const StagedRows x{staged, a.m, chunks};
+  for (; first < a.n; first += stride) {
+    float acc[kColumns][kRows] = {};
+    dot_rows(x, chunks, rows, head, lane, acc);
+    if (first + stride < a.n) {
+      point_rows(a, first + stride, rows);
+      head.load(rows, chunks, lane);
+    }
+    store_columns<kAccumulate>(a, first, acc, lane);
+  }
+}
+
+// out[r, column] = x[r] . W[column] (+ out[r, column] when kAccumulate) for rows too long to stage: a warp per
+// column, x's rows read (and normalised) by each warp.
+template <bool kAccumulate, bool kNorm, int kHead, int kColumns, int kRows>
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarp) skinny_matmul_kernel(SkinnyArgs a) {
+  let_next_kernel_launch();
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int64_t first = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp) * kColumns;
+  const uint4* rows[kColumns];
+  point_rows(a, first, rows);
+  WeightHeads<kHead, kColumns> head;
+  if (first < a.n) head.load(rows, a.k / kChunk, lane);
+  wait_for_previous_kernel();
+  if (first >= a.n) return;
+  const XRows<kNorm, kRows> x(a.x, a.gain, a.eps, a.m, a.k, lane);
+  float acc[kColumns][kRows] = {};
+  dot_rows(x, a.k / kChunk, rows, head, lane, acc);
+  store_columns<kAccumulate>(a, first, acc, lane);
+}
+
 // out[r, j] = silu(g) * u with g = x[r] . W[j] and u = x[r] . W[I + j], each rounded to bf16 first: the bits of the
-// skinny GEMM into gate_up followed by swiglu_fused_forward (kernels/cuda/swiglu.cu's fp32 math).
-template <bool kNorm, int kHead>
+// skinny GEMM into gate_up followed by swiglu_fused_forward (kernels/cuda/swiglu.cu's fp32 math). The gate and up
+// rows stream together as the two columns of one warp.
+template <bool kNorm, int kHead, int kRows>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarp) skinny_swiglu_kernel(SkinnyArgs a) {
   let_next_kernel_launch();
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
   const int64_t column = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
   const int64_t gate_column = min(column, a.n - 1);
-  const uint4* gate_row = reinterpret_cast<const uint4*>(a.w + gate_column * a.k);
-  const uint4* up_row = reinterpret_cast<const uint4*>(a.w + (a.n + gate_column) * a.k);
-  WeightHead<kHead> gate_head, up_head;
-  if (column < a.n) {
-    gate_head.load(gate_row, a.k / kChunk, lane);
-    up_head.load(up_row, a.k / kChunk, lane);
-  }
+  const uint4* const rows[2] = {reinterpret_cast<const uint4*>(a.w + gate_column * a.k),
+                                reinterpret_cast<const uint4*>(a.w + (a.n + gate_column) * a.k)};
+  WeightHeads<kHead, 2> head;
+  if (column < a.n) head.load(rows, a.k / kChunk, lane);
   wait_for_previous_kernel();
   if (column >= a.n) return;
-  const XRows<kNorm> x(a.x, a.gain, a.eps, a.m, a.k, lane);
-  float gate[kSkinnyMaxRows] = {};
-  float up[kSkinnyMaxRows] = {};
-  dot_rows(x, gate_row, gate_head, lane, gate);
-  dot_rows(x, up_row, up_head, lane, up);
-  for (int r = 0; r < kSkinnyMaxRows; ++r) {
+  const XRows<kNorm, kRows> x(a.x, a.gain, a.eps, a.m, a.k, lane);
+  float acc[2][kRows] = {};
+  dot_rows(x, a.k / kChunk, rows, head, lane, acc);
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
     if (r >= a.m) break;
-    const __nv_bfloat16 act = swiglu_result(warp_sum(gate[r]), warp_sum(up[r]));
+    const __nv_bfloat16 act = swiglu_result(warp_sum(acc[0][r]), warp_sum(acc[1][r]));
     if (lane == 0) a.out[r * a.n + column] = act;
   }
 }
+
+// The chunks a lane takes of a row of k elements.
+int64_t chunks_per_lane(int64_t k) { return (k / kChunk + kWarp - 1) / kWarp; }
 
 // Calls launch(std::integral_constant<int, H>) with H the head size for rows of k elements: the lane's whole share
 // of the row, rounded up to 4 chunks, but at most kMost (the rest is read after the wait).
 template <int kMost, typename Launch>
 void with_head_for(int64_t k, Launch&& launch) {
-  const int64_t per_lane = (k / kChunk + kWarp - 1) / kWarp;
+  const int64_t per_lane = chunks_per_lane(k);
   if (per_lane <= 4) return launch(std::integral_constant<int, 4>{});
   if constexpr (kMost == 8) {
     launch(std::integral_constant<int, 8>{});
@@ -127,6 +196,13 @@ void with_head_for(int64_t k, Launch&& launch) {
     if (per_lane <= 12) return launch(std::integral_constant<int, 12>{});
     launch(std::integral_constant<int, 16>{});
   }
+}
+
+// Calls f(std::integral_constant<int, R>) with R = 1 for a single row, kSkinnyMaxRows otherwise.
+template <typename F>
+void with_rows(int64_t m, F&& f) {
+  if (m == 1) return f(std::integral_constant<int, 1>{});
+  f(std::integral_constant<int, static_cast<int>(kSkinnyMaxRows)>{});
 }
 
 bool aligned16(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.raw_data()) % 16 == 0; }
@@ -164,7 +240,21 @@ SkinnyArgs args_of(const Tensor& x, const Tensor* gain, float eps, const Tensor&
           x.dim(1)};
 }
 
-unsigned blocks_for(int64_t columns) { return static_cast<unsigned>((columns + kWarpsPerBlock - 1) / kWarpsPerBlock); }
+// The staged kernel's x rows fit the shared memory a block has without opting in, two blocks an SM.
+constexpr int64_t kMostStagedBytes = 48 * 1024;
+constexpr unsigned kStagedBlocksPerSm = 2;
+
+unsigned multiprocessors() {
+  int device = 0, count = 0;
+  VEOMNI_CUDA_CHECK(cudaGetDevice(&device));
+  VEOMNI_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+  return static_cast<unsigned>(count);
+}
+
+unsigned blocks_for(int64_t columns, int columns_a_warp = 1) {
+  const int64_t a_block = kWarpsPerBlock * columns_a_warp;
+  return static_cast<unsigned>((columns + a_block - 1) / a_block);
+}
 
 // Calls f(std::bool_constant<norm>).
 template <typename F>
@@ -183,13 +273,27 @@ bool skinny_matmul_applies(const Tensor& a, bool trans_a, const Tensor& b, bool 
 
 void skinny_matmul(const Tensor& a, const Tensor& b, Tensor& out, bool accumulate, const Tensor* gain, float eps) {
   const SkinnyArgs args = args_of(a, gain, eps, b, out, b.dim(0));
+  const int64_t staged_bytes = args.m * args.k * static_cast<int64_t>(sizeof(__nv_bfloat16));
   with_norm(gain != nullptr, [&](auto norm) {
-    constexpr bool kNorm = decltype(norm)::value;
-    with_head_for<16>(args.k, [&](auto head) {
-      constexpr int kHead = decltype(head)::value;
-      const auto kernel =
-          accumulate ? skinny_matmul_kernel<true, kNorm, kHead> : skinny_matmul_kernel<false, kNorm, kHead>;
-      launch_overlapped(kernel, dim3(blocks_for(args.n)), dim3(kWarpsPerBlock * kWarp), 0, args);
+    with_rows(args.m, [&](auto rows) {
+      constexpr bool kNorm = decltype(norm)::value;
+      constexpr int kRows = decltype(rows)::value;
+      if (staged_bytes > kMostStagedBytes) {  // rows this long have more than 12 chunks a lane: the head of 16
+        const auto kernel = accumulate ? skinny_matmul_kernel<true, kNorm, 16, 1, kRows>
+                                       : skinny_matmul_kernel<false, kNorm, 16, 1, kRows>;
+        return launch_overlapped(kernel, dim3(blocks_for(args.n)), dim3(kWarpsPerBlock * kWarp), 0, args);
+      }
+      with_head_for<16>(args.k, [&](auto head) {
+        constexpr int kHead = decltype(head)::value;
+        // Columns a warp such that the head keeps up to 16 chunks a lane in flight (4 for K <= 1024, 2 up to 2048),
+        // two at most for several rows, whose sums take the registers.
+        constexpr int kColumns = kHead == 4 ? (kRows == 1 ? 4 : 2) : kHead == 8 ? 2 : 1;
+        const auto kernel = accumulate ? skinny_staged_kernel<true, kNorm, kHead, kColumns, kRows>
+                                       : skinny_staged_kernel<false, kNorm, kHead, kColumns, kRows>;
+        const unsigned blocks = std::min(blocks_for(args.n, kColumns), kStagedBlocksPerSm * multiprocessors());
+        launch_overlapped(kernel, dim3(blocks), dim3(kWarpsPerBlock * kWarp), static_cast<size_t>(staged_bytes),
+                          args);
+      });
     });
   });
 }
@@ -201,9 +305,12 @@ bool skinny_swiglu_applies(const Tensor& x, const Tensor& gate_up, const Tensor&
 void skinny_swiglu(const Tensor& x, const Tensor& gate_up, Tensor& out, const Tensor* gain, float eps) {
   const SkinnyArgs args = args_of(x, gain, eps, gate_up, out, gate_up.dim(0) / 2);
   with_norm(gain != nullptr, [&](auto norm) {
-    with_head_for<8>(args.k, [&](auto head) {
-      launch_overlapped(skinny_swiglu_kernel<decltype(norm)::value, decltype(head)::value>, dim3(blocks_for(args.n)),
-                        dim3(kWarpsPerBlock * kWarp), 0, args);
+    with_rows(args.m, [&](auto rows) {
+      with_head_for<8>(args.k, [&](auto head) {
+        launch_overlapped(
+            skinny_swiglu_kernel<decltype(norm)::value, decltype(head)::value, decltype(rows)::value>,
+            dim3(blocks_for(args.n)), dim3(kWarpsPerBlock * kWarp), 0, args);
+      });
     });
   });
 }

@@ -39,19 +39,20 @@ __device__ __forceinline__ float row_rstd(const __nv_bfloat16* row, int64_t k, f
 // The rows of x as the dot products read them: as stored, or normalised by RMSNorm (kNorm) with the bits of
 // rmsnorm_forward's bf16 kernel (kernels/cuda/norm.cu): the same per-lane sums of squares over the same chunks, the
 // same butterfly, the same rstd expression, (x * rstd) * gain rounded to bf16. x is read with plain loads: it was
-// written by a kernel before, or by other blocks of this one before a grid barrier.
-template <bool kNorm>
+// written by a kernel before, or by other blocks of this one before a grid barrier. kRows: the most rows (m <= kRows),
+// 1 for a single row's fewer registers.
+template <bool kNorm, int kRows = kSkinnyMaxRows>
 struct XRows {
   const __nv_bfloat16* x;
   const __nv_bfloat16* gain;
   int64_t m, k;
-  float rstd[kSkinnyMaxRows];
+  float rstd[kRows];
 
   __device__ __forceinline__ XRows(const __nv_bfloat16* x_rows, const __nv_bfloat16* norm_gain, float eps,
                                    int64_t rows, int64_t columns, int lane)
       : x(x_rows), gain(norm_gain), m(rows), k(columns) {
     if constexpr (kNorm) {
-      for (int r = 0; r < kSkinnyMaxRows; ++r) {
+      for (int r = 0; r < kRows; ++r) {
         if (r >= m) break;
         rstd[r] = row_rstd(x + r * k, k, eps, lane);
       }
@@ -70,18 +71,74 @@ struct XRows {
   }
 };
 
-// acc[r] += x[r, chunk c] . w.
-template <bool kNorm>
-__device__ __forceinline__ void accumulate_chunk(const XRows<kNorm>& x, const uint4& w, int64_t c,
-                                                 float (&acc)[kSkinnyMaxRows]) {
-  float wf[kChunk], gf[kChunk];
-  unpack(w, wf);
+// x's rows [m, k] as dot products read them, staged in shared memory as 16-byte chunks by a block of kThreads: as
+// stored, or normalised by RMSNorm (kNorm) with the bits of XRows: the rstd of each row from the same per-lane sums
+// of squares and butterfly (over the staged copy), each value (x * rstd) * gain rounded to bf16. The rows are read
+// in one sweep whose loads go out together, with each thread's first gain chunk. Every thread of the block calls it.
+template <bool kNorm, int kThreads>
+__device__ void stage_rows(const __nv_bfloat16* x, const __nv_bfloat16* gain, float eps, int64_t m, int64_t k,
+                           uint4* staged) {
+  __shared__ float rstd[kSkinnyMaxRows];
+  const int64_t chunks = k / kChunk;
+  [[maybe_unused]] uint4 own_gain{};
+  if constexpr (kNorm) own_gain = __ldg(reinterpret_cast<const uint4*>(gain) + threadIdx.x % chunks);
+#pragma unroll 4
+  for (int64_t i = threadIdx.x; i < m * chunks; i += kThreads) staged[i] = reinterpret_cast<const uint4*>(x)[i];
+  __syncthreads();
+  if constexpr (kNorm) {
+    const int lane = static_cast<int>(threadIdx.x) % kWarp, warp = static_cast<int>(threadIdx.x) / kWarp;
+    const int64_t own_chunk = threadIdx.x % chunks;
+    for (int64_t r = warp; r < m; r += kThreads / kWarp) {
+      const float row = row_rstd(reinterpret_cast<const __nv_bfloat16*>(staged + r * chunks), k, eps, lane);
+      if (lane == 0) rstd[r] = row;
+    }
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < m * chunks; i += kThreads) {
+      const int64_t r = i / chunks, c = i % chunks;
+      uint4 raw = staged[i];
+      float xf[kChunk], gf[kChunk];
+      unpack(raw, xf);
+      unpack(c == own_chunk ? own_gain : __ldg(reinterpret_cast<const uint4*>(gain) + c), gf);
+      __nv_bfloat162* pairs = reinterpret_cast<__nv_bfloat162*>(&raw);
+      for (int j = 0; j < kChunk / 2; ++j)
+        pairs[j] = __halves2bfloat162(__float2bfloat16_rn((xf[2 * j] * rstd[r]) * gf[2 * j]),
+                                      __float2bfloat16_rn((xf[2 * j + 1] * rstd[r]) * gf[2 * j + 1]));
+      staged[i] = raw;
+    }
+    __syncthreads();
+  }
+}
+
+// x's rows as stage_rows left them in shared memory (normalised there when at all), read as XRows reads its rows.
+struct StagedRows {
+  const uint4* staged;
+  int64_t m, chunks;
+
+  __device__ __forceinline__ void load_gain(int64_t, float (&)[kChunk]) const {}
+  __device__ __forceinline__ void load(int r, int64_t c, const float (&)[kChunk], float (&xf)[kChunk]) const {
+    unpack(staged[r * chunks + c], xf);
+  }
+};
+
+// acc[j][r] += x[r, chunk c] . w[j] for kColumns weight rows' chunk c, x an XRows or StagedRows: x's chunk
+// (normalised) is read once for all. Each acc[j][r] takes the products in the order a single row's would, so the
+// bits depend neither on kColumns nor on where x's rows come from.
+template <typename XSource, int kRows, int kColumns>
+__device__ __forceinline__ void accumulate_chunk(const XSource& x, const uint4 (&w)[kColumns], int64_t c,
+                                                 float (&acc)[kColumns][kRows]) {
+  float gf[kChunk];
   x.load_gain(c, gf);
-  for (int r = 0; r < kSkinnyMaxRows; ++r) {
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
     if (r >= x.m) break;
     float xf[kChunk];
     x.load(r, c, gf, xf);
-    for (int i = 0; i < kChunk; ++i) acc[r] += wf[i] * xf[i];
+#pragma unroll
+    for (int j = 0; j < kColumns; ++j) {
+      float wf[kChunk];
+      unpack(w[j], wf);
+      for (int i = 0; i < kChunk; ++i) acc[j][r] += wf[i] * xf[i];
+    }
   }
 }
 

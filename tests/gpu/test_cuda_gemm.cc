@@ -73,6 +73,30 @@ TEST_F(CudaGemm, SkinnyDecodeShapesMatchCpu) {
   check_matmul(2, 100, 64, false, true, bf16, 0.5f, 1.0f, rng);
 }
 
+// Wide outputs (an LM head's): the skinny kernel's warps stay resident and come back for columns a grid of warps
+// further on, each with its next columns' loads in flight. 40,000 columns are several such rounds on any GPU; every
+// column still matches the CPU, with the residual add and with the norm in front (the bits of the norm, then the
+// GEMM).
+TEST_F(CudaGemm, SkinnyGemmCoversColumnsBeyondOneRoundOfItsWarps) {
+  std::mt19937 rng(29);
+  const Types bf16{DType::BF16, DType::BF16, DType::BF16};
+  const int64_t n = 40000;
+  for (int64_t m : {1, 2, 8})
+    for (int64_t k : {1024, 2048}) {  // four and two columns a warp for one row
+      check_matmul(m, n, k, false, true, bf16, 1.0f, m == 2 ? 1.0f : 0.0f, rng);
+      SCOPED_TRACE(fmt::format("norm in front, m {} k {}", m, k));
+      const Tensor x = to_gpu(random_f32({m, k}, rng), DType::BF16);
+      const Tensor gain = to_gpu(random_f32({k}, rng), DType::BF16);
+      const Tensor w = to_gpu(random_f32({n, k}, rng), DType::BF16);
+      Tensor normed = Tensor::empty({m, k}, DType::BF16, gpu()), rstd = Tensor::empty({m}, DType::F32, gpu());
+      ops::rmsnorm_forward(x, gain, 1e-6f, normed, rstd);
+      Tensor want = Tensor::empty({m, n}, DType::BF16, gpu()), got = Tensor::empty({m, n}, DType::BF16, gpu());
+      ops::matmul(normed, false, w, true, want);
+      ops::rmsnorm_matmul(x, gain, 1e-6f, w, got);
+      EXPECT_TRUE(bitwise_equal(got, want));
+    }
+}
+
 // matmul_swiglu on the GPU: the skinny kernel (1..8 rows) gives the bits of the skinny GEMM into gate_up followed by
 // swiglu_fused_forward; 9 rows and an f32 input run those two ops. All are within bf16 rounding of the CPU.
 TEST_F(CudaGemm, MatmulSwigluIsTheGemmThenSwiglu) {
