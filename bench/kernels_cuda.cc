@@ -376,6 +376,39 @@ void bench_decode(std::mt19937& rng) {
   }
 }
 
+// The skinny GEMMs of a decode step (ops::matmul and ops::rmsnorm_matmul with a few bf16 rows; gemm_skinny.cu): the
+// LM heads of the 0.6B and 8B shapes (vocab 151936, the final norm in front) and the 0.6B q/k/v and down_proj, at 1
+// and 8 rows; GB/s counts the weight read once (x and the output are a few KB).
+void bench_skinny(std::mt19937& rng) {
+  fmt::print("\nSkinny decode GEMMs (bf16, x W^T with 1 or 8 rows)\n\n");
+  header("GB/s");
+  struct Case {
+    const char* name;
+    int64_t n, k;
+    bool norm;
+  };
+  const Case cases[] = {{"0.6B lm_head (final norm in front)", 151936, 1024, true},
+                        {"8B lm_head (final norm in front)", 151936, 4096, true},
+                        {"0.6B q/k/v (input norm in front)", 4096, 1024, true},
+                        {"0.6B down_proj", 1024, 3072, false}};
+  for (const Case& c : cases) {
+    const Tensor w = random_tensor({c.n, c.k}, DType::BF16, rng, 0.05f);
+    const Tensor gain = random_tensor({c.k}, DType::BF16, rng);
+    for (int64_t rows : {1, 8}) {
+      const Tensor x = random_tensor({rows, c.k}, DType::BF16, rng);
+      Tensor out = Tensor::empty({rows, c.n}, DType::BF16, gpu());
+      const double ms = time_ms(20, [&] {
+        if (c.norm) {
+          ops::rmsnorm_matmul(x, gain, 1e-6f, w, out);
+        } else {
+          ops::matmul(x, false, w, true, out);
+        }
+      });
+      row(c.name, fmt::format("{} rows x N={} K={}", rows, c.n, c.k), ms, 2.0 * c.n * c.k / (ms * 1e-3) / 1e9);
+    }
+  }
+}
+
 // ---------------------------------------------------------------- MoE decode
 
 // A decode step's experts of the Qwen3-30B-A3B shape (128 experts of hidden 2048 and intermediate 768, top-8, bf16)
@@ -508,7 +541,10 @@ int main(int argc, char** argv) {
   if (selected("lora")) bench_lora_gemms(rng);
   if (selected("memory")) bench_memory(rng);
   if (selected("encoder")) bench_encoder(rng);
-  if (selected("decode")) bench_decode(rng);
+  if (selected("decode")) {
+    bench_decode(rng);
+    bench_skinny(rng);
+  }
   if (selected("moe")) bench_moe_decode(rng);
   const cuda_rt::MemoryStats stats = cuda_rt::memory_stats();
   fmt::print("\npeak allocated {:.2f} GiB, reserved {:.2f} GiB, cudaMalloc calls {}\n",
