@@ -1,11 +1,12 @@
-// The skinny GEMM of decoding: out [M, N] = x [M, K] W[N, K]^T in bf16 for M <= kSkinnyMaxRows. A warp per output
-// column (up to four adjacent ones for short rows): the lanes read W's rows in 16-byte chunks (8 bf16), each chunk
-// once, and the matching chunks of every row of x (tiny, cached), accumulating in fp32; a warp sum per row and
-// column, in a fixed order (deterministic, the same bits whatever the columns a warp). Each lane loads its
-// first chunks of W before waiting for the kernel before (dependent_launch.cuh), so under OverlappedLaunches the
-// weight stream starts while that kernel still runs. Options on the same loop: the RMSNorm of x's rows in front
-// (each warp sums the squares of the rows it reads anyway), adding the product to out (beta 1: a residual add) and
-// SwiGLU over a fused [gate; up] weight.
+// The skinny GEMM of decoding: out [M, N] = x [M, K] W[N, K]^T in bf16 for M <= kSkinnyMaxRows. Blocks stay resident
+// over the whole output with x's rows staged (and normalised) in their shared memory; a warp takes up to four
+// adjacent columns for short rows, then the same columns a grid further on. The lanes read W's rows in 16-byte
+// chunks (8 bf16), each chunk once, against the matching chunks of every row of x, accumulating in fp32; a warp sum
+// per row and column, in a fixed order (deterministic, the same bits whatever the columns a warp or where x is
+// read from). Rows of x too long to stage (more than half an SM's shared memory) are read by each warp instead.
+// Each lane loads its first chunks of W before waiting for the kernel before (dependent_launch.cuh), so under
+// OverlappedLaunches the weight stream starts while that kernel still runs. Options on the same loop: the RMSNorm of
+// x's rows in front, adding the product to out (beta 1: a residual add) and SwiGLU over a fused [gate; up] weight.
 #include "kernels/cuda/gemm_skinny.h"
 
 #include <algorithm>
@@ -240,15 +241,23 @@ SkinnyArgs args_of(const Tensor& x, const Tensor* gain, float eps, const Tensor&
           x.dim(1)};
 }
 
-// The staged kernel's x rows fit the shared memory a block has without opting in, two blocks an SM.
-constexpr int64_t kMostStagedBytes = 48 * 1024;
 constexpr unsigned kStagedBlocksPerSm = 2;
+constexpr int64_t kDefaultSharedBytes = 48 * 1024;  // a block's dynamic shared memory without opting in
 
-unsigned multiprocessors() {
-  int device = 0, count = 0;
+int device_attribute(cudaDeviceAttr attribute) {
+  int device = 0, value = 0;
   VEOMNI_CUDA_CHECK(cudaGetDevice(&device));
-  VEOMNI_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-  return static_cast<unsigned>(count);
+  VEOMNI_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
+  return value;
+}
+
+unsigned multiprocessors() { return static_cast<unsigned>(device_attribute(cudaDevAttrMultiProcessorCount)); }
+
+// The most bytes of x the staged kernel takes: an SM's shared memory shared by its two blocks, less what each block
+// reserves (113 KB on an H100 or H200: eight rows of 4096 fit).
+int64_t most_staged_bytes() {
+  return device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor) / kStagedBlocksPerSm -
+         device_attribute(cudaDevAttrReservedSharedMemoryPerBlock);
 }
 
 unsigned blocks_for(int64_t columns, int columns_a_warp = 1) {
@@ -274,11 +283,12 @@ bool skinny_matmul_applies(const Tensor& a, bool trans_a, const Tensor& b, bool 
 void skinny_matmul(const Tensor& a, const Tensor& b, Tensor& out, bool accumulate, const Tensor* gain, float eps) {
   const SkinnyArgs args = args_of(a, gain, eps, b, out, b.dim(0));
   const int64_t staged_bytes = args.m * args.k * static_cast<int64_t>(sizeof(__nv_bfloat16));
+  const int64_t most_staged = most_staged_bytes();
   with_norm(gain != nullptr, [&](auto norm) {
     with_rows(args.m, [&](auto rows) {
       constexpr bool kNorm = decltype(norm)::value;
       constexpr int kRows = decltype(rows)::value;
-      if (staged_bytes > kMostStagedBytes) {  // rows this long have more than 12 chunks a lane: the head of 16
+      if (staged_bytes > most_staged) {  // rows this long have more than 12 chunks a lane: the head of 16
         const auto kernel = accumulate ? skinny_matmul_kernel<true, kNorm, 16, 1, kRows>
                                        : skinny_matmul_kernel<false, kNorm, 16, 1, kRows>;
         return launch_overlapped(kernel, dim3(blocks_for(args.n)), dim3(kWarpsPerBlock * kWarp), 0, args);
@@ -290,6 +300,9 @@ void skinny_matmul(const Tensor& a, const Tensor& b, Tensor& out, bool accumulat
         constexpr int kColumns = kHead == 4 ? (kRows == 1 ? 4 : 2) : kHead == 8 ? 2 : 1;
         const auto kernel = accumulate ? skinny_staged_kernel<true, kNorm, kHead, kColumns, kRows>
                                        : skinny_staged_kernel<false, kNorm, kHead, kColumns, kRows>;
+        if (staged_bytes > kDefaultSharedBytes)
+          VEOMNI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 static_cast<int>(most_staged)));
         const unsigned blocks = std::min(blocks_for(args.n, kColumns), kStagedBlocksPerSm * multiprocessors());
         launch_overlapped(kernel, dim3(blocks), dim3(kWarpsPerBlock * kWarp), static_cast<size_t>(staged_bytes),
                           args);

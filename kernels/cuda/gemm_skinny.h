@@ -1,5 +1,5 @@
-// The GEMMs of decoding with few rows (out = x W^T, x [M, K] with M <= kSkinnyMaxRows, bf16): a warp per output
-// column streaming W once in 16-byte loads, where cuBLASLt's kernels reach a fraction of the memory bandwidth.
+// The GEMMs of decoding with few rows (out = x W^T, x [M, K] with M <= kSkinnyMaxRows, bf16): warps streaming W once
+// in 16-byte loads against x staged in shared memory, where cuBLASLt's kernels reach a fraction of the bandwidth.
 #pragma once
 #include <cstdint>
 

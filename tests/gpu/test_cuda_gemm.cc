@@ -69,6 +69,9 @@ TEST_F(CudaGemm, SkinnyDecodeShapesMatchCpu) {
     check_matmul(m, 64, 4096, false, true, bf16, 1.0f, 0.0f, rng);    // the most a lane loads before its wait
     check_matmul(m, 64, 5120, false, true, bf16, 1.0f, 1.0f, rng);    // more: the rest is read after the wait
   }
+  // Eight rows of 8192 (128 KB) are more than the kernel stages in shared memory: each warp reads x itself.
+  check_matmul(8, 100, 8192, false, true, bf16, 1.0f, 0.0f, rng);
+  check_matmul(8, 100, 8192, false, true, bf16, 1.0f, 1.0f, rng);
   check_matmul(1, 100, 1001, false, true, bf16, 1.0f, 0.0f, rng);
   check_matmul(2, 100, 64, false, true, bf16, 0.5f, 1.0f, rng);
 }
