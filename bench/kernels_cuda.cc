@@ -72,9 +72,13 @@ struct MatmulCase {
 
 double tflops(const MatmulCase& c, double ms) { return 2.0 * c.m * c.n * c.k / (ms * 1e-3) / 1e12; }
 
-// The same ops::matmul call as the trainer's layers, timed with the heuristic's first pick and then with autotuning
-// (the warm-up call of time_ms times the candidates; the median is of the calls after it).
-void bench_matmul(const MatmulCase& c, std::mt19937& rng) {
+struct MatmulTimes {
+  double heuristic_ms, tuned_ms;
+};
+
+// The same ops::matmul call as the trainer's layers on random operands, timed with the heuristic's first pick and
+// then with autotuning (the warm-up call of time_ms times the candidates; the median is of the calls after it).
+MatmulTimes time_matmul(const MatmulCase& c, std::mt19937& rng) {
   const Tensor a = random_tensor(c.ta ? Shape{c.k, c.m} : Shape{c.m, c.k}, c.in, rng);
   const Tensor b = random_tensor(c.tb ? Shape{c.n, c.k} : Shape{c.k, c.n}, c.in, rng);
   Tensor out = Tensor::zeros({c.m, c.n}, c.out, gpu());
@@ -82,7 +86,12 @@ void bench_matmul(const MatmulCase& c, std::mt19937& rng) {
     ops::cuda::set_gemm_autotune(autotune);
     return time_ms(10, [&] { ops::matmul(a, c.ta, b, c.tb, out, c.alpha, c.beta); });
   };
-  const double heuristic_ms = median_ms(false), tuned_ms = median_ms(true);
+  const double heuristic_ms = median_ms(false);
+  return {heuristic_ms, median_ms(true)};
+}
+
+void bench_matmul(const MatmulCase& c, std::mt19937& rng) {
+  const auto [heuristic_ms, tuned_ms] = time_matmul(c, rng);
   fmt::print("| {:<44} | {:<29} | {:>9.3f} | {:>9.1f} | {:>9.3f} | {:>9.1f} | {:>5.2f}x |\n",
              fmt::format("{} ({}->{})", c.name, dtype_name(c.in), dtype_name(c.out)),
              fmt::format("{}{} M={} N={} K={}", c.ta ? 'T' : 'N', c.tb ? 'T' : 'N', c.m, c.n, c.k), heuristic_ms,
@@ -158,14 +167,7 @@ void bench_lora_gemms(std::mt19937& rng) {
     };
     for (const Thin& t : thins) {
       const MatmulCase& c = t.c;
-      const Tensor a = random_tensor(c.ta ? Shape{c.k, c.m} : Shape{c.m, c.k}, c.in, rng);
-      const Tensor b = random_tensor(c.tb ? Shape{c.n, c.k} : Shape{c.k, c.n}, c.in, rng);
-      Tensor out = Tensor::zeros({c.m, c.n}, c.out, gpu());
-      const auto median_ms = [&](bool autotune) {
-        ops::cuda::set_gemm_autotune(autotune);
-        return time_ms(10, [&] { ops::matmul(a, c.ta, b, c.tb, out, c.alpha, c.beta); });
-      };
-      const double heuristic_ms = median_ms(false), tuned_ms = median_ms(true);
+      const auto [heuristic_ms, tuned_ms] = time_matmul(c, rng);
       const double bytes = 2.0 * static_cast<double>(t.activation);
       fmt::print("| {:<44} | {:<29} | {:>9.3f} | {:>9.1f} | {:>9.3f} | {:>9.1f} |\n",
                  fmt::format("{} {}", set.name, t.what),
