@@ -254,10 +254,11 @@ int device_attribute(cudaDeviceAttr attribute) {
 unsigned multiprocessors() { return static_cast<unsigned>(device_attribute(cudaDevAttrMultiProcessorCount)); }
 
 // The most bytes of x the staged kernel takes: an SM's shared memory shared by its two blocks, less what each block
-// reserves (113 KB on an H100 or H200: eight rows of 4096 fit).
+// reserves and stage_rows' static rstd array (113 KB on an H100 or H200: eight rows of 4096 fit).
 int64_t most_staged_bytes() {
   return device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor) / kStagedBlocksPerSm -
-         device_attribute(cudaDevAttrReservedSharedMemoryPerBlock);
+         device_attribute(cudaDevAttrReservedSharedMemoryPerBlock) -
+         static_cast<int64_t>(kSkinnyMaxRows * sizeof(float));
 }
 
 unsigned blocks_for(int64_t columns, int columns_a_warp = 1) {
