@@ -1,6 +1,8 @@
 // Decode steps: the step tables' upload into fixed buffers, the step's forward, and its CUDA graph.
 #include "generate/decode_steps.h"
 
+#include <string>
+
 #include "core/error.h"
 #include "kernels/decode_ops.h"
 #include "kernels/op_profiler.h"
@@ -80,7 +82,7 @@ Tensor DecodeSteps::forward_greedy(int64_t n, int64_t steps) {
     const Outputs out = forward(n);
     Tensor step_ids = chosen.slice(k, k + 1).view({n});
     step_ids.copy_from(out.greedy_ids);
-    if (k + 1 < steps) ops::advance_decode_tables(out.greedy_ids, tokens, rows);
+    ops::advance_decode_tables(out.greedy_ids, tokens, rows);  // after the last step too: continue_greedy starts there
   }
   return chosen;
 }
@@ -121,6 +123,15 @@ const Tensor& DecodeSteps::run_greedy(const DecodeRows& rows, int64_t steps) {
   VEOMNI_CHECK(greedy_ && steps >= 1, "{} greedy steps at once from decode steps {}", steps,
                greedy_ ? "that choose greedily" : "that do not choose");
   upload(rows);
+  execute({n, steps}, [&] { chosen_ = forward_greedy(n, steps); });
+  return chosen_;
+}
+
+const Tensor& DecodeSteps::continue_greedy(int64_t n, int64_t steps) {
+  VEOMNI_CHECK(greedy_ && steps >= 1 && chosen_.defined() && chosen_.dim(1) == n,
+               "{} greedy steps of {} rows continued from decode steps {}", steps, n,
+               chosen_.defined() ? fmt::format("whose last greedy run had {} rows", chosen_.dim(1))
+                                 : std::string("without a greedy run before"));
   execute({n, steps}, [&] { chosen_ = forward_greedy(n, steps); });
   return chosen_;
 }

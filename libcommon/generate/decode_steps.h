@@ -44,6 +44,11 @@ class DecodeSteps {
   // next step's tokens, one row and position on. Returns the chosen ids i64 [steps, n] on the device, valid until the
   // next run; the same ids as `steps` calls of run() with the same rows. Graphs as run's, per (rows, steps).
   const Tensor& run_greedy(const DecodeRows& rows, int64_t steps);
+  // Runs `steps` more greedy steps of the n rows of the last run_greedy or continue_greedy, from the tables its last
+  // step advanced on the device: nothing is uploaded, so it can be queued before the host has read the last run's
+  // ids (which this run's overwrite on the device: copy them out first). The same ids as run_greedy from the rows
+  // those ids make; the same graph when `steps` is the last run's.
+  const Tensor& continue_greedy(int64_t n, int64_t steps);
   // Whether the last run replayed a graph, and how many nodes it holds.
   bool graphed() const;
   size_t graph_nodes() const;

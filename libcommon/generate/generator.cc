@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "generate/decode_steps.h"
+#include "generate/greedy_pipeline.h"
 #include "kernels/decode_ops.h"
 #include "kernels/ops.h"
 #include "model/kv_cache.h"
@@ -172,11 +173,11 @@ std::vector<Generation> Generator::generate(const std::vector<std::vector<int64_
   int64_t decode_steps = 0, graph_steps = 0;
   DecodeSteps decode(model_, cache, batch, options_.mrope_positions, device_greedy,
                      options_.cuda_graphs && model_.body().decodes_on_device(batch));
-  while (true) {
-    DecodeRows step;
-    std::vector<int64_t> rows;
-    // Steps before the next read: none past any running sequence's last token (its cache has no rows beyond).
-    int64_t steps = device_greedy && !observer_ ? options_.steps_per_sync : 1;
+  auto generated = [&](const Running& seq) { return static_cast<int64_t>(seq.tokens.size()) - seq.prompt_tokens; };
+  // The rows of the next step from the host (each running sequence's last token, into its next cache row, at the
+  // position after its last) into `step` and `rows`; returns the steps to run from them: `most`, but none past any
+  // running sequence's last token (its cache has no rows beyond).
+  auto next_rows = [&](DecodeRows& step, std::vector<int64_t>& rows, int64_t most) {
     for (int64_t b = 0; b < batch; ++b) {
       const Running& seq = running[static_cast<size_t>(b)];
       if (seq.done) continue;
@@ -186,25 +187,49 @@ std::vector<Generation> Generator::generate(const std::vector<std::vector<int64_
       step.slots.push_back(static_cast<int32_t>(b));
       step.cache_rows.push_back(static_cast<int32_t>(row));
       rows.push_back(b);
-      steps = std::min(steps, options_.max_new_tokens - (static_cast<int64_t>(seq.tokens.size()) - seq.prompt_tokens));
+      most = std::min(most, options_.max_new_tokens - generated(seq));
     }
-    if (rows.empty()) break;
-    if (steps > 1) {
-      const Tensor chosen = decode.run_greedy(step, steps).to(Device::cpu());
-      decode_steps += steps;
-      if (decode.graphed()) graph_steps += steps;
-      const int64_t n = static_cast<int64_t>(rows.size());
-      for (int64_t k = 0; k < steps; ++k)
-        for (int64_t r = 0; r < n; ++r) {
-          Running& seq = running[static_cast<size_t>(rows[static_cast<size_t>(r)])];
-          if (!seq.done) append(seq, chosen.data<int64_t>()[k * n + r]);
-        }
-      continue;
+    return most;
+  };
+  if (device_greedy && !observer_) {
+    GreedyPipeline pipeline(decode, options_.steps_per_sync, batch);
+    while (true) {
+      if (!pipeline.pending()) {
+        DecodeRows step;
+        std::vector<int64_t> rows;
+        const int64_t steps = next_rows(step, rows, options_.steps_per_sync);
+        if (rows.empty()) break;
+        pipeline.start(step, std::move(rows), steps);
+      }
+      // The next run from the device's tables, queued before this one's ids are read: at most steps_per_sync, none
+      // past a row's max_new_tokens after this run; only with this run's shape (its graph).
+      if (pipeline.chainable()) {
+        int64_t steps = options_.steps_per_sync;
+        for (int64_t b : pipeline.pending_rows())
+          steps = std::min(steps, options_.max_new_tokens - generated(running[static_cast<size_t>(b)]) -
+                                      pipeline.pending_steps());
+        if (steps == pipeline.pending_steps()) pipeline.queue_next();
+      }
+      pipeline.finish([&](int64_t b, int64_t token) {
+        Running& seq = running[static_cast<size_t>(b)];
+        if (seq.done) return false;
+        append(seq, token);
+        return seq.done;
+      });
     }
-    const DecodeSteps::Outputs& out = decode.run(step);
-    ++decode_steps;
-    if (decode.graphed()) ++graph_steps;
-    choose(rows, out.logits, out.greedy_ids);
+    decode_steps = pipeline.steps();
+    graph_steps = pipeline.graph_steps();
+  } else {
+    while (true) {
+      DecodeRows step;
+      std::vector<int64_t> rows;
+      next_rows(step, rows, 1);
+      if (rows.empty()) break;
+      const DecodeSteps::Outputs& out = decode.run(step);
+      ++decode_steps;
+      if (decode.graphed()) ++graph_steps;
+      choose(rows, out.logits, out.greedy_ids);
+    }
   }
   const double decode_s = seconds_since(decode_start);
 

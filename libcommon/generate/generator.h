@@ -24,9 +24,11 @@ struct GenerateOptions {
   // (row, expert) pairs a step); false runs every step op by op (veomni-generate --eager).
   bool cuda_graphs = true;
   // Greedy decoding (no repetition penalty, no logits observer) runs this many steps between reads to the host: each
-  // step's chosen ids feed the next on the device (DecodeSteps::run_greedy), and a sequence that stops inside a run
-  // keeps only its tokens up to the stop (the steps after it are computed and dropped; its row stays in the batch
-  // until the run ends, which a device's GEMMs may round differently). 1: a read every step.
+  // step's chosen ids feed the next on the device (DecodeSteps::run_greedy), and the next run is queued from the
+  // device's tables before the host reads the last (GreedyPipeline). A sequence that stops inside a run keeps only
+  // its tokens up to the stop (the steps after it, in that run and the one queued after it, are computed and
+  // dropped; its row stays in the batch until they end, which a device's GEMMs may round differently). 1: a read
+  // every step.
   int64_t steps_per_sync = 1;
 };
 

@@ -236,6 +236,35 @@ TEST_F(GpuGenerate, SeveralStepsBetweenReadsGiveTheSameIds) {
   }
 }
 
+// Greedy runs queued before the host has read the run before them (GreedyPipeline), from the tables that run
+// advanced on the device, give the ids and finish reasons of one read a step (a logits observer keeps the
+// generator reading every step), graphed and op by op, with a stop token ending one prompt inside the pipeline.
+TEST_F(GpuGenerate, RunsQueuedAheadOfTheHostGiveTheIdsOfStepByStepReads) {
+  auto model = graph_test_toy();
+  const std::vector<std::vector<int64_t>>& prompts = kGraphTestPrompts;
+  GenerateOptions options;
+  options.max_new_tokens = 24;
+  options.stop_token_ids = {Generator(*model, options).generate(prompts, 0)[1].token_ids[4]};
+  for (bool graphs : {false, true})
+    for (int64_t steps : {1, 4}) {
+      SCOPED_TRACE(::testing::Message() << steps << " steps a run, graphs " << graphs);
+      options.cuda_graphs = graphs;
+      options.steps_per_sync = steps;
+      Generator read_every_step(*model, options);
+      read_every_step.set_logits_observer([](const std::vector<int64_t>&, const Tensor&) {});
+      const std::vector<Generation> want = read_every_step.generate(prompts, 0);
+      const std::vector<Generation> got = Generator(*model, options).generate(prompts, 0);
+      EXPECT_EQ(want[1].finish_reason, "stop");
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i].token_ids, want[i].token_ids) << "prompt " << i;
+        EXPECT_EQ(got[i].finish_reason, want[i].finish_reason) << "prompt " << i;
+      }
+      if (graphs) {
+        EXPECT_GT(got[0].graph_steps, got[0].decode_steps / 2);
+      }
+    }
+}
+
 // VEOMNI_OVERLAP_LAUNCHES=0 while it lives (read when a decode step opens its OverlappedLaunches scope); unset again
 // at its end, also when an assertion ends the test early.
 struct SerialLaunches {

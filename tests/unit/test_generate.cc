@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "generate/decode_steps.h"
 #include "generate/generator.h"
 #include "generate/sampling.h"
 #include "kernels/decode_ops.h"
@@ -255,6 +256,55 @@ TEST(GenerateCache, SeveralStepsBetweenReadsGiveTheSameIds) {
   bad.steps_per_sync = 0;
   auto model = toy_model(test::tiny_dense_config(false));
   EXPECT_THROW(Generator(*model, bad), InputError);
+}
+
+// Greedy decoding queues each run before the host has read the run before it (GreedyPipeline), from the tables that
+// run advanced on the device. With one or three steps a run, with and without a stop token inside a run (the run
+// queued after it still decodes the stopped row, whose tokens are dropped), the ids, the finish reasons and the
+// decode steps equal those of one read a step (a logits observer keeps the generator reading every step).
+TEST(GenerateCache, RunsQueuedAheadOfTheHostGiveTheIdsOfStepByStepReads) {
+  const ModelConfig config = test::tiny_dense_config(false);
+  auto model = toy_model(config);
+  const auto prompts = toy_prompts(config.vocab_size);
+  GenerateOptions options;
+  options.max_new_tokens = 7;
+  const int64_t stop = Generator(*model, options).generate(prompts, 0)[0].token_ids[2];
+  for (const bool stopping : {false, true}) {
+    options.stop_token_ids = stopping ? std::vector<int64_t>{stop} : std::vector<int64_t>{};
+    for (const int64_t steps : {1, 3}) {
+      SCOPED_TRACE(::testing::Message() << steps << " steps a run, stop token " << stopping);
+      options.steps_per_sync = steps;
+      Generator read_every_step(*model, options);
+      read_every_step.set_logits_observer([](const std::vector<int64_t>&, const Tensor&) {});
+      const std::vector<Generation> want = read_every_step.generate(prompts, 0);
+      const std::vector<Generation> got = Generator(*model, options).generate(prompts, 0);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i].token_ids, want[i].token_ids) << "prompt " << i;
+        EXPECT_EQ(got[i].finish_reason, want[i].finish_reason) << "prompt " << i;
+        EXPECT_EQ(got[i].decode_steps, want[i].decode_steps) << "prompt " << i;
+      }
+      EXPECT_EQ(got[0].finish_reason, stopping ? "stop" : "length");
+    }
+  }
+}
+
+// A continuation needs a greedy run before it with its rows.
+TEST(GenerateCache, ContinuingWithoutAGreedyRunIsAnError) {
+  const ModelConfig config = test::tiny_dense_config(false);
+  auto model = toy_model(config);
+  model->body().fuse_for_decoding();
+  KvCache cache = KvCache::allocate(config, 2, 8, DType::F32, Device::cpu());
+  DecodeSteps decode(*model, cache, 2, false, true, false);
+  EXPECT_THROW(decode.continue_greedy(1, 1), Error);
+  DecodeRows rows;
+  rows.ids = {1, 2};
+  rows.positions = {0, 0};
+  rows.slots = {0, 1};
+  rows.cache_rows = {0, 0};
+  decode.run_greedy(rows, 1);
+  EXPECT_THROW(decode.continue_greedy(1, 1), Error);  // the run had two rows
+  EXPECT_EQ(decode.continue_greedy(2, 2).shape(), (Shape{2, 2}));
 }
 
 TEST(GenerateCache, SamplingDoesNotDependOnBatching) {
