@@ -47,7 +47,7 @@ void DecodeSteps::upload(const DecodeRows& rows) {
   staged_rows.copy_from(ops::upload(Tensor::from_vector(cache_rows, {3 * n}), device));
 }
 
-DecodeSteps::Outputs DecodeSteps::forward(int64_t n) {
+DecodeSteps::Outputs DecodeSteps::forward(int64_t n, bool f32_logits) {
   // The step's weights are frozen: its kernels may start while the one before still runs (OverlappedLaunches).
   const OverlappedLaunches overlapped;
   const int64_t streams = mrope_ ? 3 : 1;
@@ -64,7 +64,7 @@ DecodeSteps::Outputs DecodeSteps::forward(int64_t n) {
   TextBody& body = model_.body();
   const Tensor hidden = body.forward_cached(body.embed_tokens(ids), positions, step, cache_);
   Outputs out;
-  out.logits = model_.head().logits(hidden);
+  out.logits = f32_logits ? model_.head().logits(hidden) : model_.head().compute_logits(hidden);
   if (greedy_) {
     out.greedy_ids = Tensor::empty({n}, DType::I64, hidden.device());
     ops::argmax_rows(out.logits, out.greedy_ids);
@@ -79,7 +79,7 @@ Tensor DecodeSteps::forward_greedy(int64_t n, int64_t steps) {
   Tensor tokens = tokens_.slice(0, n * (1 + streams));
   Tensor rows = rows_.slice(0, 3 * n);
   for (int64_t k = 0; k < steps; ++k) {
-    const Outputs out = forward(n);
+    const Outputs out = forward(n, false);  // the argmax of the compute dtype's logits: the f32 ones' ids
     Tensor step_ids = chosen.slice(k, k + 1).view({n});
     step_ids.copy_from(out.greedy_ids);
     ops::advance_decode_tables(out.greedy_ids, tokens, rows);  // after the last step too: continue_greedy starts there
@@ -114,7 +114,7 @@ void DecodeSteps::execute(GraphKey key, const std::function<void()>& work) {
 const DecodeSteps::Outputs& DecodeSteps::run(const DecodeRows& rows) {
   const int64_t n = rows.size();
   upload(rows);
-  execute({n, 0}, [&] { outputs_ = forward(n); });
+  execute({n, 0}, [&] { outputs_ = forward(n, true); });
   return outputs_;
 }
 

@@ -32,8 +32,8 @@ class DecodeSteps {
   DecodeSteps(CausalLM& model, KvCache& cache, int64_t max_rows, bool mrope, bool greedy, bool use_graphs);
   ~DecodeSteps();
 
-  // What a step leaves on the device, valid until the next run: the f32 logits [n, V] and, when greedy, the chosen
-  // ids i64 [n].
+  // What a step leaves on the device, valid until the next run: the logits [n, V] (f32; in the compute dtype inside
+  // run_greedy, whose steps only choose) and, when greedy, the chosen ids i64 [n].
   struct Outputs {
     Tensor logits, greedy_ids;
   };
@@ -58,7 +58,7 @@ class DecodeSteps {
   using GraphKey = std::pair<int64_t, int64_t>;
 
   void upload(const DecodeRows& rows);
-  Outputs forward(int64_t n);
+  Outputs forward(int64_t n, bool f32_logits);
   Tensor forward_greedy(int64_t n, int64_t steps);
   // Runs `work` (the forward of `key`) op by op, or records it, or replays its graph (see run()).
   void execute(GraphKey key, const std::function<void()>& work);

@@ -46,14 +46,16 @@ Tensor LmHead::logits_forward(const Tensor& hidden, NormSaved* norm, Tensor* nor
   return logits;
 }
 
-Tensor LmHead::logits(const Tensor& hidden) {
+Tensor LmHead::compute_logits(const Tensor& hidden) {
   before_forward();
   Tensor logits = empty_like(hidden, {hidden.dim(0), vocab_size_});
   // Nothing is kept for a backward: the final norm runs inside the GEMM where the kernel can (decoding's few rows).
   ops::rmsnorm_matmul(hidden, site_.final_norm->value, site_.norm_eps, weight_->value, logits);
   after_forward();
-  return converted(logits, DType::F32);
+  return logits;
 }
+
+Tensor LmHead::logits(const Tensor& hidden) { return converted(compute_logits(hidden), DType::F32); }
 
 LmHead::LossOutput LmHead::loss_forward(const Tensor& hidden, const Tensor& targets, bool save, Tensor* logits_out) {
   LossOutput out;

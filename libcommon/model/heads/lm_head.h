@@ -56,6 +56,9 @@ class LmHead : public HeadBase {
   // Inference: the f32 logits [S, vocab] of hidden [S, hidden] (final norm, then the projection in the compute
   // dtype, as the losses read them).
   Tensor logits(const Tensor& hidden);
+  // The same logits in the compute dtype, before their conversion to f32: for a choice that the conversion cannot
+  // change (the greedy argmax).
+  Tensor compute_logits(const Tensor& hidden);
 
   Parameter& weight() { return *weight_; }
 
