@@ -547,4 +547,22 @@ TEST_F(GpuGenerate, ArgmaxRowsMatchesCpu) {
   EXPECT_EQ(got.to(Device::cpu()).to_float_vector(), want.to_float_vector());
 }
 
+// A row's last block to finish merges its chunks, counting on a per-row count that it resets: calls one after the
+// other (and replays of a recorded step) find it at zero. Past 1,024 rows a second kernel merges instead.
+TEST_F(GpuGenerate, ArgmaxRowsMergesInTheLastBlockAgainAndAgain) {
+  std::mt19937 rng(9);
+  for (const int64_t n : {3, 1030}) {
+    SCOPED_TRACE(::testing::Message() << n << " rows");
+    const Tensor x = gpu_test::random_f32({n, 5000}, rng);  // three chunks a row
+    Tensor want = Tensor::empty({n}, DType::I64);
+    ops::argmax_rows(x, want);
+    const Tensor x_gpu = gpu_test::to_gpu(x);
+    for (int call = 0; call < 3; ++call) {
+      Tensor got = Tensor::empty({n}, DType::I64, gpu_test::gpu());
+      ops::argmax_rows(x_gpu, got);
+      EXPECT_EQ(got.to(Device::cpu()).to_float_vector(), want.to_float_vector()) << "call " << call;
+    }
+  }
+}
+
 }  // namespace
