@@ -378,29 +378,33 @@ void bench_decode(std::mt19937& rng) {
   }
 }
 
-// The skinny GEMMs of a decode step (ops::matmul and ops::rmsnorm_matmul with a few bf16 rows; gemm_skinny.cu): the
-// LM heads of the 0.6B and 8B shapes (vocab 151936, the final norm in front) and the 0.6B q/k/v and down_proj, at 1
-// and 8 rows; GB/s counts the weight read once (x and the output are a few KB).
+// The skinny GEMMs of a decode step (ops::matmul, ops::rmsnorm_matmul and ops::rmsnorm_matmul_swiglu with a few bf16
+// rows; gemm_skinny.cu): the LM heads of the 0.6B and 8B shapes (vocab 151936, the final norm in front) and the
+// 0.6B q/k/v, gate|up (SwiGLU) and down_proj, at 1 and 8 rows; GB/s counts the weight read once (x and the output
+// are a few KB).
 void bench_skinny(std::mt19937& rng) {
   fmt::print("\nSkinny decode GEMMs (bf16, x W^T with 1 or 8 rows)\n\n");
   header("GB/s");
   struct Case {
     const char* name;
-    int64_t n, k;
-    bool norm;
+    int64_t n, k;  // n: the weight's rows ([gate; up]: twice the intermediate size)
+    bool norm, swiglu;
   };
-  const Case cases[] = {{"0.6B lm_head (final norm in front)", 151936, 1024, true},
-                        {"8B lm_head (final norm in front)", 151936, 4096, true},
-                        {"0.6B q/k/v (input norm in front)", 4096, 1024, true},
-                        {"0.6B down_proj", 1024, 3072, false}};
+  const Case cases[] = {{"0.6B lm_head (final norm in front)", 151936, 1024, true, false},
+                        {"8B lm_head (final norm in front)", 151936, 4096, true, false},
+                        {"0.6B q/k/v (input norm in front)", 4096, 1024, true, false},
+                        {"0.6B gate|up SwiGLU (norm in front)", 6144, 1024, true, true},
+                        {"0.6B down_proj", 1024, 3072, false, false}};
   for (const Case& c : cases) {
     const Tensor w = random_tensor({c.n, c.k}, DType::BF16, rng, 0.05f);
     const Tensor gain = random_tensor({c.k}, DType::BF16, rng);
     for (int64_t rows : {1, 8}) {
       const Tensor x = random_tensor({rows, c.k}, DType::BF16, rng);
-      Tensor out = Tensor::empty({rows, c.n}, DType::BF16, gpu());
+      Tensor out = Tensor::empty({rows, c.swiglu ? c.n / 2 : c.n}, DType::BF16, gpu());
       const double ms = time_ms(20, [&] {
-        if (c.norm) {
+        if (c.swiglu) {
+          ops::rmsnorm_matmul_swiglu(x, gain, 1e-6f, w, out);
+        } else if (c.norm) {
           ops::rmsnorm_matmul(x, gain, 1e-6f, w, out);
         } else {
           ops::matmul(x, false, w, true, out);

@@ -79,11 +79,39 @@ __device__ __forceinline__ void dot_rows(const XSource& x, int64_t chunks, const
   }
 }
 
-// The warp's kColumns weight rows from column `first` on (the last row again past the end: loaded, never stored).
-template <int kColumns>
+// The weight rows of a warp's outputs from column `first` on: kColumns adjacent rows, or with kSwiglu the gate and up
+// rows (j and n + j of the [gate; up] weight) of kColumns / 2 adjacent columns. Past the end, the last column's again
+// (loaded, never stored).
+template <bool kSwiglu, int kColumns>
 __device__ __forceinline__ void point_rows(const SkinnyArgs& a, int64_t first, const uint4* (&rows)[kColumns]) {
+  if constexpr (kSwiglu) {
 #pragma unroll
-  for (int j = 0; j < kColumns; ++j) rows[j] = reinterpret_cast<const uint4*>(a.w + min(first + j, a.n - 1) * a.k);
+    for (int p = 0; p < kColumns / 2; ++p) {
+      const int64_t column = min(first + p, a.n - 1);
+      rows[2 * p] = reinterpret_cast<const uint4*>(a.w + column * a.k);
+      rows[2 * p + 1] = reinterpret_cast<const uint4*>(a.w + (a.n + column) * a.k);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < kColumns; ++j) rows[j] = reinterpret_cast<const uint4*>(a.w + min(first + j, a.n - 1) * a.k);
+  }
+}
+
+// out[r, first + p] = silu(g) * u of the warp's gate and up sums acc[2p][r] and acc[2p + 1][r] (swiglu_result).
+template <int kColumns, int kRows>
+__device__ __forceinline__ void store_swiglu_columns(const SkinnyArgs& a, int64_t first,
+                                                     float (&acc)[kColumns][kRows], int lane) {
+#pragma unroll
+  for (int p = 0; p < kColumns / 2; ++p) {
+    const int64_t column = first + p;
+    if (column >= a.n) break;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      if (r >= a.m) break;
+      const __nv_bfloat16 act = swiglu_result(warp_sum(acc[2 * p][r]), warp_sum(acc[2 * p + 1][r]));
+      if (lane == 0) a.out[r * a.n + column] = act;
+    }
+  }
 }
 
 // out[r, first + j] = the warp's sums acc[j][r] (+ out's old value when kAccumulate: one rounding of the fp32 sum).
@@ -109,17 +137,19 @@ __device__ __forceinline__ void store_columns(const SkinnyArgs& a, int64_t first
 // blocks resident for the whole GEMM: each warp takes kColumns adjacent columns, then the same columns a grid
 // further on, its next rows' loads in flight while it sums and stores the last. With short rows one column's loads
 // are too few to keep the memory busy and the fixed cost of a warp (x's norm, the sums) would dominate a one-shot
-// warp: the LM head of a batch-1 step ran at under half the bandwidth that way.
-template <bool kAccumulate, bool kNorm, int kHead, int kColumns, int kRows>
+// warp: the LM head of a batch-1 step ran at under half the bandwidth that way. With kSwiglu, out = SwiGLU of x
+// [gate; up]^T: a warp's kColumns rows are the gate and up rows of kColumns / 2 output columns.
+template <bool kAccumulate, bool kNorm, int kHead, int kColumns, int kRows, bool kSwiglu = false>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarp, 2) skinny_staged_kernel(SkinnyArgs a) {
   extern __shared__ uint4 staged[];
+  constexpr int kOutputs = kSwiglu ? kColumns / 2 : kColumns;  // output columns a warp
   let_next_kernel_launch();
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
   const int64_t chunks = a.k / kChunk;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock * kColumns;
-  int64_t first = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp) * kColumns;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock * kOutputs;
+  int64_t first = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp) * kOutputs;
   const uint4* rows[kColumns];
-  point_rows(a, first, rows);
+  point_rows<kSwiglu>(a, first, rows);
   WeightHeads<kHead, kColumns> head;
   if (first < a.n) head.load(rows, chunks, lane);
   wait_for_previous_kernel();
@@ -129,10 +159,14 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarp, 2) skinny_staged_kernel
     float acc[kColumns][kRows] = {};
     dot_rows(x, chunks, rows, head, lane, acc);
     if (first + stride < a.n) {
-      point_rows(a, first + stride, rows);
+      point_rows<kSwiglu>(a, first + stride, rows);
       head.load(rows, chunks, lane);
     }
-    store_columns<kAccumulate>(a, first, acc, lane);
+    if constexpr (kSwiglu) {
+      store_swiglu_columns(a, first, acc, lane);
+    } else {
+      store_columns<kAccumulate>(a, first, acc, lane);
+    }
   }
 }
 
@@ -144,7 +178,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarp) skinny_matmul_kernel(Sk
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp) * kColumns;
   const uint4* rows[kColumns];
-  point_rows(a, first, rows);
+  point_rows<false>(a, first, rows);
   WeightHeads<kHead, kColumns> head;
   if (first < a.n) head.load(rows, a.k / kChunk, lane);
   wait_for_previous_kernel();
@@ -156,16 +190,16 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarp) skinny_matmul_kernel(Sk
 }
 
 // out[r, j] = silu(g) * u with g = x[r] . W[j] and u = x[r] . W[I + j], each rounded to bf16 first: the bits of the
-// skinny GEMM into gate_up followed by swiglu_fused_forward (kernels/cuda/swiglu.cu's fp32 math). The gate and up
-// rows stream together as the two columns of one warp.
+// skinny GEMM into gate_up followed by swiglu_fused_forward (kernels/cuda/swiglu.cu's fp32 math), for rows too long
+// to stage (skinny_staged_kernel takes the others). The gate and up rows stream together as the two columns of one
+// warp, x's rows read (and normalised) by each warp.
 template <bool kNorm, int kHead, int kRows>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarp) skinny_swiglu_kernel(SkinnyArgs a) {
   let_next_kernel_launch();
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
   const int64_t column = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
-  const int64_t gate_column = min(column, a.n - 1);
-  const uint4* const rows[2] = {reinterpret_cast<const uint4*>(a.w + gate_column * a.k),
-                                reinterpret_cast<const uint4*>(a.w + (a.n + gate_column) * a.k)};
+  const uint4* rows[2];
+  point_rows<true>(a, column, rows);
   WeightHeads<kHead, 2> head;
   if (column < a.n) head.load(rows, a.k / kChunk, lane);
   wait_for_previous_kernel();
@@ -173,12 +207,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarp) skinny_swiglu_kernel(Sk
   const XRows<kNorm, kRows> x(a.x, a.gain, a.eps, a.m, a.k, lane);
   float acc[2][kRows] = {};
   dot_rows(x, a.k / kChunk, rows, head, lane, acc);
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    if (r >= a.m) break;
-    const __nv_bfloat16 act = swiglu_result(warp_sum(acc[0][r]), warp_sum(acc[1][r]));
-    if (lane == 0) a.out[r * a.n + column] = act;
-  }
+  store_swiglu_columns(a, column, acc, lane);
 }
 
 // The chunks a lane takes of a row of k elements.
@@ -266,6 +295,20 @@ unsigned blocks_for(int64_t columns, int columns_a_warp = 1) {
   return static_cast<unsigned>((columns + a_block - 1) / a_block);
 }
 
+int64_t staged_bytes(const SkinnyArgs& args) { return args.m * args.k * static_cast<int64_t>(sizeof(__nv_bfloat16)); }
+
+// Launches a skinny_staged_kernel instantiation taking `outputs` columns a warp: as many blocks as the output needs,
+// at most two an SM, each with x's rows in its dynamic shared memory (opted into past the default 48 KB).
+template <typename Kernel>
+void launch_staged(Kernel kernel, int outputs, const SkinnyArgs& args) {
+  const int64_t bytes = staged_bytes(args);
+  if (bytes > kDefaultSharedBytes)
+    VEOMNI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(most_staged_bytes())));
+  const unsigned blocks = std::min(blocks_for(args.n, outputs), kStagedBlocksPerSm * multiprocessors());
+  launch_overlapped(kernel, dim3(blocks), dim3(kWarpsPerBlock * kWarp), static_cast<size_t>(bytes), args);
+}
+
 // Calls f(std::bool_constant<norm>).
 template <typename F>
 void with_norm(bool norm, F&& f) {
@@ -283,13 +326,12 @@ bool skinny_matmul_applies(const Tensor& a, bool trans_a, const Tensor& b, bool 
 
 void skinny_matmul(const Tensor& a, const Tensor& b, Tensor& out, bool accumulate, const Tensor* gain, float eps) {
   const SkinnyArgs args = args_of(a, gain, eps, b, out, b.dim(0));
-  const int64_t staged_bytes = args.m * args.k * static_cast<int64_t>(sizeof(__nv_bfloat16));
-  const int64_t most_staged = most_staged_bytes();
+  const bool staged = staged_bytes(args) <= most_staged_bytes();
   with_norm(gain != nullptr, [&](auto norm) {
     with_rows(args.m, [&](auto rows) {
       constexpr bool kNorm = decltype(norm)::value;
       constexpr int kRows = decltype(rows)::value;
-      if (staged_bytes > most_staged) {  // rows this long have more than 12 chunks a lane: the head of 16
+      if (!staged) {  // rows this long have more than 12 chunks a lane: the head of 16
         const auto kernel = accumulate ? skinny_matmul_kernel<true, kNorm, 16, 1, kRows>
                                        : skinny_matmul_kernel<false, kNorm, 16, 1, kRows>;
         return launch_overlapped(kernel, dim3(blocks_for(args.n)), dim3(kWarpsPerBlock * kWarp), 0, args);
@@ -299,14 +341,9 @@ void skinny_matmul(const Tensor& a, const Tensor& b, Tensor& out, bool accumulat
         // Columns a warp such that the head keeps up to 16 chunks a lane in flight (4 for K <= 1024, 2 up to 2048),
         // two at most for several rows, whose sums take the registers.
         constexpr int kColumns = kHead == 4 ? (kRows == 1 ? 4 : 2) : kHead == 8 ? 2 : 1;
-        const auto kernel = accumulate ? skinny_staged_kernel<true, kNorm, kHead, kColumns, kRows>
-                                       : skinny_staged_kernel<false, kNorm, kHead, kColumns, kRows>;
-        if (staged_bytes > kDefaultSharedBytes)
-          VEOMNI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                 static_cast<int>(most_staged)));
-        const unsigned blocks = std::min(blocks_for(args.n, kColumns), kStagedBlocksPerSm * multiprocessors());
-        launch_overlapped(kernel, dim3(blocks), dim3(kWarpsPerBlock * kWarp), static_cast<size_t>(staged_bytes),
-                          args);
+        launch_staged(accumulate ? skinny_staged_kernel<true, kNorm, kHead, kColumns, kRows>
+                                 : skinny_staged_kernel<false, kNorm, kHead, kColumns, kRows>,
+                      kColumns, args);
       });
     });
   });
@@ -318,12 +355,19 @@ bool skinny_swiglu_applies(const Tensor& x, const Tensor& gate_up, const Tensor&
 
 void skinny_swiglu(const Tensor& x, const Tensor& gate_up, Tensor& out, const Tensor* gain, float eps) {
   const SkinnyArgs args = args_of(x, gain, eps, gate_up, out, gate_up.dim(0) / 2);
+  const bool staged = staged_bytes(args) <= most_staged_bytes();
   with_norm(gain != nullptr, [&](auto norm) {
     with_rows(args.m, [&](auto rows) {
       with_head_for<8>(args.k, [&](auto head) {
-        launch_overlapped(
-            skinny_swiglu_kernel<decltype(norm)::value, decltype(head)::value, decltype(rows)::value>,
-            dim3(blocks_for(args.n)), dim3(kWarpsPerBlock * kWarp), 0, args);
+        constexpr bool kNorm = decltype(norm)::value;
+        constexpr int kRows = decltype(rows)::value, kHead = decltype(head)::value;
+        if (!staged) {
+          return launch_overlapped(skinny_swiglu_kernel<kNorm, kHead, kRows>, dim3(blocks_for(args.n)),
+                                   dim3(kWarpsPerBlock * kWarp), 0, args);
+        }
+        // A gate and an up row an output column; two columns a warp for one row of up to 1024 (16 chunks a lane).
+        constexpr int kColumns = kHead == 4 && kRows == 1 ? 4 : 2;
+        launch_staged(skinny_staged_kernel<false, kNorm, kHead, kColumns, kRows, true>, kColumns / 2, args);
       });
     });
   });

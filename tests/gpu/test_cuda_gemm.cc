@@ -125,6 +125,34 @@ TEST_F(CudaGemm, MatmulSwigluIsTheGemmThenSwiglu) {
       }
 }
 
+// matmul_swiglu's skinny kernel over wide outputs (its warps come back for columns a grid further on: 20,000
+// columns) and over rows too long to stage (eight rows of 8,192: each warp reads x), with and without the norm in
+// front: the bits of the GEMM into gate_up followed by swiglu_fused_forward (and of the norm before them).
+TEST_F(CudaGemm, SkinnySwigluCoversWideOutputsAndUnstagedRows) {
+  std::mt19937 rng(31);
+  struct Shape3 {
+    int64_t m, intermediate, k;
+  };
+  for (const Shape3 c : {Shape3{1, 20000, 1024}, Shape3{2, 20000, 1024}, Shape3{8, 20000, 2048}, Shape3{8, 300, 8192}}) {
+    SCOPED_TRACE(fmt::format("m {} intermediate {} k {}", c.m, c.intermediate, c.k));
+    const Tensor x = to_gpu(random_f32({c.m, c.k}, rng), DType::BF16);
+    const Tensor gain = to_gpu(random_f32({c.k}, rng), DType::BF16);
+    const Tensor gate_up = to_gpu(random_f32({2 * c.intermediate, c.k}, rng), DType::BF16);
+    Tensor product = Tensor::empty({c.m, 2 * c.intermediate}, DType::BF16, gpu());
+    ops::matmul(x, false, gate_up, true, product);
+    Tensor want = Tensor::empty({c.m, c.intermediate}, DType::BF16, gpu());
+    ops::swiglu_fused_forward(product, want);
+    Tensor got = Tensor::empty({c.m, c.intermediate}, DType::BF16, gpu());
+    ops::matmul_swiglu(x, gate_up, got);
+    EXPECT_TRUE(bitwise_equal(got, want));
+    Tensor normed = Tensor::empty({c.m, c.k}, DType::BF16, gpu()), rstd = Tensor::empty({c.m}, DType::F32, gpu());
+    ops::rmsnorm_forward(x, gain, 1e-6f, normed, rstd);
+    ops::matmul_swiglu(normed, gate_up, want);
+    ops::rmsnorm_matmul_swiglu(x, gain, 1e-6f, gate_up, got);
+    EXPECT_TRUE(bitwise_equal(got, want));
+  }
+}
+
 // rmsnorm_matmul and rmsnorm_matmul_swiglu on the GPU: for bf16 rows of at most 8 one kernel normalises and
 // multiplies with the bits of rmsnorm_forward followed by the skinny GEMM (or matmul_swiglu); rows of 64 (the norm's
 // 16-lane groups), 1024, 4096 and 5120 (read partly after the wait). 9 rows and f32 run the two ops.
