@@ -624,10 +624,12 @@ __device__ __forceinline__ float sum_of_parts(const float* partial, int parts, i
 
 // h[i] = h[i] + the parts' partial sums of column i, for the block's eighth of the columns, into every block of the
 // cluster, with their sum of squares into every block's norm_part (the next norm's statistics): each cluster computes
-// the same values in the same order.
+// the same values in the same order. Not inlined: its two calls a layer share one copy of its code (11 KB of the
+// kernel's 169 KB), and the 0.6B shape decodes about 2% faster so on one H200 (bench/RESULTS.md); other phases out of
+// line as well made it slower.
 template <int kGroup>
-__device__ void add_partials(const Block<kGroup>& b, const float* partial, int parts, bf16* h,
-                             GroupScratch<kGroup>& s, cg::cluster_group& cluster) {
+__device__ __noinline__ void add_partials(const Block<kGroup>& b, const float* partial, int parts, bf16* h,
+                                          GroupScratch<kGroup>& s, cg::cluster_group& cluster) {
   const int columns = b.a.hidden / kClusterBlocks;  // a multiple of 8 (dense_decode_layers_clustered_fits)
   for (int c = threadIdx.x; c < columns; c += kThreads) {
     const int i = b.rank * columns + c;
