@@ -118,8 +118,16 @@ __host__ __device__ inline Columns mlp_columns(int intermediate, int block, int 
   return {begin * kChunk, (end - begin) * kChunk};
 }
 
+// The step's cache rows, the same in every layer: read once a launch (after the kernel before has written them), so
+// that no layer waits on their global loads.
+struct StepRows {
+  int64_t write_row;  // the flat cache row of the step's key and value
+  int64_t slot, len;  // the row's slot and its kv length
+};
+
 // One block's view of the kernel: its two weight buffers and their barriers, its rank in its cluster and the cluster
-// (the kv head it computes attention for, when below hkv); the queue_* members stream its next weight slices.
+// (the kv head it computes attention for, when below hkv), and the step's cache rows; the queue_* members stream its
+// next weight slices.
 template <int kGroup>
 struct Block {
   const ClusterArgs& a;
@@ -128,6 +136,7 @@ struct Block {
   uint64_t* x_loaded;
   uint64_t* y_loaded;
   int rank, cluster_id;
+  StepRows step;  // set once the kernel before has finished
 
   __device__ int g() const { return cluster_id; }
 
@@ -397,7 +406,7 @@ __device__ void prepare_heads(const Block<kGroup>& b, const DecodeLayerPointers&
     });
   }
   __syncthreads();
-  const int64_t dest = b.a.write_rows[0];
+  const int64_t dest = b.step.write_row;
   if (b.rank == 0 && dest >= 0 && dest < int64_t{b.a.batch} * b.a.cache_len) {
     const int64_t at = (dest * b.a.hkv + b.g()) * kHeadDim;
     for (int i = threadIdx.x; i < kHeadDim; i += kThreads) {
@@ -414,7 +423,7 @@ struct KeyRange {
 
 template <int kGroup>
 __device__ __forceinline__ KeyRange key_range(const Block<kGroup>& b) {
-  const int64_t slot = b.a.cache_rows[0], len = b.a.cache_rows[1];
+  const int64_t slot = b.step.slot, len = b.step.len;
   const bool valid = slot >= 0 && slot < b.a.batch && len >= 1 && len <= b.a.cache_len;
   const int64_t per_block = valid ? (len + kClusterBlocks - 1) / kClusterBlocks : 0;
   const int64_t begin = b.rank * per_block;
@@ -478,7 +487,7 @@ __device__ void attend(const Block<kGroup>& b, const DecodeLayerPointers& l, Gro
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const KeyRange range = key_range(b);
   const int64_t begin = range.begin, end = range.end;
-  const int64_t dest = b.a.write_rows[0], row0 = range.slot * b.a.cache_len;
+  const int64_t dest = b.step.write_row, row0 = range.slot * b.a.cache_len;
   float q[kGroup][kDimsPerLane], acc[kGroup][kDimsPerLane], max_score[kGroup], denominator[kGroup];
   for (int h = 0; h < kGroup; ++h) {
     for (int i = 0; i < kDimsPerLane; ++i) {
@@ -565,7 +574,7 @@ __device__ void attend(const Block<kGroup>& b, const DecodeLayerPointers& l, Gro
 // outside the cache.
 template <int kGroup>
 __device__ void merge_blocks(const Block<kGroup>& b, GroupScratch<kGroup>& s, cg::cluster_group& cluster) {
-  const int64_t slot = b.a.cache_rows[0], len = b.a.cache_rows[1];
+  const int64_t slot = b.step.slot, len = b.step.len;
   const bool valid = slot >= 0 && slot < b.a.batch && len >= 1 && len <= b.a.cache_len;
   for (int t = threadIdx.x; t < kClusterBlocks * kGroup * 2; t += kThreads) {  // each remote max and denominator once
     const int r = t / (kGroup * 2), h = t / 2 % kGroup, which = t % 2;
@@ -691,13 +700,14 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
   extern __shared__ __align__(128) unsigned char shared[];
   __shared__ uint64_t x_loaded, y_loaded;
   cg::cluster_group cluster = cg::this_cluster();
-  const Block<kGroup> b{a,
-                        shared,
-                        shared + a.x_bytes,
-                        &x_loaded,
-                        &y_loaded,
-                        static_cast<int>(cluster.block_rank()),
-                        static_cast<int>(blockIdx.x) / kClusterBlocks};
+  Block<kGroup> b{a,
+                  shared,
+                  shared + a.x_bytes,
+                  &x_loaded,
+                  &y_loaded,
+                  static_cast<int>(cluster.block_rank()),
+                  static_cast<int>(blockIdx.x) / kClusterBlocks,
+                  StepRows{}};
   unsigned char* scratch = shared + a.x_bytes + a.y_bytes;
   bf16* h = reinterpret_cast<bf16*>(scratch);
   bf16* xn = reinterpret_cast<bf16*>(scratch + ((a.hidden * sizeof(bf16) + 15) / 16) * 16);
@@ -718,6 +728,7 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
   }
   let_next_kernel_launch();
   wait_for_previous_kernel();
+  b.step = StepRows{a.write_rows[0], a.cache_rows[0], a.cache_rows[1]};
   for (int i = threadIdx.x; i < a.hidden; i += kThreads) h[i] = a.h[i];
   for (int i = threadIdx.x; i < kHeadDim; i += kThreads) {  // written by the kernel before (the rope tables)
     s.cos[i] = a.cos[i];
