@@ -380,10 +380,10 @@ void bench_decode(std::mt19937& rng) {
 
 // The skinny GEMMs of a decode step (ops::matmul, ops::rmsnorm_matmul and ops::rmsnorm_matmul_swiglu with a few bf16
 // rows; gemm_skinny.cu): the LM heads of the 0.6B and 8B shapes (vocab 151936, the final norm in front) and the
-// 0.6B q/k/v, gate|up (SwiGLU) and down_proj, at 1 and 8 rows; GB/s counts the weight read once (x and the output
-// are a few KB).
+// 0.6B q/k/v, gate|up (SwiGLU), o_proj and down_proj, at 1, 2, 4 and 8 rows; GB/s counts the weight read once (x and
+// the output are a few KB). VEOMNI_SKINNY_GEMM=0 times cuBLASLt (with the norm or SwiGLU as their own ops) instead.
 void bench_skinny(std::mt19937& rng) {
-  fmt::print("\nSkinny decode GEMMs (bf16, x W^T with 1 or 8 rows)\n\n");
+  fmt::print("\nSkinny decode GEMMs (bf16, x W^T with 1 to 8 rows)\n\n");
   header("GB/s");
   struct Case {
     const char* name;
@@ -394,11 +394,12 @@ void bench_skinny(std::mt19937& rng) {
                         {"8B lm_head (final norm in front)", 151936, 4096, true, false},
                         {"0.6B q/k/v (input norm in front)", 4096, 1024, true, false},
                         {"0.6B gate|up SwiGLU (norm in front)", 6144, 1024, true, true},
+                        {"0.6B o_proj", 1024, 2048, false, false},
                         {"0.6B down_proj", 1024, 3072, false, false}};
   for (const Case& c : cases) {
     const Tensor w = random_tensor({c.n, c.k}, DType::BF16, rng, 0.05f);
     const Tensor gain = random_tensor({c.k}, DType::BF16, rng);
-    for (int64_t rows : {1, 8}) {
+    for (int64_t rows : {1, 2, 4, 8}) {
       const Tensor x = random_tensor({rows, c.k}, DType::BF16, rng);
       Tensor out = Tensor::empty({rows, c.swiglu ? c.n / 2 : c.n}, DType::BF16, gpu());
       const double ms = time_ms(20, [&] {
