@@ -44,13 +44,13 @@ VEOMNI_OP(void, qkv_norm_rope_cache_write,
 // A dense MLP's gate, up and SwiGLU in one op (decoding's fused weight): out [M, I] = silu(x Wg^T) * (x Wu^T) for
 // x [M, K] and gate_up [2I, K] (Wg's rows, then Wu's). The values of matmul into a [M, 2I] product (rounded to the
 // compute dtype) followed by swiglu_fused_forward; CUDA computes both in one kernel, with those bits, for bf16 x of at
-// most 8 rows (the skinny decoding GEMM), and runs the two ops otherwise. The CPU runs the two ops
+// most 4 rows (the skinny decoding GEMM), and runs the two ops otherwise. The CPU runs the two ops
 // (kernels/dispatch.cc).
 VEOMNI_CUDA_ONLY_OP(void, matmul_swiglu, (const Tensor& x, const Tensor& gate_up, Tensor& out))
 
 // A normalised input's GEMM (decoding's q/k/v projection and LM head): out [M, N] = rmsnorm(x) w^T for x [M, K], the
 // norm's gain [K] and eps, w [N, K]. The values of rmsnorm_forward (its rows rounded to x's dtype) followed by
-// matmul; CUDA computes both in one kernel, with those bits, for bf16 x of at most 8 rows and a bf16 gain (the skinny
+// matmul; CUDA computes both in one kernel, with those bits, for bf16 x of at most 4 rows and a bf16 gain (the skinny
 // decoding GEMM), and runs the two ops otherwise. The CPU runs the two ops (kernels/dispatch.cc).
 VEOMNI_CUDA_ONLY_OP(void, rmsnorm_matmul,
                     (const Tensor& x, const Tensor& gain, float eps, const Tensor& w, Tensor& out))
@@ -69,7 +69,7 @@ VEOMNI_CUDA_ONLY_OP(void, rmsnorm_matmul_swiglu,
 // takes (kernels/cuda/decode_layers_clustered.h) runs in it by default: its sums run on the tensor cores in another
 // order, so h differs from the ops' in its last bits. VEOMNI_DECODE_LAYER_KERNEL=0 runs the ops in turn instead, as
 // CUDA does for several rows; VEOMNI_DECODE_LAYER_KERNEL=1 runs the layers as one persistent kernel with the ops' bits
-// (kernels/cuda/decode_layer.cu) for layers of one shape, bf16 rows of at most 8, bf16 weights and caches, head_dim
+// (kernels/cuda/decode_layer.cu) for layers of one shape, bf16 rows of at most 4, bf16 weights and caches, head_dim
 // 64 or 128 with 1, 2, 4 or 8 query heads per kv head, and weight slices that fit the blocks' shared memory.
 VEOMNI_CUDA_ONLY_OP(void, dense_decode_layers,
                     (const std::vector<DenseDecodeLayer>& layers, const Tensor& cos, const Tensor& sin,

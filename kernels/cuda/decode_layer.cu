@@ -441,6 +441,7 @@ struct KernelInstance {
 };
 
 KernelInstance kernel_for(int64_t d, int64_t group, int64_t m) {
+  if (m > kSkinnyMaxRows) return {};
   auto by_rows = [&](auto dims, auto group_constant) -> KernelInstance {
     constexpr int kDims = decltype(dims)::value, kGroup = decltype(group_constant)::value;
     const size_t scratch = sizeof(AttentionScratch<kDims, kGroup>);

@@ -13,7 +13,7 @@ namespace veomni::ops::cuda {
 bool dense_decode_layer_kernel_enabled();
 
 // Whether cuda::dense_decode_layers (kernels/decode_op_list.h) runs these operands in the persistent kernel: layers
-// of one shape, bf16 rows of at most 8, bf16 16-byte aligned weights, gains and caches, head_dim 64 or 128 with 1,
+// of one shape, bf16 rows of at most 4, bf16 16-byte aligned weights, gains and caches, head_dim 64 or 128 with 1,
 // 2, 4 or 8 query heads per kv head, at most 64 kv heads, a Hopper GPU whose blocks' shared memory holds a layer's
 // weight slices, VEOMNI_SKINNY_GEMM not 0.
 bool dense_decode_layers_kernel_fits(const std::vector<DenseDecodeLayer>& layers, const std::vector<Tensor>& k_caches,

@@ -283,7 +283,7 @@ int device_attribute(cudaDeviceAttr attribute) {
 unsigned multiprocessors() { return static_cast<unsigned>(device_attribute(cudaDevAttrMultiProcessorCount)); }
 
 // The most bytes of x the staged kernel takes: an SM's shared memory shared by its two blocks, less what each block
-// reserves and stage_rows' static rstd array (113 KB on an H100 or H200: eight rows of 4096 fit).
+// reserves and stage_rows' static rstd array (113 KB on an H100 or H200: four rows of 8192 fit).
 int64_t most_staged_bytes() {
   return device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor) / kStagedBlocksPerSm -
          device_attribute(cudaDevAttrReservedSharedMemoryPerBlock) -

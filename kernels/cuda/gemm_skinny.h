@@ -7,7 +7,10 @@
 
 namespace veomni::ops::cuda {
 
-inline constexpr int64_t kSkinnyMaxRows = 8;
+// Past 4 rows cuBLASLt's tensor-core kernels win: this kernel's FMAs per weight chunk grow with the rows while the
+// weight stream does not (Qwen3-0.6B shape on one H200, decode tokens/s with this kernel's 8-row instance against
+// cuBLASLt: 1,668 / 1,308 at batch 2, 2,480 / 2,599 at 4, 3,671 / 4,972 at 8; bench/RESULTS.md).
+inline constexpr int64_t kSkinnyMaxRows = 4;
 
 // Whether matmul(a, trans_a, b, trans_b, out, alpha, beta) is one the skinny kernel computes: a [M, K] (no
 // transpose), b [N, K] (transposed), all bf16, M <= kSkinnyMaxRows, K a multiple of 8, alpha 1, beta 0 or 1, 16-byte

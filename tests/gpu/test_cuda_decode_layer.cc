@@ -1,7 +1,7 @@
 // GPU tests of ops::dense_decode_layers' persistent kernel (VEOMNI_DECODE_LAYER_KERNEL=1; called directly here): a
 // run of dense decoder layers' decode step in one launch gives the bits of the ops it replaces run one after the other
 // (h, and the keys and values written into every layer's caches), for Qwen3-0.6B's layers and toy layers of every
-// head layout it takes, one to eight rows over caches of one split and of many, a row outside the cache, every
+// head layout it takes, one to four rows over caches of one split and of many, a row outside the cache, every
 // layout of its weight buffers, runs longer than one launch takes; and runs launched early and replayed from a CUDA
 // graph. The clustered kernel (the default where it fits) runs its sums on the tensor cores in another order: its h
 // and the caches it writes are checked against the ops' within a tolerance.
@@ -133,19 +133,20 @@ int buffers_for(const LayerShape& s, int64_t m) {
                                                 Tensor::empty({m, s.hidden}, DType::BF16, gpu()));
 }
 
-// Qwen3-0.6B's layers: one row (the batch-1 step), three and eight rows over a cache of 300 positions (19 splits for
-// one row, fewer and longer for more), rows at the cache's first and last positions; a full cache merges 19 splits. One row streams the weights
-// through three buffers (o_proj and down share one), three rows through two, eight rows through two of one block an
-// SM; a toy layer through four.
+// Qwen3-0.6B's layers: one row (the batch-1 step), three and four rows over a cache of 300 positions (19 splits for
+// one row, fewer and longer for more), rows at the cache's first and last positions; a full cache merges 19 splits.
+// One row streams the weights through three buffers (o_proj and down share one), three and four rows through two; five
+// rows are past the skinny GEMM's rows, so the kernel has no plan for them; a toy layer streams through four.
 TEST_F(CudaDecodeLayer, Qwen3LayersGiveTheOpsBits) {
   EXPECT_EQ(buffers_for(kQwen3_0p6b, 1), 3);
   EXPECT_EQ(buffers_for(kQwen3_0p6b, 3), 2);
-  EXPECT_EQ(buffers_for(kQwen3_0p6b, 8), 2);
+  EXPECT_EQ(buffers_for(kQwen3_0p6b, 4), 2);
+  EXPECT_EQ(buffers_for(kQwen3_0p6b, 5), 0);
   EXPECT_EQ(buffers_for(LayerShape{256, 4, 1, 64, 512}, 2), 4);
   expect_kernel_matches_ops(kQwen3_0p6b, {129}, 300, 3);
   expect_kernel_matches_ops(kQwen3_0p6b, {300}, 300);  // 19 splits: the merge past its registers' 16
   expect_kernel_matches_ops(kQwen3_0p6b, {300, 1, 37}, 300);
-  expect_kernel_matches_ops(kQwen3_0p6b, {300, 1, 37, 129, 64, 17, 200, 2}, 300);
+  expect_kernel_matches_ops(kQwen3_0p6b, {300, 1, 37, 129}, 300);
 }
 
 // Every head layout the kernel has (head_dim 64 and 128; 1, 2, 4 and 8 query heads per kv head), over a cache of

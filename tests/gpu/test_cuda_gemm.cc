@@ -56,12 +56,12 @@ TEST_F(CudaGemm, MatmulMatchesCpuForEveryTransposeAndDtype) {
       }
 }
 
-// x W^T with 1..8 rows in bf16 takes the skinny kernel (kernels/cuda/gemm_skinny.cu); 9 rows and K not a multiple of
+// x W^T with 1..4 rows in bf16 takes the skinny kernel (kernels/cuda/gemm_skinny.cu); 5 rows and K not a multiple of
 // 8 take cuBLASLt. Both match the CPU.
 TEST_F(CudaGemm, SkinnyDecodeShapesMatchCpu) {
   std::mt19937 rng(13);
   const Types bf16{DType::BF16, DType::BF16, DType::BF16};
-  for (int64_t m : {1, 2, 3, 8, 9}) {
+  for (int64_t m : {1, 2, 3, 4, 5}) {
     check_matmul(m, 1024, 1024, false, true, bf16, 1.0f, 0.0f, rng);  // q_proj of the 0.6B shape
     check_matmul(m, 3000, 1024, false, true, bf16, 1.0f, 0.0f, rng);  // columns not a multiple of the block's 8
     check_matmul(m, 64, 3072, false, true, bf16, 1.0f, 0.0f, rng);    // down_proj's K
@@ -69,9 +69,9 @@ TEST_F(CudaGemm, SkinnyDecodeShapesMatchCpu) {
     check_matmul(m, 64, 4096, false, true, bf16, 1.0f, 0.0f, rng);    // the most a lane loads before its wait
     check_matmul(m, 64, 5120, false, true, bf16, 1.0f, 1.0f, rng);    // more: the rest is read after the wait
   }
-  // Eight rows of 8192 (128 KB) are more than the kernel stages in shared memory: each warp reads x itself.
-  check_matmul(8, 100, 8192, false, true, bf16, 1.0f, 0.0f, rng);
-  check_matmul(8, 100, 8192, false, true, bf16, 1.0f, 1.0f, rng);
+  // Four rows of 16384 (128 KB) are more than the kernel stages in shared memory: each warp reads x itself.
+  check_matmul(4, 100, 16384, false, true, bf16, 1.0f, 0.0f, rng);
+  check_matmul(4, 100, 16384, false, true, bf16, 1.0f, 1.0f, rng);
   check_matmul(1, 100, 1001, false, true, bf16, 1.0f, 0.0f, rng);
   check_matmul(2, 100, 64, false, true, bf16, 0.5f, 1.0f, rng);
 }
@@ -84,7 +84,7 @@ TEST_F(CudaGemm, SkinnyGemmCoversColumnsBeyondOneRoundOfItsWarps) {
   std::mt19937 rng(29);
   const Types bf16{DType::BF16, DType::BF16, DType::BF16};
   const int64_t n = 40000;
-  for (int64_t m : {1, 2, 8})
+  for (int64_t m : {1, 2, 4})
     for (int64_t k : {1024, 2048}) {  // four and two columns a warp for one row
       check_matmul(m, n, k, false, true, bf16, 1.0f, m == 2 ? 1.0f : 0.0f, rng);
       SCOPED_TRACE(fmt::format("norm in front, m {} k {}", m, k));
@@ -100,13 +100,13 @@ TEST_F(CudaGemm, SkinnyGemmCoversColumnsBeyondOneRoundOfItsWarps) {
     }
 }
 
-// matmul_swiglu on the GPU: the skinny kernel (1..8 rows) gives the bits of the skinny GEMM into gate_up followed by
-// swiglu_fused_forward; 9 rows and an f32 input run those two ops. All are within bf16 rounding of the CPU.
+// matmul_swiglu on the GPU: the skinny kernel (1..4 rows) gives the bits of the skinny GEMM into gate_up followed by
+// swiglu_fused_forward; 5 rows and an f32 input run those two ops. All are within bf16 rounding of the CPU.
 TEST_F(CudaGemm, MatmulSwigluIsTheGemmThenSwiglu) {
   std::mt19937 rng(17);
   const int64_t intermediate = 1000;
   for (const DType dtype : {DType::BF16, DType::F32})
-    for (const int64_t m : {1, 2, 8, 9})
+    for (const int64_t m : {1, 2, 4, 5})
       for (const int64_t k : {1024, 4096}) {  // 4096: part of each row is read after the kernel's wait
         SCOPED_TRACE(fmt::format("m {} k {} {}", m, k, dtype_name(dtype)));
         const Tensor x = representable(random_f32({m, k}, rng), DType::BF16);
@@ -126,14 +126,14 @@ TEST_F(CudaGemm, MatmulSwigluIsTheGemmThenSwiglu) {
 }
 
 // matmul_swiglu's skinny kernel over wide outputs (its warps come back for columns a grid further on: 20,000
-// columns) and over rows too long to stage (eight rows of 8,192: each warp reads x), with and without the norm in
+// columns) and over rows too long to stage (four rows of 16,384: each warp reads x), with and without the norm in
 // front: the bits of the GEMM into gate_up followed by swiglu_fused_forward (and of the norm before them).
 TEST_F(CudaGemm, SkinnySwigluCoversWideOutputsAndUnstagedRows) {
   std::mt19937 rng(31);
   struct Shape3 {
     int64_t m, intermediate, k;
   };
-  for (const Shape3 c : {Shape3{1, 20000, 1024}, Shape3{2, 20000, 1024}, Shape3{8, 20000, 2048}, Shape3{8, 300, 8192}}) {
+  for (const Shape3 c : {Shape3{1, 20000, 1024}, Shape3{2, 20000, 1024}, Shape3{4, 20000, 2048}, Shape3{4, 300, 16384}}) {
     SCOPED_TRACE(fmt::format("m {} intermediate {} k {}", c.m, c.intermediate, c.k));
     const Tensor x = to_gpu(random_f32({c.m, c.k}, rng), DType::BF16);
     const Tensor gain = to_gpu(random_f32({c.k}, rng), DType::BF16);
@@ -153,13 +153,13 @@ TEST_F(CudaGemm, SkinnySwigluCoversWideOutputsAndUnstagedRows) {
   }
 }
 
-// rmsnorm_matmul and rmsnorm_matmul_swiglu on the GPU: for bf16 rows of at most 8 one kernel normalises and
+// rmsnorm_matmul and rmsnorm_matmul_swiglu on the GPU: for bf16 rows of at most 4 one kernel normalises and
 // multiplies with the bits of rmsnorm_forward followed by the skinny GEMM (or matmul_swiglu); rows of 64 (the norm's
-// 16-lane groups), 1024, 4096 and 5120 (read partly after the wait). 9 rows and f32 run the two ops.
+// 16-lane groups), 1024, 4096 and 5120 (read partly after the wait). 5 rows and f32 run the two ops.
 TEST_F(CudaGemm, RmsnormMatmulIsTheNormThenTheGemm) {
   std::mt19937 rng(23);
   for (const DType dtype : {DType::BF16, DType::F32})
-    for (const int64_t m : {1, 3, 8, 9})
+    for (const int64_t m : {1, 3, 4, 5})
       for (const int64_t k : {64, 1024, 4096, 5120}) {
         SCOPED_TRACE(fmt::format("m {} k {} {}", m, k, dtype_name(dtype)));
         const int64_t n = 200;
