@@ -22,6 +22,7 @@
 #include "core/tensor.h"
 #include "bench/cuda_timer.h"
 #include "kernels/cuda/gemm_autotune.h"
+#include "kernels/cuda/gemm_skinny.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/decode_ops.h"
 #include "kernels/ops.h"
@@ -378,12 +379,14 @@ void bench_decode(std::mt19937& rng) {
   }
 }
 
-// The skinny GEMMs of a decode step (ops::matmul, ops::rmsnorm_matmul and ops::rmsnorm_matmul_swiglu with a few bf16
-// rows; gemm_skinny.cu): the LM heads of the 0.6B and 8B shapes (vocab 151936, the final norm in front) and the
-// 0.6B q/k/v, gate|up (SwiGLU), o_proj and down_proj, at 1, 2, 4 and 8 rows; GB/s counts the weight read once (x and
-// the output are a few KB). VEOMNI_SKINNY_GEMM=0 times cuBLASLt (with the norm or SwiGLU as their own ops) instead.
+// The GEMMs of a decode step with a few bf16 rows (ops::matmul, ops::rmsnorm_matmul and ops::rmsnorm_matmul_swiglu;
+// gemm_skinny.cu for the rows and weights it takes, cuBLASLt otherwise): the LM heads of the 0.6B and 8B shapes (vocab
+// 151936, the final norm in front) and the layers' q/k/v, gate|up (SwiGLU), o_proj and down_proj of both, at 1, 2, 4
+// and 8 rows; for up to kSkinnyMaxRows rows also the skinny kernel called directly, whether or not the ops take it
+// (where the two differ, the op ran cuBLASLt). GB/s counts the weight read once (x and the output are a few KB).
+// VEOMNI_SKINNY_GEMM=0 times cuBLASLt for the ops (with the norm or SwiGLU as their own ops).
 void bench_skinny(std::mt19937& rng) {
-  fmt::print("\nSkinny decode GEMMs (bf16, x W^T with 1 to 8 rows)\n\n");
+  fmt::print("\nDecode GEMMs (bf16, x W^T with 1 to 8 rows)\n\n");
   header("GB/s");
   struct Case {
     const char* name;
@@ -395,13 +398,19 @@ void bench_skinny(std::mt19937& rng) {
                         {"0.6B q/k/v (input norm in front)", 4096, 1024, true, false},
                         {"0.6B gate|up SwiGLU (norm in front)", 6144, 1024, true, true},
                         {"0.6B o_proj", 1024, 2048, false, false},
-                        {"0.6B down_proj", 1024, 3072, false, false}};
+                        {"0.6B down_proj", 1024, 3072, false, false},
+                        {"8B q/k/v (input norm in front)", 6144, 4096, true, false},
+                        {"8B gate|up SwiGLU (norm in front)", 24576, 4096, true, true},
+                        {"8B o_proj", 4096, 4096, false, false},
+                        {"8B down_proj", 4096, 12288, false, false}};
   for (const Case& c : cases) {
     const Tensor w = random_tensor({c.n, c.k}, DType::BF16, rng, 0.05f);
     const Tensor gain = random_tensor({c.k}, DType::BF16, rng);
     for (int64_t rows : {1, 2, 4, 8}) {
       const Tensor x = random_tensor({rows, c.k}, DType::BF16, rng);
       Tensor out = Tensor::empty({rows, c.swiglu ? c.n / 2 : c.n}, DType::BF16, gpu());
+      const std::string shape = fmt::format("{} rows x N={} K={}", rows, c.n, c.k);
+      const double gigabytes = 2.0 * c.n * c.k / 1e9;
       const double ms = time_ms(20, [&] {
         if (c.swiglu) {
           ops::rmsnorm_matmul_swiglu(x, gain, 1e-6f, w, out);
@@ -411,7 +420,17 @@ void bench_skinny(std::mt19937& rng) {
           ops::matmul(x, false, w, true, out);
         }
       });
-      row(c.name, fmt::format("{} rows x N={} K={}", rows, c.n, c.k), ms, 2.0 * c.n * c.k / (ms * 1e-3) / 1e9);
+      row(c.name, shape, ms, gigabytes / (ms * 1e-3));
+      if (rows > ops::cuda::kSkinnyMaxRows) continue;
+      const Tensor* norm_gain = c.norm ? &gain : nullptr;
+      const double skinny_ms = time_ms(20, [&] {
+        if (c.swiglu) {
+          ops::cuda::skinny_swiglu(x, w, out, norm_gain, 1e-6f);
+        } else {
+          ops::cuda::skinny_matmul(x, w, out, false, norm_gain, 1e-6f);
+        }
+      });
+      row(fmt::format("{} (skinny kernel)", c.name), shape, skinny_ms, gigabytes / (skinny_ms * 1e-3));
     }
   }
 }

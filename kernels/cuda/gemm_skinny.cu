@@ -250,6 +250,8 @@ bool skinny_operands(const Tensor& x, const Tensor& w, const Tensor& out) {
   if (x.dtype() != DType::BF16 || w.dtype() != DType::BF16 || out.dtype() != DType::BF16) return false;
   const int64_t m = x.dim(0), k = x.dim(1);
   if (m < 1 || m > kSkinnyMaxRows || k % kChunk != 0 || k == 0) return false;
+  const int64_t weight_bytes = w.numel() * static_cast<int64_t>(sizeof(__nv_bfloat16));
+  if (m > 1 && weight_bytes > kSkinnySeveralRowsMostWeightBytes) return false;
   return aligned16(x) && aligned16(w) && skinny_enabled();
 }
 
