@@ -251,7 +251,7 @@ bool skinny_operands(const Tensor& x, const Tensor& w, const Tensor& out) {
   const int64_t m = x.dim(0), k = x.dim(1);
   if (m < 1 || m > kSkinnyMaxRows || k % kChunk != 0 || k == 0) return false;
   const int64_t weight_bytes = w.numel() * static_cast<int64_t>(sizeof(__nv_bfloat16));
-  if (m > 1 && weight_bytes > kSkinnySeveralRowsMostWeightBytes) return false;
+  if (m > 1 && m * weight_bytes > kSkinnySeveralRowsMostBytes) return false;
   return aligned16(x) && aligned16(w) && skinny_enabled();
 }
 

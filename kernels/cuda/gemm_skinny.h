@@ -11,17 +11,18 @@ namespace veomni::ops::cuda {
 // weight stream does not (Qwen3-0.6B shape on one H200, decode tokens/s with this kernel's 8-row instance against
 // cuBLASLt: 1,668 / 1,308 at batch 2, 2,480 / 2,599 at 4, 3,671 / 4,972 at 8; bench/RESULTS.md).
 inline constexpr int64_t kSkinnyMaxRows = 4;
-// Several rows take the kernel only for weights of at most this size. A weight this small is read in a few
-// microseconds, where the kernel's single launch (the norm inside it) beats cuBLASLt's and a separate norm's; over a
-// large one, the 2 to 4 rows' FMAs hold the kernel under cuBLASLt's bandwidth (the LM head of the 0.6B shape, 311 MB,
-// at 4 rows: 0.132 ms against 0.090 on one H200; bench_kernels_cuda decode).
-inline constexpr int64_t kSkinnySeveralRowsMostWeightBytes = int64_t{32} << 20;
+// Several rows take the kernel only while the rows times the weight's bytes are at most this. Over a small weight,
+// read in a few microseconds, the kernel's single launch (the norm inside it) beats cuBLASLt's and a separate norm's;
+// over a large one the rows' FMAs, which grow with the rows, hold the kernel under cuBLASLt's bandwidth (one H200,
+// bench_kernels_cuda decode, ms kernel / cuBLASLt: the 0.6B LM head, 311 MB, at 4 rows 0.133 / 0.096; the 8B q/k/v,
+// 48 MiB, 0.025 / 0.030 at 2 rows and 0.033 / 0.031 at 4; the 8B o_proj, 32 MiB, 0.021 / 0.017 at 4 rows).
+inline constexpr int64_t kSkinnySeveralRowsMostBytes = int64_t{96} << 20;
 
 // Whether matmul(a, trans_a, b, trans_b, out, alpha, beta) is one the skinny kernel computes: a [M, K] (no
 // transpose), b [N, K] (transposed), all bf16, M <= kSkinnyMaxRows, K a multiple of 8, alpha 1, beta 0 or 1, 16-byte
-// aligned operands, one row or a weight of at most kSkinnySeveralRowsMostWeightBytes; and VEOMNI_SKINNY_GEMM is not 0
-// (the switch for comparing against cuBLASLt). With a gain (an RMSNorm of a's rows in front), the gain must be bf16
-// [K] and 16-byte aligned too.
+// aligned operands, one row or rows times weight bytes of at most kSkinnySeveralRowsMostBytes; and
+// VEOMNI_SKINNY_GEMM is not 0 (the switch for comparing against cuBLASLt). With a gain (an RMSNorm of a's rows in
+// front), the gain must be bf16 [K] and 16-byte aligned too.
 bool skinny_matmul_applies(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& out,
                            float alpha, float beta, const Tensor* gain = nullptr);
 // out [M, N] = a [M, K] b[N, K]^T (+ out when accumulate), fp32 accumulation, bf16 output rounded to nearest even

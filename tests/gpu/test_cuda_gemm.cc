@@ -77,32 +77,36 @@ TEST_F(CudaGemm, SkinnyDecodeShapesMatchCpu) {
   check_matmul(2, 100, 64, false, true, bf16, 0.5f, 1.0f, rng);
 }
 
-// Several rows take the skinny kernel only for a weight of at most kSkinnySeveralRowsMostWeightBytes; one row for any
-// weight; five rows for none.
+// Several rows take the skinny kernel only while the rows times the weight's bytes are at most
+// kSkinnySeveralRowsMostBytes (two rows over twice the weight four rows take); one row for any weight; five rows
+// for none.
 TEST_F(CudaGemm, SkinnyKernelTakesSeveralRowsOnlyOverSmallWeights) {
-  using ops::cuda::kSkinnySeveralRowsMostWeightBytes;
-  const int64_t k = 1024, at_most = kSkinnySeveralRowsMostWeightBytes / (2 * k);
-  const Tensor small = Tensor::empty({at_most, k}, DType::BF16, gpu());
-  const Tensor large = Tensor::empty({at_most + 8, k}, DType::BF16, gpu());
+  const int64_t k = 1024;
+  auto most_columns = [&](int64_t m) { return ops::cuda::kSkinnySeveralRowsMostBytes / (m * 2 * k); };
+  auto weight = [&](int64_t columns) { return Tensor::empty({columns, k}, DType::BF16, gpu()); };
   auto takes = [&](int64_t m, const Tensor& w) {
     const Tensor x = Tensor::empty({m, k}, DType::BF16, gpu());
     const Tensor out = Tensor::empty({m, w.dim(0)}, DType::BF16, gpu());
     return ops::cuda::skinny_matmul_applies(x, false, w, true, out, 1.0f, 0.0f);
   };
-  EXPECT_TRUE(takes(1, large));
-  EXPECT_TRUE(takes(2, small));
-  EXPECT_TRUE(takes(4, small));
-  EXPECT_FALSE(takes(2, large));
-  EXPECT_FALSE(takes(5, small));
-  const Tensor out = Tensor::empty({2, at_most / 2}, DType::BF16, gpu());
-  const Tensor x = Tensor::empty({2, k}, DType::BF16, gpu());
-  EXPECT_TRUE(ops::cuda::skinny_swiglu_applies(x, small, out));
-  EXPECT_FALSE(ops::cuda::skinny_swiglu_applies(x, large, Tensor::empty({2, (at_most + 8) / 2}, DType::BF16, gpu())));
+  const Tensor two_rows_most = weight(most_columns(2)), four_rows_most = weight(most_columns(4));
+  EXPECT_TRUE(takes(2, two_rows_most));
+  EXPECT_FALSE(takes(2, weight(most_columns(2) + 8)));
+  EXPECT_TRUE(takes(4, four_rows_most));
+  EXPECT_FALSE(takes(4, two_rows_most));
+  EXPECT_TRUE(takes(1, weight(4 * most_columns(2))));
+  EXPECT_FALSE(takes(5, weight(64)));
+  auto swiglu_takes = [&](int64_t m, const Tensor& gate_up) {
+    const Tensor x = Tensor::empty({m, k}, DType::BF16, gpu());
+    return ops::cuda::skinny_swiglu_applies(x, gate_up, Tensor::empty({m, gate_up.dim(0) / 2}, DType::BF16, gpu()));
+  };
+  EXPECT_TRUE(swiglu_takes(4, four_rows_most));
+  EXPECT_FALSE(swiglu_takes(4, two_rows_most));
 }
 
 // Wide outputs (an LM head's): the skinny kernel's warps stay resident and come back for columns a grid of warps
-// further on, each with its next columns' loads in flight. 40,000 columns for one row, and for several rows as many
-// as the kernel takes them for (short of kSkinnySeveralRowsMostWeightBytes), are several such rounds on any GPU; every
+// further on, each with its next columns' loads in flight. 40,000 columns for one row, and for several rows about as
+// many as the kernel takes them for (kSkinnySeveralRowsMostBytes), are several such rounds on any GPU; every
 // column still matches the CPU, with the residual add and with the norm in front (the bits of the norm, then the
 // GEMM).
 TEST_F(CudaGemm, SkinnyGemmCoversColumnsBeyondOneRoundOfItsWarps) {
@@ -110,7 +114,7 @@ TEST_F(CudaGemm, SkinnyGemmCoversColumnsBeyondOneRoundOfItsWarps) {
   const Types bf16{DType::BF16, DType::BF16, DType::BF16};
   for (int64_t m : {1, 2, 4})
     for (int64_t k : {1024, 2048}) {  // four and two columns a warp for one row
-      const int64_t n = m == 1 ? 40000 : ops::cuda::kSkinnySeveralRowsMostWeightBytes / (2 * k) - 5;
+      const int64_t n = m == 1 ? 40000 : ops::cuda::kSkinnySeveralRowsMostBytes / (m * 2 * k) - 5;
       check_matmul(m, n, k, false, true, bf16, 1.0f, m == 2 ? 1.0f : 0.0f, rng);
       SCOPED_TRACE(fmt::format("norm in front, m {} k {}", m, k));
       const Tensor x = to_gpu(random_f32({m, k}, rng), DType::BF16);
@@ -151,15 +155,15 @@ TEST_F(CudaGemm, MatmulSwigluIsTheGemmThenSwiglu) {
 }
 
 // matmul_swiglu's skinny kernel over wide outputs (its warps come back for columns a grid further on: 20,000
-// columns for one row, 8,000 and 4,000 for several, whose weights stay under kSkinnySeveralRowsMostWeightBytes) and
-// over rows too long to stage (four rows of 16,384: each warp reads x), with and without the norm in front: the bits
-// of the GEMM into gate_up followed by swiglu_fused_forward (and of the norm before them).
+// columns for one row, 8,000 and 3,000 for several, short of kSkinnySeveralRowsMostBytes) and over rows too long to
+// stage (four rows of 16,384: each warp reads x), with and without the norm in front: the bits of the GEMM into
+// gate_up followed by swiglu_fused_forward (and of the norm before them).
 TEST_F(CudaGemm, SkinnySwigluCoversWideOutputsAndUnstagedRows) {
   std::mt19937 rng(31);
   struct Shape3 {
     int64_t m, intermediate, k;
   };
-  for (const Shape3 c : {Shape3{1, 20000, 1024}, Shape3{2, 8000, 1024}, Shape3{4, 4000, 2048}, Shape3{4, 300, 16384}}) {
+  for (const Shape3 c : {Shape3{1, 20000, 1024}, Shape3{2, 8000, 1024}, Shape3{4, 3000, 2048}, Shape3{4, 300, 16384}}) {
     SCOPED_TRACE(fmt::format("m {} intermediate {} k {}", c.m, c.intermediate, c.k));
     const Tensor x = to_gpu(random_f32({c.m, c.k}, rng), DType::BF16);
     const Tensor gain = to_gpu(random_f32({c.k}, rng), DType::BF16);
