@@ -69,6 +69,7 @@ TEST_F(CudaGemm, SkinnyDecodeShapesMatchCpu) {
     check_matmul(m, 1024, 2048, false, true, bf16, 1.0f, 1.0f, rng);  // o_proj adding into the residual (beta 1)
     check_matmul(m, 64, 4096, false, true, bf16, 1.0f, 0.0f, rng);    // the most a lane loads before its wait
     check_matmul(m, 64, 5120, false, true, bf16, 1.0f, 1.0f, rng);    // more: the rest is read after the wait
+    check_matmul(m, 72, 12288, false, true, bf16, 1.0f, 0.0f, rng);   // the 8B down_proj's K: whole batches of it
   }
   // Four rows of 16384 (128 KB) are more than the kernel stages in shared memory: each warp reads x itself.
   check_matmul(4, 100, 16384, false, true, bf16, 1.0f, 0.0f, rng);
