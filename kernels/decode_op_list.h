@@ -44,15 +44,15 @@ VEOMNI_OP(void, qkv_norm_rope_cache_write,
 // A dense MLP's gate, up and SwiGLU in one op (decoding's fused weight): out [M, I] = silu(x Wg^T) * (x Wu^T) for
 // x [M, K] and gate_up [2I, K] (Wg's rows, then Wu's). The values of matmul into a [M, 2I] product (rounded to the
 // compute dtype) followed by swiglu_fused_forward; CUDA computes both in one kernel, with those bits, for bf16 x of one
-// row, or of up to 4 over a weight of at most 32 MiB (the skinny decoding GEMM), and runs the two ops otherwise. The
-// CPU runs the two ops (kernels/dispatch.cc).
+// row, or of up to 4 with rows times weight bytes of at most 96 MiB (the skinny decoding GEMM), and runs the two ops
+// otherwise. The CPU runs the two ops (kernels/dispatch.cc).
 VEOMNI_CUDA_ONLY_OP(void, matmul_swiglu, (const Tensor& x, const Tensor& gate_up, Tensor& out))
 
 // A normalised input's GEMM (decoding's q/k/v projection and LM head): out [M, N] = rmsnorm(x) w^T for x [M, K], the
 // norm's gain [K] and eps, w [N, K]. The values of rmsnorm_forward (its rows rounded to x's dtype) followed by
-// matmul; CUDA computes both in one kernel, with those bits, for bf16 x of one row, or of up to 4 over a weight of at
-// most 32 MiB, and a bf16 gain (the skinny decoding GEMM), and runs the two ops otherwise. The CPU runs the two ops
-// (kernels/dispatch.cc).
+// matmul; CUDA computes both in one kernel, with those bits, for bf16 x of one row, or of up to 4 with rows times
+// weight bytes of at most 96 MiB, and a bf16 gain (the skinny decoding GEMM), and runs the two ops otherwise. The
+// CPU runs the two ops (kernels/dispatch.cc).
 VEOMNI_CUDA_ONLY_OP(void, rmsnorm_matmul,
                     (const Tensor& x, const Tensor& gain, float eps, const Tensor& w, Tensor& out))
 
