@@ -62,9 +62,9 @@ __device__ __forceinline__ void dot_rows(const XSource& x, int64_t chunks, const
     if (c < chunks) accumulate_chunk(x, head.chunk[i], c, acc);
   }
   // The rest of the row: only long rows (a single column a warp) have one, read kRestBatch chunks at a time, all
-  // loaded before any is summed: for one row 8 (four at a time, unrolled, left 2 KB a warp in flight, and the 8B
-  // down_proj at one row, K 12,288, ran 24% slower than cuBLASLt; 16 spill), for several 4 (8 spill, their sums
-  // taking the registers). The sums keep the chunks' order.
+  // loaded before any is summed: 8 for one row, 4 for several, whose sums take the registers (16 and 8 would spill).
+  // Read four at a time with the loads and sums interleaved, the 8B down_proj at one row (K 12,288) ran 24% slower
+  // than cuBLASLt on one H200; in batches of 8 it runs faster (bench/RESULTS.md). The sums keep the chunks' order.
   if constexpr (kColumns == 1) {
     constexpr int kRestBatch = kRows == 1 ? 8 : 4;
     for (int64_t base = lane + static_cast<int64_t>(kHead) * kWarp; base < chunks; base += kRestBatch * kWarp) {
