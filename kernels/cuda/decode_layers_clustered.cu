@@ -1,5 +1,5 @@
-// A run of dense decoder layers' batch-1 decode step as one persistent kernel of thread-block clusters, with two
-// grid-wide barriers a layer (kernels/cuda/decode_layer.cu's kernel has five). Each kv head g has a cluster of eight
+// A run of dense decoder layers' batch-1 decode step as one persistent kernel of thread-block clusters, without a
+// grid-wide barrier (kernels/cuda/decode_layer.cu's kernel has five a layer). Each kv head g has a cluster of eight
 // blocks that computes its q/k/v columns, its attention and its share of o_proj without leaving the cluster:
 //   q/k/v GEMM: block c of cluster g computes an eighth of the head group's q, k and v columns and writes them into
 //     every block of the cluster (distributed shared memory); cluster barrier;
@@ -8,11 +8,12 @@
 //     in between;
 //   o_proj split by heads: cluster g's eight blocks compute its heads' contribution to every output column (an eighth
 //     of the columns each) into a partial sum in global memory;
-// grid barrier; every cluster adds the kv heads' partial sums into h (an eighth of the columns a block, shared
+// every cluster adds the kv heads' partial sums into h as they arrive (an eighth of the columns a block, shared
 // through the cluster); then every block of the grid (the clusters beyond the kv heads too) computes its own slice of
 // the gate|up SwiGLU columns and, split by those columns, their contribution to every column of down_proj; the
-// cluster sums its eight blocks' contributions into one partial sum in global memory; grid barrier; every cluster
-// adds the clusters' partial sums into h. The GEMM slices stream into shared memory ahead of their phases through the
+// cluster sums its eight blocks' contributions into one partial sum in global memory; every cluster adds the
+// clusters' partial sums into h as they arrive. The partial sums travel with a flag in each word (flagged_words.cuh):
+// a block waits for the sums it adds, not for every block of the grid. The GEMM slices stream into shared memory ahead of their phases through the
 // copy engine: q/k/v and gate|up (runs of whole rows) into one buffer, o_proj and down (strided slices, through
 // tensor maps) into another; each takes its next slice as soon as the block has read the one before. The GEMV phases
 // run on the tensor cores (mma_rows), and every sum runs in another order than one GEMM's, so h differs from the
@@ -32,8 +33,9 @@
 
 #include "kernels/cuda/bulk_copy.cuh"
 #include "kernels/cuda/decode_layer_run.cuh"
+#include "kernels/cuda/flagged_words.cuh"
 #include "kernels/cuda/dependent_launch.cuh"
-#include "kernels/cuda/grid_barrier.cuh"
+#include "kernels/cuda/grid_barrier.cuh"  // load_relaxed
 #include "kernels/cuda/kernel_utils.cuh"
 #include "kernels/cuda/qkv_norm_rope.cuh"
 #include "kernels/cuda/runtime.h"
@@ -63,9 +65,11 @@ using bf16 = __nv_bfloat16;
 
 struct ClusterArgs {
   bf16* h;  // [1, hidden], updated in place
-  float* o_partial;  // [hkv, hidden]: each kv head's share of o_proj's product
-  float* mlp_partial;  // [clusters, hidden]: each cluster's share of down_proj's product
-  unsigned* barrier;  // grid_barrier.cuh's counter
+  // The partial sums, flagged (flagged_words.cuh), in two sets that alternate with the layers: a block may write a
+  // layer's sums while another still reads those of the layer before.
+  FlaggedWord* o_partial;  // [2, hkv, hidden]: each kv head's share of o_proj's product
+  FlaggedWord* mlp_partial;  // [2, clusters, hidden]: each cluster's share of down_proj's product
+  unsigned* launches;  // [2]: the blocks that have left this launch, then the launches before it
   const float* cos;
   const float* sin;
   const int32_t* write_rows;  // [1]: the flat cache row of the step's key and value
@@ -603,30 +607,57 @@ __device__ void merge_blocks(const Block<kGroup>& b, GroupScratch<kGroup>& s, cg
   __syncthreads();
 }
 
-// The group's heads' contribution to the block's eighth of o_proj's outputs.
+// The two exchanges of a layer's partial sums.
+enum Exchange { kOProjSums = 0, kDownSums = 1 };
+
+// The flag of a layer's exchange in the launch-th launch: never zero, and distinct over the exchanges of 2^25
+// launches (a launch has at most 64); the words of the launch before carry older flags.
+__device__ __forceinline__ unsigned exchange_flag(unsigned launch, int layer, Exchange exchange) {
+  return (launch << 7) + static_cast<unsigned>(layer * 2 + exchange) + 1u;
+}
+
+// The set of flagged words a layer's exchange writes: [parts, hidden], the sets of odd and even layers alternating.
+__device__ __forceinline__ FlaggedWord* exchange_words(FlaggedWord* words, int parts, int hidden, int layer) {
+  return words + int64_t{layer % 2} * parts * hidden;
+}
+
+// The group's heads' contribution to the block's eighth of o_proj's outputs, flagged.
 template <int kGroup>
-__device__ void o_proj_phase(const Block<kGroup>& b, GroupScratch<kGroup>& s) {
+__device__ void o_proj_phase(const Block<kGroup>& b, GroupScratch<kGroup>& s, FlaggedWord* o_words, unsigned flag) {
   constexpr int kChunks = kGroup * kHeadDim / kChunk;
   const int rows = b.a.hidden / kClusterBlocks;
-  float* out = b.a.o_partial + int64_t{b.g()} * b.a.hidden + b.rank * rows;
+  FlaggedWord* out = o_words + int64_t{b.g()} * b.a.hidden + b.rank * rows;
   const uint4* input = reinterpret_cast<const uint4*>(s.attention);
   // Rows of group * head_dim bf16: a multiple of 128 bytes apart.
   mma_rows<true>(reinterpret_cast<const uint4*>(b.y), kChunks, rows, kChunks, input, s.mma_partial,
-                 [&](int r, float sum) { out[r] = sum; });
+                 [&](int r, float sum) { store_flagged(out + r, sum, flag); });
 }
 
-// The sum over parts of partial[p * hidden + i], in ascending p; the loads of up to kPartsAtOnce parts go out at once.
+// The sum over parts of words[p * hidden + i] once each carries `flag`, in ascending p; the loads of up to
+// kPartsAtOnce parts go out at once, and those not yet written are loaded again after a short sleep (the blocks that
+// wait longest, those without attention, then load less often while the others attend).
 constexpr int kPartsAtOnce = 16;
-__device__ __forceinline__ float sum_of_parts(const float* partial, int parts, int hidden, int i) {
+__device__ __forceinline__ float sum_of_parts(const FlaggedWord* words, int parts, int hidden, int i, unsigned flag) {
   float sum = 0.0f;
   for (int first = 0; first < parts; first += kPartsAtOnce) {
-    float value[kPartsAtOnce];
+    FlaggedWord word[kPartsAtOnce];
 #pragma unroll
     for (int p = 0; p < kPartsAtOnce; ++p)
-      value[p] = first + p < parts ? partial[int64_t{first + p} * hidden + i] : 0.0f;
+      if (first + p < parts) word[p] = load_flagged(words + int64_t{first + p} * hidden + i);
+    for (;;) {
+      bool written = true;
+#pragma unroll
+      for (int p = 0; p < kPartsAtOnce; ++p)
+        if (first + p < parts && flag_of(word[p]) != flag) written = false;
+      if (written) break;
+      __nanosleep(100);
+#pragma unroll
+      for (int p = 0; p < kPartsAtOnce; ++p)
+        if (first + p < parts && flag_of(word[p]) != flag) word[p] = load_flagged(words + int64_t{first + p} * hidden + i);
+    }
 #pragma unroll
     for (int p = 0; p < kPartsAtOnce; ++p)
-      if (first + p < parts) sum += value[p];
+      if (first + p < parts) sum += value_of(word[p]);
   }
   return sum;
 }
@@ -637,12 +668,12 @@ __device__ __forceinline__ float sum_of_parts(const float* partial, int parts, i
 // kernel's 169 KB), and the 0.6B shape decodes about 2% faster so on one H200 (bench/RESULTS.md); other phases out of
 // line as well made it slower.
 template <int kGroup>
-__device__ __noinline__ void add_partials(const Block<kGroup>& b, const float* partial, int parts, bf16* h,
-                                          GroupScratch<kGroup>& s, cg::cluster_group& cluster) {
+__device__ __noinline__ void add_partials(const Block<kGroup>& b, const FlaggedWord* words, int parts, unsigned flag,
+                                          bf16* h, GroupScratch<kGroup>& s, cg::cluster_group& cluster) {
   const int columns = b.a.hidden / kClusterBlocks;  // a multiple of 8 (dense_decode_layers_clustered_fits)
   for (int c = threadIdx.x; c < columns; c += kThreads) {
     const int i = b.rank * columns + c;
-    const float sum = sum_of_parts(partial, parts, b.a.hidden, i);
+    const float sum = sum_of_parts(words, parts, b.a.hidden, i, flag);
     h[i] = __float2bfloat16_rn(__bfloat162float(h[i]) + sum);
   }
   // column_squares' syncs also order the writes above before the push.
@@ -652,9 +683,10 @@ __device__ __noinline__ void add_partials(const Block<kGroup>& b, const float* p
 }
 
 // The cluster's eight contributions to down_proj, summed in rank order (their loads at once), for the block's eighth
-// of the columns, into the cluster's row of mlp_partial.
+// of the columns, into the cluster's row of the layer's flagged down sums.
 template <int kGroup>
-__device__ void cluster_down_sum(const Block<kGroup>& b, float* down_partial, cg::cluster_group& cluster) {
+__device__ void cluster_down_sum(const Block<kGroup>& b, float* down_partial, FlaggedWord* mlp_words, unsigned flag,
+                                 cg::cluster_group& cluster) {
   const int columns = b.a.hidden / kClusterBlocks;
   for (int c = threadIdx.x; c < columns; c += kThreads) {
     const int i = b.rank * columns + c;
@@ -664,7 +696,7 @@ __device__ void cluster_down_sum(const Block<kGroup>& b, float* down_partial, cg
     float sum = 0.0f;
 #pragma unroll
     for (int r = 0; r < kClusterBlocks; ++r) sum += value[r];
-    b.a.mlp_partial[int64_t{b.cluster_id} * b.a.hidden + i] = sum;
+    store_flagged(mlp_words + int64_t{b.cluster_id} * b.a.hidden + i, sum, flag);
   }
 }
 
@@ -693,6 +725,15 @@ __device__ void down_phase(const Block<kGroup>& b, GroupScratch<kGroup>& s, floa
   mma_rows<false>(reinterpret_cast<const uint4*>(b.y), chunks, b.a.hidden, chunks,
                   reinterpret_cast<const uint4*>(s.act), s.mma_partial,
                   [&](int r, float sum) { down_partial[r] = sum; });
+}
+
+// The block's exit: the last block out counts the launch (the next launch's flags) and sets the count of blocks back
+// to zero. The next launch reads the counts once this one has ended (griddepcontrol.wait, or the stream's order).
+__device__ __forceinline__ void count_launch_exit(unsigned* launches) {
+  if (threadIdx.x == 0 && atomicAdd(&launches[0], 1u) == gridDim.x - 1) {
+    launches[0] = 0;
+    launches[1] += 1;
+  }
 }
 
 template <int kGroup>
@@ -728,6 +769,7 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
   }
   let_next_kernel_launch();
   wait_for_previous_kernel();
+  const unsigned launch = load_relaxed(a.launches + 1);  // counted by the launch before, which has ended
   b.step = StepRows{a.write_rows[0], a.cache_rows[0], a.cache_rows[1]};
   for (int i = threadIdx.x; i < a.hidden; i += kThreads) h[i] = a.h[i];
   for (int i = threadIdx.x; i < kHeadDim; i += kThreads) {  // written by the kernel before (the rope tables)
@@ -746,11 +788,13 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
   cluster.sync();  // every block of the cluster has started before any writes into another's shared memory
 
   uint32_t x_phase = 0, y_phase = 0;
-  unsigned target = 0;
   Gains input_gains = load_gains(a.layer[0].input_norm, a.hidden);
   for (int layer = 0; layer < a.layers; ++layer) {
     const DecodeLayerPointers& l = a.layer[layer];
     const bool more = layer + 1 < a.layers;
+    FlaggedWord* o_words = exchange_words(a.o_partial, a.hkv, a.hidden, layer);
+    FlaggedWord* mlp_words = exchange_words(a.mlp_partial, clusters, a.hidden, layer);
+    const unsigned o_flag = exchange_flag(launch, layer, kOProjSums), mlp_flag = exchange_flag(launch, layer, kDownSums);
     const Gains post_gains = load_gains(l.post_norm, a.hidden);
     if (attends) {
       prefetch_keys(b, l);
@@ -768,12 +812,11 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
       cluster.sync();
       merge_blocks(b, s, cluster);
       mbarrier_wait(&y_loaded, y_phase++ & 1u);
-      o_proj_phase(b, s);
+      o_proj_phase(b, s, o_words, o_flag);
+      __syncthreads();
+      if (threadIdx.x == 0) b.queue_down(layer);  // y is read
     }
-    grid_arrive(a.barrier, target);
-    if (attends && threadIdx.x == 0) b.queue_down(layer);  // y is read: the block has passed grid_arrive's sync
-    grid_wait(a.barrier, target);
-    add_partials(b, a.o_partial, a.hkv, h, s, cluster);
+    add_partials(b, o_words, a.hkv, o_flag, h, s, cluster);
     cluster.sync();
 
     normalise(h, post_gains, l.post_eps, a.hidden, xn, s);
@@ -786,14 +829,13 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
     __syncthreads();
     if (threadIdx.x == 0 && more) attends ? b.queue_o_proj(layer + 1) : b.queue_down(layer + 1);
     cluster.sync();
-    cluster_down_sum(b, down_partial, cluster);
-    grid_sync(a.barrier, target);
-    add_partials(b, a.mlp_partial, clusters, h, s, cluster);
+    cluster_down_sum(b, down_partial, mlp_words, mlp_flag, cluster);
+    add_partials(b, mlp_words, clusters, mlp_flag, h, s, cluster);
     cluster.sync();
   }
   if (blockIdx.x == 0)
     for (int i = threadIdx.x; i < a.hidden; i += kThreads) a.h[i] = h[i];
-  grid_sync_exit(a.barrier, target);
+  count_launch_exit(a.launches);
 }
 
 using ClusterKernel = void (*)(ClusterArgs);
@@ -902,10 +944,25 @@ CUtensorMap down_map(const Tensor& down, int64_t hidden, int64_t intermediate, i
                          {static_cast<uint32_t>(columns), kRowsPerGroup, static_cast<uint32_t>(groups)});
 }
 
-// The grid barrier's counter (decode_layer_run.cuh's zeroed_device_counters).
-unsigned* barrier_counter() {
-  static unsigned* counter = nullptr;
-  return zeroed_device_counters(counter, 1);
+// The kernel's two launch counters (ClusterArgs::launches; decode_layer_run.cuh's zeroed_device_counters).
+unsigned* launch_counters() {
+  static unsigned* counters = nullptr;
+  return zeroed_device_counters(counters, 2);
+}
+
+// The flagged words of the partial sums, zero at first and written only by this kernel, so that a word that carries
+// a launch's flag was written in that launch: [2, hkv, hidden] of o_proj's sums, then [2, clusters, hidden] of
+// down_proj's, for any plan (hkv <= clusters <= the SMs / 8, hidden <= kMaxHidden).
+FlaggedWord* exchange_buffer() {
+  static unsigned* words = nullptr;
+  if (words == nullptr) {
+    int device = 0, sms = 0;
+    VEOMNI_CUDA_CHECK(cudaGetDevice(&device));
+    VEOMNI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    const size_t count = size_t{2} * 2 * (sms / kClusterBlocks) * kMaxHidden;
+    zeroed_device_counters(words, count * sizeof(FlaggedWord) / sizeof(unsigned));
+  }
+  return reinterpret_cast<FlaggedWord*>(words);
 }
 
 }  // namespace
@@ -926,7 +983,7 @@ bool dense_decode_layers_clustered_fits(const std::vector<DenseDecodeLayer>& lay
     return false;
   if (!uniform_bf16_layers(layers, k_caches, v_caches, h)) return false;
   if (!plan_for(hidden, hq, hkv, first.gate_up.dim(0) / 2) || !tensor_maps_available()) return false;
-  return barrier_counter() != nullptr;
+  return launch_counters() != nullptr && exchange_buffer() != nullptr;
 }
 
 void dense_decode_layers_clustered(const std::vector<DenseDecodeLayer>& layers, const Tensor& cos, const Tensor& sin,
@@ -936,17 +993,16 @@ void dense_decode_layers_clustered(const std::vector<DenseDecodeLayer>& layers, 
   const int64_t hidden = h.dim(1), hq = first.q_heads, hkv = first.kv_heads, inter = first.gate_up.dim(0) / 2;
   const std::optional<ClusterPlan> plan = plan_for(hidden, hq, hkv, inter);
   VEOMNI_CHECK(plan.has_value(), "dense_decode_layers: no clustered-kernel plan for these shapes");
-  unsigned* counter = barrier_counter();
-  VEOMNI_CHECK(counter != nullptr, "dense_decode_layers: the kernel's counter was first needed inside a capture");
-  const int clusters = plan->blocks / kClusterBlocks;
-  Tensor o_partial = Tensor::empty({hkv, hidden}, DType::F32, h.device());
-  Tensor mlp_partial = Tensor::empty({clusters, hidden}, DType::F32, h.device());
+  unsigned* counters = launch_counters();
+  VEOMNI_CHECK(counters != nullptr, "dense_decode_layers: the kernel's counters were first needed inside a capture");
+  FlaggedWord* words = exchange_buffer();
+  VEOMNI_CHECK(words != nullptr, "dense_decode_layers: the kernel's words were first needed inside a capture");
 
   ClusterArgs args{};
   args.h = data_of<bf16>(h);
-  args.o_partial = data_of<float>(o_partial);
-  args.mlp_partial = data_of<float>(mlp_partial);
-  args.barrier = counter;
+  args.o_partial = words;
+  args.mlp_partial = words + 2 * hkv * hidden;
+  args.launches = counters;
   args.cos = data_of<const float>(cos);
   args.sin = data_of<const float>(sin);
   args.write_rows = data_of<const int32_t>(write_rows);
