@@ -291,7 +291,7 @@ TEST_F(CudaDecodeLayer, ClusteredKernelRowOutsideTheCacheIsNan) {
   expect_clustered_close_to_ops(kQwen3_0p6b, 0, 64);
 }
 
-// 35 layers: two launches, one after the other on the same barrier counter.
+// 35 layers: two launches, one after the other on the same launch counters and flagged words.
 TEST_F(CudaDecodeLayer, ClusteredKernelRunLongerThanOneLaunchIsCloseToTheOps) {
   expect_clustered_close_to_ops(LayerShape{128, 4, 2, 128, 256}, 20, 24, 35);
 }
@@ -347,6 +347,39 @@ TEST_F(CudaDecodeLayer, ClusteredKernelLaunchedEarlyAndGraphedGivesItsSerialBits
   ASSERT_TRUE(ops::cuda::dense_decode_layers_clustered_fits(layers, serial_k, serial_v, serial));
   launch(serial, serial_k, serial_v);
   expect_graph_replays_give(launch, layers.size(), h0, cache0, serial, serial_k, serial_v);
+}
+
+// Launch after launch through the same flagged words, with two inputs and two layer counts in turn: each launch gives
+// the bits of its inputs' first launch, so no block ever took a sum left by the launch before (the other inputs') for
+// one of its own.
+TEST_F(CudaDecodeLayer, ClusteredKernelLaunchAfterLaunchTakesOnlyItsOwnSums) {
+  std::mt19937 rng(21);
+  std::vector<ops::DenseDecodeLayer> layers;
+  for (int i = 0; i < 3; ++i) layers.push_back(random_layer(kQwen3_0p6b, rng));
+  const int64_t capacity = 96;
+  const Step step = random_step({77}, capacity, kQwen3_0p6b.head_dim, rng);
+  const Tensor h0 = to_gpu(random_f32({1, kQwen3_0p6b.hidden}, rng), DType::BF16);
+  const Tensor h1 = to_gpu(random_f32({1, kQwen3_0p6b.hidden}, rng), DType::BF16);
+  const Tensor cache0 = to_gpu(random_f32({1, capacity, kQwen3_0p6b.kv_heads, 128}, rng), DType::BF16);
+  auto run = [&](const Tensor& start, size_t count) {
+    const std::vector<ops::DenseDecodeLayer> run_layers(layers.begin(), layers.begin() + static_cast<int64_t>(count));
+    Tensor h = start.clone();
+    std::vector<Tensor> k_caches = copies(cache0, count), v_caches = copies(cache0, count);
+    ops::cuda::dense_decode_layers_clustered(run_layers, step.cos, step.sin, step.write_rows, step.cache_rows, k_caches,
+                                             v_caches, h);
+    return h;
+  };
+  {
+    std::vector<Tensor> caches = copies(cache0, layers.size());
+    Tensor h = h0.clone();
+    ASSERT_TRUE(ops::cuda::dense_decode_layers_clustered_fits(layers, caches, caches, h));
+  }
+  const Tensor want0 = run(h0, 3), want1 = run(h1, 2);
+  ASSERT_FALSE(bitwise_equal(want0, want1));
+  for (int round = 0; round < 20; ++round) {
+    EXPECT_TRUE(bitwise_equal(run(h0, 3), want0)) << "round " << round;
+    EXPECT_TRUE(bitwise_equal(run(h1, 2), want1)) << "round " << round;
+  }
 }
 
 }  // namespace
