@@ -637,6 +637,7 @@ __device__ void o_proj_phase(const Block<kGroup>& b, GroupScratch<kGroup>& s, Fl
 // kPartsAtOnce parts go out at once, and those not yet written are loaded again after a short sleep (the blocks that
 // wait longest, those without attention, then load less often while the others attend).
 constexpr int kPartsAtOnce = 16;
+constexpr int kMostPolls = 1 << 24;  // at 100 ns or more apart: seconds
 __device__ __forceinline__ float sum_of_parts(const FlaggedWord* words, int parts, int hidden, int i, unsigned flag) {
   float sum = 0.0f;
   for (int first = 0; first < parts; first += kPartsAtOnce) {
@@ -644,12 +645,15 @@ __device__ __forceinline__ float sum_of_parts(const FlaggedWord* words, int part
 #pragma unroll
     for (int p = 0; p < kPartsAtOnce; ++p)
       if (first + p < parts) word[p] = load_flagged(words + int64_t{first + p} * hidden + i);
-    for (;;) {
+    for (int polls = 0;; ++polls) {
       bool written = true;
 #pragma unroll
       for (int p = 0; p < kPartsAtOnce; ++p)
         if (first + p < parts && flag_of(word[p]) != flag) written = false;
       if (written) break;
+      // A sum still missing after seconds will never come (a block that is not resident, or a flag gone wrong): the
+      // launch fails with an error instead of hanging.
+      if (polls == kMostPolls) __trap();
       __nanosleep(100);
 #pragma unroll
       for (int p = 0; p < kPartsAtOnce; ++p)
