@@ -1,8 +1,8 @@
 // A run of dense decoder layers' batch-1 decode step as one persistent kernel of thread-block clusters, without a
 // grid-wide barrier (kernels/cuda/decode_layer.cu's kernel has five a layer). Each kv head g has a cluster of eight
 // blocks that computes its q/k/v columns, its attention and its share of o_proj without leaving the cluster:
-//   q/k/v GEMM: block c of cluster g computes an eighth of the head group's q, k and v columns and writes them into
-//     every block of the cluster (distributed shared memory); cluster barrier;
+//   q/k/v GEMM: block c of cluster g computes an eighth of the head group's q, k and v columns and stores them into
+//     every block of the cluster (distributed shared memory, completing on the receiver's mbarrier);
 //   attention: every block normalises and rotates the group's query heads and the new key, then attends over an
 //     eighth of the cache; its partial sums are merged by every block from the others' shared memory; cluster barrier
 //     in between;
@@ -32,6 +32,7 @@
 #include <tuple>
 
 #include "kernels/cuda/bulk_copy.cuh"
+#include "kernels/cuda/cluster_stores.cuh"
 #include "kernels/cuda/decode_layer_run.cuh"
 #include "kernels/cuda/flagged_words.cuh"
 #include "kernels/cuda/dependent_launch.cuh"
@@ -355,9 +356,11 @@ __device__ __forceinline__ void push_to_cluster(const void* local, int bytes, in
   }
 }
 
-// The block's q/k/v columns, written into every block of the cluster.
+// The block's q/k/v columns, stored into every block of the cluster; each receiver's qkv_in phase completes with the
+// other seven blocks' bytes (kQkvBytesIn).
 template <int kGroup>
-__device__ void qkv_phase(const Block<kGroup>& b, const bf16* xn, GroupScratch<kGroup>& s, cg::cluster_group& cluster) {
+__device__ void qkv_phase(const Block<kGroup>& b, const bf16* xn, GroupScratch<kGroup>& s, uint64_t* qkv_in,
+                          cg::cluster_group& cluster) {
   constexpr int kRows = (kGroup + 2) * kHeadDim / kClusterBlocks;
   static_assert(kRows * sizeof(bf16) % 16 == 0, "a block's q/k/v columns are whole 16-byte pieces");
   const int chunks = b.a.hidden / kChunk;
@@ -365,8 +368,17 @@ __device__ void qkv_phase(const Block<kGroup>& b, const bf16* xn, GroupScratch<k
   mma_rows<true>(reinterpret_cast<const uint4*>(b.x), chunks, kRows, chunks, reinterpret_cast<const uint4*>(xn),
                  s.mma_partial, [&](int r, float sum) { s.qkv[b.rank * kRows + r] = __float2bfloat16_rn(sum); });
   __syncthreads();
-  push_to_cluster(s.qkv + b.rank * kRows, kRows * sizeof(bf16), b.rank, cluster);
+  constexpr int kPieces = kRows * sizeof(bf16) / 16;
+  const uint4* own = reinterpret_cast<const uint4*>(s.qkv + b.rank * kRows);
+  for (int t = threadIdx.x; t < (kClusterBlocks - 1) * kPieces; t += kThreads) {
+    const int other = t / kPieces;
+    store_to_cluster_block(own + t % kPieces, qkv_in, other < b.rank ? other : other + 1, cluster);
+  }
 }
+
+// The bytes of the other seven blocks' q/k/v columns that complete a block's qkv_in phase.
+template <int kGroup>
+constexpr uint32_t kQkvBytesIn = (kClusterBlocks - 1) * (kGroup + 2) * kHeadDim / kClusterBlocks * sizeof(bf16);
 
 // Threads of the first warp: the layer's q and k norm gains into qk_gains through async copies, ahead of
 // prepare_heads (which reads them after cp.async.wait_all and a barrier), so that their loads are off its path.
@@ -743,7 +755,7 @@ __device__ __forceinline__ void count_launch_exit(unsigned* launches) {
 template <int kGroup>
 __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __grid_constant__ ClusterArgs a) {
   extern __shared__ __align__(128) unsigned char shared[];
-  __shared__ uint64_t x_loaded, y_loaded;
+  __shared__ uint64_t x_loaded, y_loaded, qkv_in;
   cg::cluster_group cluster = cg::this_cluster();
   Block<kGroup> b{a,
                   shared,
@@ -764,6 +776,7 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
   if (threadIdx.x == 0) {
     mbarrier_init(&x_loaded);
     mbarrier_init(&y_loaded);
+    mbarrier_init(&qkv_in);
   }
   __syncthreads();
   // The weights are not written by the kernels before: their copies start before waiting for those.
@@ -791,7 +804,7 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
   }
   cluster.sync();  // every block of the cluster has started before any writes into another's shared memory
 
-  uint32_t x_phase = 0, y_phase = 0;
+  uint32_t x_phase = 0, y_phase = 0, qkv_phase_count = 0;
   Gains input_gains = load_gains(a.layer[0].input_norm, a.hidden);
   for (int layer = 0; layer < a.layers; ++layer) {
     const DecodeLayerPointers& l = a.layer[layer];
@@ -803,14 +816,17 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
     if (attends) {
       prefetch_keys(b, l);
       queue_qk_gains(l, s);
+      // The phase that the other blocks' q/k/v columns complete (their stores may land before this arrival).
+      if (threadIdx.x == 0) mbarrier_expect_bytes(&qkv_in, kQkvBytesIn<kGroup>);
       normalise(h, input_gains, l.input_eps, a.hidden, xn, s);
       mbarrier_wait(&x_loaded, x_phase++ & 1u);
-      qkv_phase(b, xn, s, cluster);
+      qkv_phase(b, xn, s, &qkv_in, cluster);
       const KeyBatch first_keys = first_key_batch(b, l);  // in flight over the barrier and the q/k norms
       __syncthreads();
       if (threadIdx.x == 0) b.queue_gate_up(layer);
-      wait_async_copies();  // the q/k gains, landed long since; the cluster barrier publishes them to the block
-      cluster.sync();
+      wait_async_copies();  // the q/k gains, landed long since; the block barrier publishes them to the block
+      __syncthreads();
+      mbarrier_wait_cluster(&qkv_in, qkv_phase_count++ & 1u);
       prepare_heads(b, l, s);
       attend(b, l, s, first_keys);
       cluster.sync();

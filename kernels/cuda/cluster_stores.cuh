@@ -1,0 +1,44 @@
+// Stores into another block's shared memory that complete on that block's mbarrier (st.async, Hopper clusters): the
+// receiver waits for the bytes it expects instead of a cluster barrier, whose arrive in every warp is a GPU-scope
+// memory barrier (bench/RESULTS.md, "where its warps wait").
+#pragma once
+#include <cooperative_groups.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/bulk_copy.cuh"
+
+namespace veomni::ops::cuda {
+
+// 16 bytes of the block's shared memory at `local` to the same place in block `rank` of the cluster, completing
+// 16 bytes of that block's `barrier` phase (the barrier at the same place as the local `barrier`).
+__device__ __forceinline__ void store_to_cluster_block(const uint4* local, uint64_t* barrier, int rank,
+                                                       cooperative_groups::cluster_group& cluster) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const uint4 value = *local;
+  const uint32_t to = shared_address(cluster.map_shared_rank(const_cast<uint4*>(local), rank));
+  const uint32_t remote_barrier = shared_address(cluster.map_shared_rank(barrier, rank));
+  asm volatile(
+      "st.async.weak.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(to),
+      "r"(value.x), "r"(value.y), "r"(value.z), "r"(value.w), "r"(remote_barrier)
+      : "memory");
+#endif
+}
+
+// Waits for the barrier's phase of this parity with acquire semantics at cluster scope: the bytes the other blocks
+// stored into this block's shared memory (store_to_cluster_block) are visible after it.
+__device__ __forceinline__ void mbarrier_wait_cluster(uint64_t* barrier, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; "
+        "selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(shared_address(barrier)), "r"(parity)
+        : "memory");
+  }
+#endif
+}
+
+}  // namespace veomni::ops::cuda
