@@ -25,6 +25,19 @@ __device__ __forceinline__ void store_to_cluster_block(const uint4* local, uint6
 #endif
 }
 
+// A float into `place` (this block's shared memory) in block `rank` of the cluster, completing 4 bytes of that
+// block's `barrier` phase.
+__device__ __forceinline__ void store_to_cluster_block(float value, float* place, uint64_t* barrier, int rank,
+                                                       cooperative_groups::cluster_group& cluster) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const uint32_t to = shared_address(cluster.map_shared_rank(place, rank));
+  const uint32_t remote_barrier = shared_address(cluster.map_shared_rank(barrier, rank));
+  asm volatile("st.async.weak.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(to),
+               "r"(__float_as_uint(value)), "r"(remote_barrier)
+               : "memory");
+#endif
+}
+
 // Waits for the barrier's phase of this parity with acquire semantics at cluster scope: the bytes the other blocks
 // stored into this block's shared memory (store_to_cluster_block) are visible after it.
 __device__ __forceinline__ void mbarrier_wait_cluster(uint64_t* barrier, uint32_t parity) {

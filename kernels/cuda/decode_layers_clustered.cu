@@ -680,12 +680,15 @@ __device__ __forceinline__ float sum_of_parts(const FlaggedWord* words, int part
 
 // h[i] = h[i] + the parts' partial sums of column i, for the block's eighth of the columns, into every block of the
 // cluster, with their sum of squares into every block's norm_part (the next norm's statistics): each cluster computes
-// the same values in the same order. Not inlined: its two calls a layer share one copy of its code (11 KB of the
-// kernel's 169 KB), and the 0.6B shape decodes about 2% faster so on one H200 (bench/RESULTS.md); other phases out of
-// line as well made it slower.
+// the same values in the same order. Without `stored_in` they go out as plain remote stores, for a cluster barrier to
+// publish; with it as stores that complete on the receivers' stored_in (kAddedBytesIn bytes a phase), and the block's
+// own share is published to the block before it returns. Not inlined: its two calls a layer share one copy of its
+// code (11 KB of the kernel's 169 KB), and the 0.6B shape decodes about 2% faster so on one H200 (bench/RESULTS.md);
+// other phases out of line as well made it slower.
 template <int kGroup>
 __device__ __noinline__ void add_partials(const Block<kGroup>& b, const FlaggedWord* words, int parts, unsigned flag,
-                                          bf16* h, GroupScratch<kGroup>& s, cg::cluster_group& cluster) {
+                                          bf16* h, GroupScratch<kGroup>& s, cg::cluster_group& cluster,
+                                          uint64_t* stored_in = nullptr) {
   const int columns = b.a.hidden / kClusterBlocks;  // a multiple of 8 (dense_decode_layers_clustered_fits)
   for (int c = threadIdx.x; c < columns; c += kThreads) {
     const int i = b.rank * columns + c;
@@ -694,8 +697,29 @@ __device__ __noinline__ void add_partials(const Block<kGroup>& b, const FlaggedW
   }
   // column_squares' syncs also order the writes above before the push.
   const float squares = column_squares(h, b.rank * columns, columns, s);
-  if (threadIdx.x < kClusterBlocks) *cluster.map_shared_rank(&s.norm_part[b.rank], threadIdx.x) = squares;
-  push_to_cluster(h + b.rank * columns, columns * static_cast<int>(sizeof(bf16)), b.rank, cluster);
+  if (stored_in == nullptr) {
+    if (threadIdx.x < kClusterBlocks) *cluster.map_shared_rank(&s.norm_part[b.rank], threadIdx.x) = squares;
+    push_to_cluster(h + b.rank * columns, columns * static_cast<int>(sizeof(bf16)), b.rank, cluster);
+    return;
+  }
+  const int pieces = columns * static_cast<int>(sizeof(bf16)) / 16;
+  const uint4* own = reinterpret_cast<const uint4*>(h + b.rank * columns);
+  for (int t = threadIdx.x; t < (kClusterBlocks - 1) * (pieces + 1); t += kThreads) {
+    const int other = t / (pieces + 1), piece = t % (pieces + 1);
+    const int rank = other < b.rank ? other : other + 1;
+    if (piece < pieces)
+      store_to_cluster_block(own + piece, stored_in, rank, cluster);
+    else
+      store_to_cluster_block(squares, &s.norm_part[b.rank], stored_in, rank, cluster);
+  }
+  if (threadIdx.x == 0) s.norm_part[b.rank] = squares;
+  __syncthreads();
+}
+
+// The bytes of the other seven blocks' columns of h and sums of squares that complete a block's phase of add_partials'
+// stored_in.
+__device__ __forceinline__ uint32_t added_bytes_in(int hidden) {
+  return (kClusterBlocks - 1) * (hidden / kClusterBlocks * sizeof(bf16) + sizeof(float));
 }
 
 // The cluster's eight contributions to down_proj, summed in rank order (their loads at once), for the block's eighth
@@ -755,7 +779,7 @@ __device__ __forceinline__ void count_launch_exit(unsigned* launches) {
 template <int kGroup>
 __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __grid_constant__ ClusterArgs a) {
   extern __shared__ __align__(128) unsigned char shared[];
-  __shared__ uint64_t x_loaded, y_loaded, qkv_in;
+  __shared__ uint64_t x_loaded, y_loaded, qkv_in, o_sums_in;
   cg::cluster_group cluster = cg::this_cluster();
   Block<kGroup> b{a,
                   shared,
@@ -777,6 +801,7 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
     mbarrier_init(&x_loaded);
     mbarrier_init(&y_loaded);
     mbarrier_init(&qkv_in);
+    mbarrier_init(&o_sums_in);
   }
   __syncthreads();
   // The weights are not written by the kernels before: their copies start before waiting for those.
@@ -804,7 +829,7 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
   }
   cluster.sync();  // every block of the cluster has started before any writes into another's shared memory
 
-  uint32_t x_phase = 0, y_phase = 0, qkv_phase_count = 0;
+  uint32_t x_phase = 0, y_phase = 0, qkv_phase_count = 0, o_sums_phase = 0;
   Gains input_gains = load_gains(a.layer[0].input_norm, a.hidden);
   for (int layer = 0; layer < a.layers; ++layer) {
     const DecodeLayerPointers& l = a.layer[layer];
@@ -836,8 +861,12 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
       __syncthreads();
       if (threadIdx.x == 0) b.queue_down(layer);  // y is read
     }
-    add_partials(b, o_words, a.hkv, o_flag, h, s, cluster);
-    cluster.sync();
+    // The o_proj sums' columns of h come in as stores on o_sums_in, not behind a cluster barrier. The down sums' keep
+    // theirs: a block of a cluster without attention could otherwise store the next layer's columns into a block
+    // before its stores of this layer's have landed there.
+    if (threadIdx.x == 0) mbarrier_expect_bytes(&o_sums_in, added_bytes_in(a.hidden));
+    add_partials(b, o_words, a.hkv, o_flag, h, s, cluster, &o_sums_in);
+    mbarrier_wait_cluster(&o_sums_in, o_sums_phase++ & 1u);
 
     normalise(h, post_gains, l.post_eps, a.hidden, xn, s);
     mbarrier_wait(&x_loaded, x_phase++ & 1u);
