@@ -751,17 +751,39 @@ __device__ __forceinline__ uint32_t added_bytes_in(int hidden) {
   return (kClusterBlocks - 1) * (hidden / kClusterBlocks * sizeof(bf16) + sizeof(float));
 }
 
-// The cluster's eight contributions to down_proj, summed in rank order (their loads at once), for the block's eighth
-// of the columns, into the cluster's row of the layer's flagged down sums.
+// The block's contributions to the other blocks' eighths of down_proj's outputs, stored into their down_in (row
+// `rank`, [kClusterBlocks, hidden / 8]); each receiver's down_in_bar phase completes with the other seven blocks'
+// bytes (down_bytes_in), instead of a cluster barrier before reading them from the blocks' shared memory.
 template <int kGroup>
-__device__ void cluster_down_sum(const Block<kGroup>& b, float* down_partial, FlaggedWord* mlp_words, unsigned flag,
-                                 cg::cluster_group& cluster) {
+__device__ void push_down_partial(const Block<kGroup>& b, const float* down_partial, float* down_in,
+                                  uint64_t* down_in_bar, cg::cluster_group& cluster) {
+  const int columns = b.a.hidden / kClusterBlocks;  // a multiple of 8: whole 16-byte pieces
+  const int pieces = columns * static_cast<int>(sizeof(float)) / 16;
+  for (int t = threadIdx.x; t < (kClusterBlocks - 1) * pieces; t += kThreads) {
+    const int other = t / pieces, piece = t % pieces;
+    const int rank = other < b.rank ? other : other + 1;
+    const uint4 value = reinterpret_cast<const uint4*>(down_partial + rank * columns)[piece];
+    store_to_cluster_block(value, reinterpret_cast<uint4*>(down_in + b.rank * columns) + piece, down_in_bar, rank,
+                           cluster);
+  }
+}
+
+// The bytes of the other seven blocks' contributions that complete a block's down_in_bar phase.
+__device__ __forceinline__ uint32_t down_bytes_in(int hidden) {
+  return (kClusterBlocks - 1) * (hidden / kClusterBlocks * sizeof(float));
+}
+
+// The cluster's eight contributions to down_proj (the block's own and the seven in down_in), summed in rank order,
+// for the block's eighth of the columns, into the cluster's row of the layer's flagged down sums.
+template <int kGroup>
+__device__ void cluster_down_sum(const Block<kGroup>& b, const float* down_partial, const float* down_in,
+                                 FlaggedWord* mlp_words, unsigned flag) {
   const int columns = b.a.hidden / kClusterBlocks;
   for (int c = threadIdx.x; c < columns; c += kThreads) {
     const int i = b.rank * columns + c;
     float value[kClusterBlocks];
 #pragma unroll
-    for (int r = 0; r < kClusterBlocks; ++r) value[r] = cluster.map_shared_rank(down_partial, r)[i];
+    for (int r = 0; r < kClusterBlocks; ++r) value[r] = r == b.rank ? down_partial[i] : down_in[r * columns + c];
     float sum = 0.0f;
 #pragma unroll
     for (int r = 0; r < kClusterBlocks; ++r) sum += value[r];
@@ -808,7 +830,7 @@ __device__ __forceinline__ void count_launch_exit(unsigned* launches) {
 template <int kGroup>
 __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __grid_constant__ ClusterArgs a) {
   extern __shared__ __align__(128) unsigned char shared[];
-  __shared__ uint64_t x_loaded, y_loaded, qkv_in, o_sums_in;
+  __shared__ uint64_t x_loaded, y_loaded, qkv_in, o_sums_in, down_in_bar;
   cg::cluster_group cluster = cg::this_cluster();
   Block<kGroup> b{a,
                   shared,
@@ -823,7 +845,8 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
   bf16* h = reinterpret_cast<bf16*>(scratch);
   bf16* xn = reinterpret_cast<bf16*>(scratch + ((a.hidden * sizeof(bf16) + 15) / 16) * 16);
   float* down_partial = reinterpret_cast<float*>(xn + ((a.hidden + 7) / 8) * 8);
-  auto& s = *reinterpret_cast<GroupScratch<kGroup>*>(down_partial + a.hidden);
+  float* down_in = down_partial + a.hidden;  // the other blocks' contributions to the block's eighth of the outputs
+  auto& s = *reinterpret_cast<GroupScratch<kGroup>*>(down_in + a.hidden);
   const bool attends = b.cluster_id < a.hkv;  // a head group's cluster; the others join from the gate|up phase on
   const int clusters = static_cast<int>(gridDim.x) / kClusterBlocks;
 
@@ -832,6 +855,7 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
     mbarrier_init(&y_loaded);
     mbarrier_init(&qkv_in);
     mbarrier_init(&o_sums_in);
+    mbarrier_init(&down_in_bar);
   }
   __syncthreads();
   // The weights are not written by the kernels before: their copies start before waiting for those.
@@ -859,7 +883,7 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
   }
   cluster.sync();  // every block of the cluster has started before any writes into another's shared memory
 
-  uint32_t x_phase = 0, y_phase = 0, qkv_phase_count = 0, o_sums_phase = 0;
+  uint32_t x_phase = 0, y_phase = 0, qkv_phase_count = 0, o_sums_phase = 0, down_in_phase = 0;
   Gains input_gains = load_gains(a.layer[0].input_norm, a.hidden);
   for (int layer = 0; layer < a.layers; ++layer) {
     const DecodeLayerPointers& l = a.layer[layer];
@@ -907,8 +931,11 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
     if (more) input_gains = load_gains(a.layer[layer + 1].input_norm, a.hidden);
     __syncthreads();
     if (threadIdx.x == 0 && more) attends ? b.queue_o_proj(layer + 1) : b.queue_down(layer + 1);
-    cluster.sync();
-    cluster_down_sum(b, down_partial, mlp_words, mlp_flag, cluster);
+    if (threadIdx.x == 0) mbarrier_expect_bytes(&down_in_bar, down_bytes_in(a.hidden));
+    // down_in is free: every block of the cluster summed the layer before's before the cluster barrier below.
+    push_down_partial(b, down_partial, down_in, &down_in_bar, cluster);
+    mbarrier_wait_cluster(&down_in_bar, down_in_phase++ & 1u);
+    cluster_down_sum(b, down_partial, down_in, mlp_words, mlp_flag);
     add_partials(b, mlp_words, clusters, mlp_flag, h, s, cluster);
     cluster.sync();
   }
@@ -961,7 +988,7 @@ std::optional<ClusterPlan> make_plan(int64_t hidden, int64_t hq, int64_t hkv, in
   VEOMNI_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
   const int64_t bf = sizeof(bf16);
   const int64_t scratch =
-      2 * ceil_div(hidden * bf, 16) * 16 + hidden * 4 + static_cast<int64_t>(group_scratch_bytes(group));
+      2 * ceil_div(hidden * bf, 16) * 16 + 2 * hidden * 4 + static_cast<int64_t>(group_scratch_bytes(group));
   for (int64_t clusters = sms / kClusterBlocks; clusters >= hkv; --clusters) {
     const int64_t blocks = clusters * kClusterBlocks;
     const int64_t widest = ceil_div(intermediate / kChunk, blocks) * kChunk;
