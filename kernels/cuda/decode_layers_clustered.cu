@@ -320,6 +320,54 @@ __device__ __forceinline__ float2 mma_tile(const uint4* rows, int64_t row_chunks
   return odd ? float2{d[1], d[3]} : float2{d[0], d[2]};
 }
 
+// Four 8x8 matrices of bf16 from shared memory, one 16-byte row an address, in mma fragment order (ldmatrix.x4):
+// lane l gives the address of row l % 8 of matrix l / 8; r[j] holds lane (g, q)'s elements 2q, 2q + 1 of row g of
+// matrix j. ldmatrix_x2 takes two matrices (the addresses of lanes 0-15).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(row))));
+#endif
+}
+
+__device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], const void* row) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(row))));
+#endif
+}
+
+// mma_tile for rows a multiple of 128 bytes apart and whole groups of 8 chunks [group_begin, group_end): the rows'
+// fragments come straight from ldmatrix (no register moves, no guards), and each of the tile's 8 row pairs (rows g
+// and g + 8) reads its chunks in its own order, chunk ((2m + h) ^ g) of a group for half h of the group's mma m, so
+// that the 8 rows of every ldmatrix matrix read 8 different 16-byte columns of the banks. B's column g holds x in
+// row pair g's order, so D[g][g] and D[g + 8][g] are the rows' sums: returned in the lanes with lane % 4 == g / 2
+// (the others return values of no row). Checked against a plain dot product in an emulation of the fragments.
+__device__ __forceinline__ float2 mma_tile_swizzled(const uint4* rows, int64_t row_chunks, int n, int tile,
+                                                    int group_begin, int group_end, const uint4* x, int lane) {
+  const int j = lane / 8, i = lane % 8;  // the matrix whose row i this lane addresses
+  // A: matrices 0 and 2 hold the tile's rows 0-7, 1 and 3 its rows 8-15; 0 and 1 a mma's first 8 elements.
+  const uint4* row = rows + min(tile * 16 + (j & 1) * 8 + i, n - 1) * row_chunks;
+  const int a_order = (j >> 1) ^ i;
+  // B: matrix 0 the first 8 elements, 1 the last 8, row i B's column i (lanes 16-31 repeat lanes 0-15).
+  const int b_order = (j & 1) ^ i;
+  float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int group = group_begin; group < group_end; ++group) {
+    const uint4* row_group = row + group * 8;
+    const uint4* x_group = x + group * 8;
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      uint32_t a[4], b[2];
+      ldmatrix_x4(a, row_group + ((2 * m) ^ a_order));
+      ldmatrix_x2(b, x_group + ((2 * m) ^ b_order));
+      mma_16816(d, a[0], a[1], a[2], a[3], b[0], b[1]);
+    }
+  }
+  return (lane / 4) % 2 == 1 ? float2{d[1], d[3]} : float2{d[0], d[2]};
+}
+
 // The steps of 4 chunks that cover k_chunks (in pairs with kPairedRows: step s ^ 1 must exist for every step s).
 template <bool kPairedRows>
 __device__ __forceinline__ int mma_steps(int k_chunks) {
@@ -335,20 +383,27 @@ __device__ void mma_rows(const uint4* rows, int64_t row_chunks, int n, int k_chu
                          float (*partial)[16], Emit&& emit) {
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   if (n == 0) return;
-  const int tiles = (n + 15) / 16, steps = mma_steps<kPairedRows>(k_chunks);
+  // Whole groups of 8 chunks over rows a multiple of 128 bytes apart take mma_tile_swizzled, in groups; the rest
+  // mma_tile, in steps of 4 chunks.
+  const bool swizzled = kPairedRows && k_chunks % 8 == 0;
+  const int tiles = (n + 15) / 16, steps = swizzled ? k_chunks / 8 : mma_steps<kPairedRows>(k_chunks);
+  const bool holds = swizzled ? lane % 4 == lane / 8 : lane % 4 == 0;  // the lane holds its rows' sums
+  auto tile_sums = [&](int t, int begin, int end) {
+    return swizzled ? mma_tile_swizzled(rows, row_chunks, n, t, begin, end, x, lane)
+                    : mma_tile<kPairedRows>(rows, row_chunks, n, t, k_chunks, begin, end, x, lane);
+  };
   if (tiles >= kWarps) {
     // Two tiles at once, both summed before either is emitted: the second tile's loads need not wait for the first
     // tile's stores (emit writes shared memory, which the compiler cannot tell from the rows).
     auto emit_tile = [&](int t, float2 sums) {
       const int r = t * 16 + lane / 4;
-      if (lane % 4 == 0 && r < n) emit(r, sums.x);
-      if (lane % 4 == 0 && r + 8 < n) emit(r + 8, sums.y);
+      if (holds && r < n) emit(r, sums.x);
+      if (holds && r + 8 < n) emit(r + 8, sums.y);
     };
     for (int t = warp; t < tiles; t += 2 * kWarps) {
       const int next = t + kWarps;
-      const float2 first = mma_tile<kPairedRows>(rows, row_chunks, n, t, k_chunks, 0, steps, x, lane);
-      const float2 second =
-          next < tiles ? mma_tile<kPairedRows>(rows, row_chunks, n, next, k_chunks, 0, steps, x, lane) : float2{};
+      const float2 first = tile_sums(t, 0, steps);
+      const float2 second = next < tiles ? tile_sums(next, 0, steps) : float2{};
       emit_tile(t, first);
       if (next < tiles) emit_tile(next, second);
     }
@@ -356,10 +411,8 @@ __device__ void mma_rows(const uint4* rows, int64_t row_chunks, int n, int k_chu
   }
   const int splits = kWarps / tiles, split = warp / tiles, per = (steps + splits - 1) / splits;
   float2 sums{0.0f, 0.0f};
-  if (split < splits)
-    sums = mma_tile<kPairedRows>(rows, row_chunks, n, warp % tiles, k_chunks, split * per,
-                                 min(steps, (split + 1) * per), x, lane);
-  if (lane % 4 == 0) {
+  if (split < splits) sums = tile_sums(warp % tiles, split * per, min(steps, (split + 1) * per));
+  if (holds) {
     partial[warp][lane / 4] = sums.x;
     partial[warp][lane / 4 + 8] = sums.y;
   }
