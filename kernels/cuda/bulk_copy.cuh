@@ -55,16 +55,27 @@ __device__ __forceinline__ void tensor_copy_to_shared(void* dst, const CUtensorM
 #endif
 }
 
-// Waits until the barrier's phase of this parity (0 for its first phase, 1 for the second, ...) has completed.
+// Waits until the barrier's phase of this parity (0 for its first phase, 1 for the second, ...) has completed. With
+// kClusterScope its acquire is at cluster scope: what the cluster's other blocks stored into this block's shared memory
+// on the phase (cluster_stores.cuh) is visible after it.
+template <bool kClusterScope = false>
 __device__ __forceinline__ void mbarrier_wait(uint64_t* barrier, uint32_t parity) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   uint32_t done = 0;
   while (!done) {
-    asm volatile(
-        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-        : "=r"(done)
-        : "r"(shared_address(barrier)), "r"(parity)
-        : "memory");
+    if constexpr (kClusterScope)
+      asm volatile(
+          "{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; "
+          "selp.u32 %0, 1, 0, p; }"
+          : "=r"(done)
+          : "r"(shared_address(barrier)), "r"(parity)
+          : "memory");
+    else
+      asm volatile(
+          "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+          : "=r"(done)
+          : "r"(shared_address(barrier)), "r"(parity)
+          : "memory");
   }
 #endif
 }

@@ -1,6 +1,6 @@
 // Stores into another block's shared memory that complete on that block's mbarrier (st.async, Hopper clusters): the
 // receiver waits for the bytes it expects instead of a cluster barrier, whose arrive in every warp is a GPU-scope
-// memory barrier (bench/RESULTS.md, "where its warps wait").
+// memory barrier (bench/RESULTS.md, "where its warps wait"). The receiver waits with mbarrier_wait<true>.
 #pragma once
 #include <cooperative_groups.h>
 
@@ -41,22 +41,6 @@ __device__ __forceinline__ void store_to_cluster_block(float value, float* place
   asm volatile("st.async.weak.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(to),
                "r"(__float_as_uint(value)), "r"(remote_barrier)
                : "memory");
-#endif
-}
-
-// Waits for the barrier's phase of this parity with acquire semantics at cluster scope: the bytes the other blocks
-// stored into this block's shared memory (store_to_cluster_block) are visible after it.
-__device__ __forceinline__ void mbarrier_wait_cluster(uint64_t* barrier, uint32_t parity) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  uint32_t done = 0;
-  while (!done) {
-    asm volatile(
-        "{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; "
-        "selp.u32 %0, 1, 0, p; }"
-        : "=r"(done)
-        : "r"(shared_address(barrier)), "r"(parity)
-        : "memory");
-  }
 #endif
 }
 

@@ -958,7 +958,7 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
       if (threadIdx.x == 0) b.queue_gate_up(layer);
       wait_async_copies();  // the q/k gains, landed long since; the block barrier publishes them to the block
       __syncthreads();
-      mbarrier_wait_cluster(&qkv_in, qkv_phase_count++ & 1u);
+      mbarrier_wait<true>(&qkv_in, qkv_phase_count++ & 1u);
       prepare_heads(b, l, s);
       attend(b, l, s, first_keys);
       cluster.sync();
@@ -973,7 +973,7 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
     // before its stores of this layer's have landed there.
     if (threadIdx.x == 0) mbarrier_expect_bytes(&o_sums_in, added_bytes_in(a.hidden));
     add_partials(b, o_words, a.hkv, o_flag, h, s, cluster, &o_sums_in);
-    mbarrier_wait_cluster(&o_sums_in, o_sums_phase++ & 1u);
+    mbarrier_wait<true>(&o_sums_in, o_sums_phase++ & 1u);
 
     normalise(h, post_gains, l.post_eps, a.hidden, xn, s);
     mbarrier_wait(&x_loaded, x_phase++ & 1u);
@@ -987,7 +987,7 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
     if (threadIdx.x == 0) mbarrier_expect_bytes(&down_in_bar, down_bytes_in(a.hidden));
     // down_in is free: every block of the cluster summed the layer before's before the cluster barrier below.
     push_down_partial(b, down_partial, down_in, &down_in_bar, cluster);
-    mbarrier_wait_cluster(&down_in_bar, down_in_phase++ & 1u);
+    mbarrier_wait<true>(&down_in_bar, down_in_phase++ & 1u);
     cluster_down_sum(b, down_partial, down_in, mlp_words, mlp_flag);
     add_partials(b, mlp_words, clusters, mlp_flag, h, s, cluster);
     cluster.sync();
