@@ -13,11 +13,12 @@
 // the gate|up SwiGLU columns and, split by those columns, their contribution to every column of down_proj; the
 // cluster sums its eight blocks' contributions into one partial sum in global memory; every cluster adds the
 // clusters' partial sums into h as they arrive. The partial sums travel with a flag in each word (flagged_words.cuh):
-// a block waits for the sums it adds, not for every block of the grid. The GEMM slices stream into shared memory ahead of their phases through the
-// copy engine: q/k/v and gate|up (runs of whole rows) into one buffer, o_proj and down (strided slices, through
-// tensor maps) into another; each takes its next slice as soon as the block has read the one before. The GEMV phases
-// run on the tensor cores (mma_rows), and every sum runs in another order than one GEMM's, so h differs from the
-// ops' in its last bits.
+// a block waits for the sums it adds, not for every block of the grid. Within a cluster, the q/k/v columns, the down
+// contributions and the columns of h go out as stores that complete on the receivers' mbarriers (cluster_stores.cuh).
+// The GEMM slices stream into shared memory ahead of their phases through the copy engine: q/k/v and gate|up (runs of
+// whole rows) into one buffer, o_proj and down (strided slices, through tensor maps) into another; each takes its
+// next slice as soon as the block has read the one before. The GEMV phases run on the tensor cores (mma_rows), and
+// every sum runs in another order than one GEMM's, so h differs from the ops' in its last bits.
 // The default for the steps it fits; VEOMNI_DECODE_LAYER_KERNEL=0 turns it off (decode_layers_clustered.h);
 // bench/RESULTS.md has its figures.
 #include "kernels/cuda/decode_layers_clustered.h"
@@ -751,7 +752,8 @@ __device__ __forceinline__ float sum_of_parts(const FlaggedWord* words, int part
       __nanosleep(100);
 #pragma unroll
       for (int p = 0; p < kPartsAtOnce; ++p)
-        if (first + p < parts && flag_of(word[p]) != flag) word[p] = load_flagged(words + int64_t{first + p} * hidden + i);
+        if (first + p < parts && flag_of(word[p]) != flag)
+          word[p] = load_flagged(words + int64_t{first + p} * hidden + i);
     }
 #pragma unroll
     for (int p = 0; p < kPartsAtOnce; ++p)
@@ -763,7 +765,7 @@ __device__ __forceinline__ float sum_of_parts(const FlaggedWord* words, int part
 // h[i] = h[i] + the parts' partial sums of column i, for the block's eighth of the columns, into every block of the
 // cluster, with their sum of squares into every block's norm_part (the next norm's statistics): each cluster computes
 // the same values in the same order. Without `stored_in` they go out as plain remote stores, for a cluster barrier to
-// publish; with it as stores that complete on the receivers' stored_in (kAddedBytesIn bytes a phase), and the block's
+// publish; with it as stores that complete on the receivers' stored_in (added_bytes_in bytes a phase), and the block's
 // own share is published to the block before it returns. Not inlined: its two calls a layer share one copy of its
 // code (11 KB of the kernel's 169 KB), and the 0.6B shape decodes about 2% faster so on one H200 (bench/RESULTS.md);
 // other phases out of line as well made it slower.
@@ -943,7 +945,8 @@ __global__ void __launch_bounds__(kThreads, 1) clustered_layers_kernel(const __g
     const bool more = layer + 1 < a.layers;
     FlaggedWord* o_words = exchange_words(a.o_partial, a.hkv, a.hidden, layer);
     FlaggedWord* mlp_words = exchange_words(a.mlp_partial, clusters, a.hidden, layer);
-    const unsigned o_flag = exchange_flag(launch, layer, kOProjSums), mlp_flag = exchange_flag(launch, layer, kDownSums);
+    const unsigned o_flag = exchange_flag(launch, layer, kOProjSums);
+    const unsigned mlp_flag = exchange_flag(launch, layer, kDownSums);
     const Gains post_gains = load_gains(l.post_norm, a.hidden);
     if (attends) {
       prefetch_keys(b, l);
