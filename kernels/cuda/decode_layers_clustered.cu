@@ -88,6 +88,10 @@ struct ClusterArgs {
 };
 static_assert(sizeof(ClusterArgs) <= 32764, "a launch's arguments fit the parameter space (CUDA 12.1 and later)");
 
+// The most rows mma_rows splits over the warps' k ranges: fewer tiles than warps.
+constexpr int kMostSplitTiles = kWarps - 1;
+constexpr int kSplitRows = kMostSplitTiles * 16;
+
 // The per-block scratch of a head group of kGroup query heads, after the hidden-sized arrays.
 template <int kGroup>
 struct GroupScratch {
@@ -98,11 +102,13 @@ struct GroupScratch {
   float new_value[kHeadDim];
   float warp_max[kWarps][kGroup];
   float warp_denominator[kWarps][kGroup];
-  float warp_acc[kWarps][kGroup][kHeadDim];
+  union {
+    float warp_acc[kWarps][kGroup][kHeadDim];  // attend's, read before it returns
+    float mma_partial[kWarps][kSplitRows];  // mma_rows' per-warp partial sums when the warps split the k range
+  };
   float block_state[kGroup][kHeadDim + 2];  // the block's sums, max score and denominator (read by the cluster)
   float cluster_state[kClusterBlocks][kGroup][2];  // every block's max score and denominator of each head
   alignas(16) bf16 attention[kGroup * kHeadDim];  // the group's attention output (read in 16-byte chunks)
-  float mma_partial[kWarps][16];  // mma_rows' per-warp partial sums of a tile when the warps split its k range
   float gate_up[128];  // the block's gate sums, then its up sums
   alignas(16) bf16 act[64];  // the block's SwiGLU columns
   float warp_squares[kWarps];  // column_squares' per-warp sums
@@ -369,6 +375,41 @@ __device__ __forceinline__ float2 mma_tile_swizzled(const uint4* rows, int64_t r
   return (lane / 4) % 2 == 1 ? float2{d[1], d[3]} : float2{d[0], d[2]};
 }
 
+// mma_tile_swizzled for every tile t < tiles (at most kMostSplitTiles) over the same groups: each mma's B fragments
+// are loaded once for all the tiles, and the tiles' sums run as independent chains. sums[t] as mma_tile_swizzled
+// returns tile t's.
+__device__ __forceinline__ void mma_tiles_swizzled(const uint4* rows, int64_t row_chunks, int n, int tiles,
+                                                   int group_begin, int group_end, const uint4* x, int lane,
+                                                   float2 (&sums)[kMostSplitTiles]) {
+  const int j = lane / 8, i = lane % 8;
+  const int a_order = (j >> 1) ^ i, b_order = (j & 1) ^ i;
+  const uint4* row[kMostSplitTiles];
+  float d[kMostSplitTiles][4];
+#pragma unroll
+  for (int t = 0; t < kMostSplitTiles; ++t) {
+    row[t] = rows + min(t * 16 + (j & 1) * 8 + i, n - 1) * row_chunks;
+    d[t][0] = d[t][1] = d[t][2] = d[t][3] = 0.0f;
+  }
+  for (int group = group_begin; group < group_end; ++group) {
+    const uint4* x_group = x + group * 8;
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      uint32_t b[2];
+      ldmatrix_x2(b, x_group + ((2 * m) ^ b_order));
+#pragma unroll
+      for (int t = 0; t < kMostSplitTiles; ++t) {
+        if (t >= tiles) break;
+        uint32_t a[4];
+        ldmatrix_x4(a, row[t] + group * 8 + ((2 * m) ^ a_order));
+        mma_16816(d[t], a[0], a[1], a[2], a[3], b[0], b[1]);
+      }
+    }
+  }
+  const bool odd = (lane / 4) % 2 == 1;
+#pragma unroll
+  for (int t = 0; t < kMostSplitTiles; ++t) sums[t] = odd ? float2{d[t][1], d[t][3]} : float2{d[t][0], d[t][2]};
+}
+
 // The steps of 4 chunks that cover k_chunks (in pairs with kPairedRows: step s ^ 1 must exist for every step s).
 template <bool kPairedRows>
 __device__ __forceinline__ int mma_steps(int k_chunks) {
@@ -377,11 +418,13 @@ __device__ __forceinline__ int mma_steps(int k_chunks) {
 
 // emit(r, row r . x) for n rows of k_chunks 16-byte chunks (row r at rows + r * row_chunks) against x, in 16-row
 // tiles on the tensor cores. With at least as many tiles as warps, warp w takes tiles w, w + 8, ...; with fewer, the
-// warps split each tile's steps and their partial sums are added in warp order (through `partial`), every thread
-// emitting rows. kPairedRows: see mma_tile (for rows a multiple of 128 bytes apart).
+// warps split the k range and their partial sums are added in warp order (through `partial`), every thread emitting
+// rows: over whole groups of 8 chunks each warp takes every tile over an eighth of the groups (mma_tiles_swizzled,
+// x's fragments loaded once for all the tiles), otherwise the tiles' steps. kPairedRows: see mma_tile (for rows a
+// multiple of 128 bytes apart).
 template <bool kPairedRows, class Emit>
 __device__ void mma_rows(const uint4* rows, int64_t row_chunks, int n, int k_chunks, const uint4* x,
-                         float (*partial)[16], Emit&& emit) {
+                         float (*partial)[kSplitRows], Emit&& emit) {
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   if (n == 0) return;
   // Whole groups of 8 chunks over rows a multiple of 128 bytes apart take mma_tile_swizzled, in groups; the rest
@@ -408,6 +451,30 @@ __device__ void mma_rows(const uint4* rows, int64_t row_chunks, int n, int k_chu
       emit_tile(t, first);
       if (next < tiles) emit_tile(next, second);
     }
+    return;
+  }
+  if (swizzled) {
+    // Every warp takes every tile over its eighth of the groups; the eight partial sums are added in warp order.
+    const int per = (steps + kWarps - 1) / kWarps;
+    float2 sums[kMostSplitTiles];
+    mma_tiles_swizzled(rows, row_chunks, n, tiles, min(steps, warp * per), min(steps, (warp + 1) * per), x, lane,
+                       sums);
+    if (holds) {
+#pragma unroll
+      for (int t = 0; t < kMostSplitTiles; ++t) {
+        if (t >= tiles) break;
+        partial[warp][t * 16 + lane / 4] = sums[t].x;
+        partial[warp][t * 16 + lane / 4 + 8] = sums[t].y;
+      }
+    }
+    __syncthreads();
+    for (int r = threadIdx.x; r < n; r += kThreads) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) sum += partial[w][r];
+      emit(r, sum);
+    }
+    __syncthreads();  // partial is rewritten by the next call
     return;
   }
   const int splits = kWarps / tiles, split = warp / tiles, per = (steps + splits - 1) / splits;
@@ -858,6 +925,47 @@ __device__ void swiglu_phase(const Block<kGroup>& b, const bf16* xn, GroupScratc
   __syncthreads();
 }
 
+// emit(r, row r . x) for n rows of row_chunks <= 4 16-byte chunks (one mma step of mma_tile<false>, the same mma
+// steps and so the same bits), warp w taking tiles w, w + 8, ...: the rows of kTilesAtOnce tiles are loaded before any
+// of their mma, so that a warp waits for its loads once a batch rather than once a pair of tiles (mma_rows' loop,
+// whose emits to shared memory keep the compiler from moving the next tiles' loads above them).
+template <class Emit>
+__device__ __forceinline__ void mma_short_rows(const uint4* rows, int row_chunks, int n, const uint4* x, Emit&& emit) {
+  constexpr int kTilesAtOnce = 4;
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int g = lane / 4, q = lane % 4;
+  const bool loads = q < row_chunks;
+  const uint4 xv = loads ? x[q] : uint4{};
+  const int tiles = (n + 15) / 16;
+  for (int first = warp; first < tiles; first += kTilesAtOnce * kWarps) {
+    uint4 low[kTilesAtOnce], high[kTilesAtOnce];
+#pragma unroll
+    for (int u = 0; u < kTilesAtOnce; ++u) {
+      const int t = first + u * kWarps;
+      low[u] = high[u] = uint4{};
+      if (loads && t < tiles) {
+        low[u] = rows[min(t * 16 + g, n - 1) * row_chunks + q];
+        high[u] = rows[min(t * 16 + g + 8, n - 1) * row_chunks + q];
+      }
+    }
+    float2 sums[kTilesAtOnce];
+#pragma unroll
+    for (int u = 0; u < kTilesAtOnce; ++u) {
+      float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      mma_16816(d, low[u].x, high[u].x, low[u].y, high[u].y, xv.x, xv.y);
+      mma_16816(d, low[u].z, high[u].z, low[u].w, high[u].w, xv.z, xv.w);
+      sums[u] = float2{d[0], d[2]};
+    }
+    if (q != 0) continue;
+#pragma unroll
+    for (int u = 0; u < kTilesAtOnce; ++u) {
+      const int r = (first + u * kWarps) * 16 + g;
+      if (r < n) emit(r, sums[u].x);
+      if (r + 8 < n) emit(r + 8, sums[u].y);
+    }
+  }
+}
+
 // The block's columns' contribution to every output of down_proj, into down_partial.
 template <int kGroup>
 __device__ void down_phase(const Block<kGroup>& b, GroupScratch<kGroup>& s, float* down_partial) {
@@ -868,6 +976,11 @@ __device__ void down_phase(const Block<kGroup>& b, GroupScratch<kGroup>& s, floa
     return;
   }
   // Rows of 24-64 bytes: two rows of a load phase fall into different banks already.
+  if (chunks <= 4) {
+    mma_short_rows(reinterpret_cast<const uint4*>(b.y), chunks, b.a.hidden, reinterpret_cast<const uint4*>(s.act),
+                   [&](int r, float sum) { down_partial[r] = sum; });
+    return;
+  }
   mma_rows<false>(reinterpret_cast<const uint4*>(b.y), chunks, b.a.hidden, chunks,
                   reinterpret_cast<const uint4*>(s.act), s.mma_partial,
                   [&](int r, float sum) { down_partial[r] = sum; });
