@@ -799,7 +799,7 @@ __device__ void o_proj_phase(const Block<kGroup>& b, GroupScratch<kGroup>& s, Fl
 // kPartsAtOnce parts go out at once, and those not yet written are loaded again after a short sleep (the blocks that
 // wait longest, those without attention, then load less often while the others attend).
 constexpr int kPartsAtOnce = 16;
-constexpr int kMostPolls = 1 << 24;  // at 100 ns or more apart: seconds
+constexpr int kMostPolls = 1 << 24;  // each 20 ns and a round trip to L2 or more apart: seconds
 __device__ __forceinline__ float sum_of_parts(const FlaggedWord* words, int parts, int hidden, int i, unsigned flag) {
   float sum = 0.0f;
   for (int first = 0; first < parts; first += kPartsAtOnce) {
@@ -816,7 +816,7 @@ __device__ __forceinline__ float sum_of_parts(const FlaggedWord* words, int part
       // A sum still missing after seconds will never come (a block that is not resident, or a flag gone wrong): the
       // launch fails with an error instead of hanging.
       if (polls == kMostPolls) __trap();
-      __nanosleep(100);
+      __nanosleep(20);  // 100 ns cost the 0.6B shape's batch-1 decode about 0.5% on one H200 (bench/RESULTS.md)
 #pragma unroll
       for (int p = 0; p < kPartsAtOnce; ++p)
         if (first + p < parts && flag_of(word[p]) != flag)
