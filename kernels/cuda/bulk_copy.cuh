@@ -40,6 +40,29 @@ __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, 
 #endif
 }
 
+// An L2 cache policy under which the lines a load brings in are the first evicted: for weights that a decode step
+// streams once, so that they do not push out of L2 what the step reads again (the kernels' code, the caches).
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+  uint64_t policy = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+#endif
+  return policy;
+}
+
+// bulk_copy_to_shared under an L2 cache policy (l2_evict_first_policy).
+__device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, uint32_t bytes, uint64_t* barrier,
+                                                    uint64_t policy) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::
+          "r"(shared_address(dst)),
+      "l"(src), "r"(bytes), "r"(shared_address(barrier)), "l"(policy)
+      : "memory");
+#endif
+}
+
 // Queues the box of a 3-D tensor map (tensor_map.h) whose first element is at coordinates (c0, c1, c2), innermost
 // first, into shared dst (128-byte aligned) in the box's row-major order. The map lives in kernel parameters (passed
 // as __grid_constant__) or global memory.
@@ -51,6 +74,19 @@ __device__ __forceinline__ void tensor_copy_to_shared(void* dst, const CUtensorM
       "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
       "[%5];" ::"r"(shared_address(dst)),
       "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(shared_address(barrier))
+      : "memory");
+#endif
+}
+
+// tensor_copy_to_shared under an L2 cache policy (l2_evict_first_policy).
+__device__ __forceinline__ void tensor_copy_to_shared(void* dst, const CUtensorMap* map, int c0, int c1, int c2,
+                                                      uint64_t* barrier, uint64_t policy) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, "
+      "%3, %4}], [%5], %6;" ::"r"(shared_address(dst)),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(shared_address(barrier)), "l"(policy)
       : "memory");
 #endif
 }

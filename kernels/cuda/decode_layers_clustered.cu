@@ -17,8 +17,10 @@
 // contributions and the columns of h go out as stores that complete on the receivers' mbarriers (cluster_stores.cuh).
 // The GEMM slices stream into shared memory ahead of their phases through the copy engine: q/k/v and gate|up (runs of
 // whole rows) into one buffer, o_proj and down (strided slices, through tensor maps) into another; each takes its
-// next slice as soon as the block has read the one before. The GEMV phases run on the tensor cores (mma_rows), and
-// every sum runs in another order than one GEMM's, so h differs from the ops' in its last bits.
+// next slice as soon as the block has read the one before. Their lines are the first evicted from L2: read once a
+// step, they would otherwise push out what the step reads again (about 2% of a step on one H200). The GEMV phases run
+// on the tensor cores (mma_rows), and every sum runs in another order than one GEMM's, so h differs from the ops' in
+// its last bits.
 // The default for the steps it fits; VEOMNI_DECODE_LAYER_KERNEL=0 turns it off (decode_layers_clustered.h);
 // bench/RESULTS.md has its figures.
 #include "kernels/cuda/decode_layers_clustered.h"
@@ -175,7 +177,7 @@ struct Block {
       const int begin = max(first, bounds[section]), end = min(last, bounds[section + 1]);
       if (begin >= end) continue;
       bulk_copy_to_shared(x + (begin - first) * row_bytes, a.layer[layer].weight[kQkv] + qkv_row(begin) * a.hidden,
-                          static_cast<uint32_t>((end - begin) * row_bytes), x_loaded);
+                          static_cast<uint32_t>((end - begin) * row_bytes), x_loaded, l2_evict_first_policy());
     }
   }
 
@@ -186,8 +188,9 @@ struct Block {
     mbarrier_expect_bytes(x_loaded, 2 * bytes);
     if (bytes == 0) return;
     const bf16* w = a.layer[layer].weight[kGateUp];
-    bulk_copy_to_shared(x, w + int64_t{c.first} * a.hidden, bytes, x_loaded);
-    bulk_copy_to_shared(x + bytes, w + (int64_t{a.intermediate} + c.first) * a.hidden, bytes, x_loaded);
+    const uint64_t policy = l2_evict_first_policy();
+    bulk_copy_to_shared(x, w + int64_t{c.first} * a.hidden, bytes, x_loaded, policy);
+    bulk_copy_to_shared(x + bytes, w + (int64_t{a.intermediate} + c.first) * a.hidden, bytes, x_loaded, policy);
   }
 
   // One thread: the block's o_proj rows (an eighth of the outputs) over the group's heads' inputs into y,
@@ -195,7 +198,7 @@ struct Block {
   __device__ void queue_o_proj(int layer) const {
     const int rows = a.hidden / kClusterBlocks;
     mbarrier_expect_bytes(y_loaded, static_cast<uint32_t>(rows * kGroup * kHeadDim * sizeof(bf16)));
-    tensor_copy_to_shared(y, &a.o_map[layer], 0, g() * kGroup, rank * rows, y_loaded);
+    tensor_copy_to_shared(y, &a.o_map[layer], 0, g() * kGroup, rank * rows, y_loaded, l2_evict_first_policy());
   }
 
   // One thread: the block's columns of down_proj (every output row) into y, [hidden, count].
@@ -204,7 +207,8 @@ struct Block {
     const uint32_t bytes = static_cast<uint32_t>(int64_t{c.count} * a.hidden * sizeof(bf16));
     mbarrier_expect_bytes(y_loaded, bytes);
     if (bytes != 0)
-      tensor_copy_to_shared(y, &a.down_map[layer][c.count == a.narrow_columns ? 0 : 1], c.first, 0, 0, y_loaded);
+      tensor_copy_to_shared(y, &a.down_map[layer][c.count == a.narrow_columns ? 0 : 1], c.first, 0, 0, y_loaded,
+                            l2_evict_first_policy());
   }
 };
 
