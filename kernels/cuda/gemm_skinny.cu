@@ -14,6 +14,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/cuda/bulk_copy.cuh"
 #include "kernels/cuda/dependent_launch.cuh"
 #include "kernels/cuda/kernel_utils.cuh"
 #include "kernels/cuda/runtime.h"
@@ -33,6 +34,17 @@ struct SkinnyArgs {
   int64_t m, n, k;  // n: output columns (the intermediate size for SwiGLU)
 };
 
+// A weight chunk through the read-only path, its L2 lines the first evicted (l2_evict_first_policy): a decode step
+// reads each weight once, and the LM head's 311 MB (Qwen3-0.6B) would otherwise push out of L2 what the next step's
+// layers read again.
+__device__ __forceinline__ uint4 load_weight(const uint4* chunk) {
+  uint4 v;
+  asm("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(chunk), "l"(l2_evict_first_policy()));
+  return v;
+}
+
 // The first kHead of a lane's chunks (chunk lane + i * kWarp) of each of kColumns weight rows, loaded into registers
 // before the kernel waits for its predecessor: the weights are not written by the kernels before, so their stream
 // starts while those still run.
@@ -45,7 +57,7 @@ struct WeightHeads {
     for (int i = 0; i < kHead; ++i) {
       const int64_t c = lane + static_cast<int64_t>(i) * kWarp;
 #pragma unroll
-      for (int j = 0; j < kColumns; ++j) chunk[i][j] = c < chunks ? __ldg(rows[j] + c) : make_uint4(0, 0, 0, 0);
+      for (int j = 0; j < kColumns; ++j) chunk[i][j] = c < chunks ? load_weight(rows[j] + c) : make_uint4(0, 0, 0, 0);
     }
   }
 };
@@ -72,7 +84,7 @@ __device__ __forceinline__ void dot_rows(const XSource& x, int64_t chunks, const
 #pragma unroll
       for (int i = 0; i < kRestBatch; ++i) {
         const int64_t c = base + static_cast<int64_t>(i) * kWarp;
-        batch[i] = c < chunks ? __ldg(rows[0] + c) : make_uint4(0, 0, 0, 0);
+        batch[i] = c < chunks ? load_weight(rows[0] + c) : make_uint4(0, 0, 0, 0);
       }
 #pragma unroll
       for (int i = 0; i < kRestBatch; ++i) {
@@ -86,7 +98,7 @@ __device__ __forceinline__ void dot_rows(const XSource& x, int64_t chunks, const
     for (int64_t c = lane + static_cast<int64_t>(kHead) * kWarp; c < chunks; c += kWarp) {
       uint4 w[kColumns];
 #pragma unroll
-      for (int j = 0; j < kColumns; ++j) w[j] = __ldg(rows[j] + c);
+      for (int j = 0; j < kColumns; ++j) w[j] = load_weight(rows[j] + c);
       accumulate_chunk(x, w, c, acc);
     }
   }
