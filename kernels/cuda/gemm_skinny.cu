@@ -38,11 +38,15 @@ struct SkinnyArgs {
 // reads each weight once, and the LM head's 311 MB (Qwen3-0.6B) would otherwise push out of L2 what the next step's
 // layers read again.
 __device__ __forceinline__ uint4 load_weight(const uint4* chunk) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   uint4 v;
   asm("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
       : "l"(chunk), "l"(l2_evict_first_policy()));
   return v;
+#else
+  return __ldg(chunk);
+#endif
 }
 
 // The first kHead of a lane's chunks (chunk lane + i * kWarp) of each of kColumns weight rows, loaded into registers
