@@ -15,7 +15,7 @@ packages=(
   libpcre2-dev libutf8proc-dev
   libprotobuf-dev protobuf-compiler gnuplot-nox
   libpng-dev libjpeg-dev libsndfile1-dev libsoxr-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
-  ffmpeg espeak-ng
+  ffmpeg espeak-ng groff-base
   clang libclang-rt-14-dev
   nodejs
 )
