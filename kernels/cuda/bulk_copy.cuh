@@ -41,7 +41,8 @@ __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, 
 }
 
 // An L2 cache policy under which the lines a load brings in are the first evicted: for weights that a decode step
-// streams once, so that they do not push out of L2 what the step reads again (the kernels' code, the caches).
+// streams once, so that they do not push out of L2 what the step reads again (the KV caches, say; which lines it
+// spares was not measured, only the step's speed: bench/RESULTS.md).
 __device__ __forceinline__ uint64_t l2_evict_first_policy() {
   uint64_t policy = 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800

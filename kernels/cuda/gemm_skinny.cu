@@ -35,8 +35,8 @@ struct SkinnyArgs {
 };
 
 // A weight chunk through the read-only path, its L2 lines the first evicted (l2_evict_first_policy): a decode step
-// reads each weight once, and the LM head's 311 MB (Qwen3-0.6B) would otherwise push out of L2 what the next step's
-// layers read again.
+// reads each weight once, so its lines need not push out of L2 what the next step reads again (with the clustered
+// kernel's slices evict-first as well, the 0.6B shape's batch-1 decode is about 0.5% faster: bench/RESULTS.md).
 __device__ __forceinline__ uint4 load_weight(const uint4* chunk) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   uint4 v;
